@@ -1,0 +1,70 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrLocked reports that another process drives the run.
+var ErrLocked = errors.New("locked by another process")
+
+// Lock is an exclusive, advisory lock held by this process. The kernel
+// releases it when the process dies, however it dies, so a crash never
+// leaves a run locked.
+type Lock struct {
+	f *os.File
+}
+
+// LockRun takes the lock that says "this process drives run id". It fails at
+// once, with an error wrapping ErrLocked that names the holder's PID, when
+// another process holds it.
+func (s *Store) LockRun(id string) (*Lock, error) {
+	return s.lock("run-" + id)
+}
+
+// LockDaemon takes the lock of the one `serve` daemon of a state directory.
+func (s *Store) LockDaemon() (*Lock, error) { return s.lock("daemon") }
+
+func (s *Store) lock(name string) (*Lock, error) {
+	dir := filepath.Join(s.dir, "locks")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("lock %s: %w", name, err)
+	}
+	path := filepath.Join(dir, name+".lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", name, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(path)
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			pid := strings.TrimSpace(string(holder))
+			if pid == "" {
+				pid = "unknown"
+			}
+			return nil, fmt.Errorf("%s is %w (pid %s)", strings.Replace(name, "-", " ", 1), ErrLocked, pid)
+		}
+		return nil, fmt.Errorf("lock %s: %w", name, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return &Lock{f: f}, nil
+}
+
+// Unlock releases the lock.
+func (l *Lock) Unlock() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	err := l.f.Close() // closing the descriptor releases the flock
+	l.f = nil
+	return err
+}

@@ -1,0 +1,275 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// RunStatus is where a run stands.
+type RunStatus string
+
+// Run statuses. Running and Waiting runs are "active"; Interrupted runs were
+// stopped (shutdown, cancel, crash) and can be resumed; Done, Failed and
+// Cancelled are final.
+const (
+	RunRunning     RunStatus = "running"
+	RunWaiting     RunStatus = "waiting"
+	RunInterrupted RunStatus = "interrupted"
+	RunDone        RunStatus = "done"
+	RunFailed      RunStatus = "failed"
+	RunCancelled   RunStatus = "cancelled"
+)
+
+// Final reports whether no more work will happen on a run in this status.
+func (s RunStatus) Final() bool {
+	return s == RunDone || s == RunFailed || s == RunCancelled
+}
+
+// Run is one task given to the agent: a spec or a prompt, carried through as
+// many turns and question rounds as it needs.
+type Run struct {
+	ID        string
+	Spec      string // the spec's name; empty for a prompt
+	Title     string
+	Prompt    string
+	WorkDir   string
+	Surfaces  []string
+	Options   json.RawMessage // what the loop needs to resume the run as it was started
+	Status    RunStatus
+	SessionID string
+	Error     string
+	FinalText string
+	CostUSD   float64
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+const runColumns = `id, spec, title, prompt, workdir, surfaces, options, status, session_id, error, final_text, cost_usd, created_at, updated_at`
+
+func scanRun(row interface{ Scan(...any) error }) (Run, error) {
+	var r Run
+	var surfaces, options string
+	var created, updated int64
+	err := row.Scan(&r.ID, &r.Spec, &r.Title, &r.Prompt, &r.WorkDir, &surfaces, &options, &r.Status,
+		&r.SessionID, &r.Error, &r.FinalText, &r.CostUSD, &created, &updated)
+	if err != nil {
+		return Run{}, err
+	}
+	if err := json.Unmarshal([]byte(surfaces), &r.Surfaces); err != nil {
+		return Run{}, fmt.Errorf("run %s: surfaces: %w", r.ID, err)
+	}
+	r.Options = json.RawMessage(options)
+	r.CreatedAt, r.UpdatedAt = fromNanos(created), fromNanos(updated)
+	return r, nil
+}
+
+// CreateRun stores a new run in status Running. r.ID must be set and unique.
+func (s *Store) CreateRun(ctx context.Context, r Run) (Run, error) {
+	if r.ID == "" {
+		return Run{}, errors.New("create run: no ID")
+	}
+	if r.Status == "" {
+		r.Status = RunRunning
+	}
+	if len(r.Options) == 0 {
+		r.Options = json.RawMessage("{}")
+	}
+	if r.Surfaces == nil {
+		r.Surfaces = []string{}
+	}
+	surfaces, err := encodeJSON(r.Surfaces)
+	if err != nil {
+		return Run{}, fmt.Errorf("create run: %w", err)
+	}
+	now := s.now().UTC()
+	r.CreatedAt, r.UpdatedAt = now, now
+	_, err = s.db.ExecContext(ctx, `INSERT INTO runs (`+runColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		r.ID, r.Spec, r.Title, r.Prompt, r.WorkDir, surfaces, string(r.Options), r.Status,
+		r.SessionID, r.Error, r.FinalText, r.CostUSD, nanos(now), nanos(now))
+	if err != nil {
+		return Run{}, fmt.Errorf("create run %s: %w", r.ID, err)
+	}
+	return r, nil
+}
+
+// Run returns the run with the given ID, or an error wrapping ErrNotFound.
+// A unique prefix of an ID is accepted too.
+func (s *Store) Run(ctx context.Context, id string) (Run, error) {
+	r, err := scanRun(s.db.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+	if err == nil {
+		return r, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return Run{}, fmt.Errorf("run %s: %w", id, err)
+	}
+	if id == "" {
+		return Run{}, fmt.Errorf("run %q: %w", id, ErrNotFound)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+runColumns+` FROM runs WHERE substr(id, 1, ?) = ? LIMIT 2`, len(id), id)
+	if err != nil {
+		return Run{}, fmt.Errorf("run %s: %w", id, err)
+	}
+	defer rows.Close()
+	var found []Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return Run{}, err
+		}
+		found = append(found, r)
+	}
+	if err := rows.Err(); err != nil {
+		return Run{}, fmt.Errorf("run %s: %w", id, err)
+	}
+	switch len(found) {
+	case 0:
+		return Run{}, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	case 1:
+		return found[0], nil
+	default:
+		return Run{}, fmt.Errorf("run %s: %w: more than one run starts with it", id, ErrAmbiguous)
+	}
+}
+
+// RunFilter selects runs for ListRuns; zero fields match everything.
+type RunFilter struct {
+	Status []RunStatus
+	Spec   string
+	Limit  int
+}
+
+// ListRuns returns runs, newest first.
+func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
+	q := `SELECT ` + runColumns + ` FROM runs WHERE 1=1`
+	var args []any
+	if len(f.Status) > 0 {
+		q += ` AND status IN (` + placeholders(len(f.Status)) + `)`
+		for _, st := range f.Status {
+			args = append(args, st)
+		}
+	}
+	if f.Spec != "" {
+		q += ` AND spec = ?`
+		args = append(args, f.Spec)
+	}
+	q += ` ORDER BY created_at DESC, id`
+	if f.Limit > 0 {
+		q += fmt.Sprintf(` LIMIT %d`, f.Limit)
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	defer rows.Close()
+	var out []Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list runs: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func placeholders(n int) string {
+	b := make([]byte, 0, 2*n)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '?')
+	}
+	return string(b)
+}
+
+// RunUpdate changes a run's status and, when set, its other fields.
+type RunUpdate struct {
+	Status    RunStatus
+	SessionID string  // kept when empty
+	Error     *string // kept when nil
+	FinalText *string // kept when nil
+	AddCost   float64
+}
+
+// UpdateRun applies u to the run. A final run is never changed again: the
+// update returns an error instead.
+func (s *Store) UpdateRun(ctx context.Context, id string, u RunUpdate) error {
+	return s.tx(ctx, func(tx *sql.Tx) error { return updateRun(ctx, tx, id, u, s.now()) })
+}
+
+func updateRun(ctx context.Context, tx *sql.Tx, id string, u RunUpdate, now time.Time) error {
+	var status RunStatus
+	if err := tx.QueryRowContext(ctx, `SELECT status FROM runs WHERE id = ?`, id).Scan(&status); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("update run %s: %w", id, ErrNotFound)
+		}
+		return fmt.Errorf("update run %s: %w", id, err)
+	}
+	if status.Final() && u.Status != status {
+		return fmt.Errorf("update run %s: it is already %s", id, status)
+	}
+	q := `UPDATE runs SET status = ?, updated_at = ?, cost_usd = cost_usd + ?`
+	args := []any{u.Status, nanos(now), u.AddCost}
+	if u.Status == "" {
+		args[0] = status
+	}
+	if u.SessionID != "" {
+		q += `, session_id = ?`
+		args = append(args, u.SessionID)
+	}
+	if u.Error != nil {
+		q += `, error = ?`
+		args = append(args, *u.Error)
+	}
+	if u.FinalText != nil {
+		q += `, final_text = ?`
+		args = append(args, *u.FinalText)
+	}
+	q += ` WHERE id = ?`
+	args = append(args, id)
+	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+		return fmt.Errorf("update run %s: %w", id, err)
+	}
+	return nil
+}
+
+// LastRunOf returns when the newest run of a spec was created.
+func (s *Store) LastRunOf(ctx context.Context, spec string) (time.Time, bool, error) {
+	var n sql.NullInt64
+	err := s.db.QueryRowContext(ctx, `SELECT MAX(created_at) FROM runs WHERE spec = ?`, spec).Scan(&n)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("last run of %s: %w", spec, err)
+	}
+	if !n.Valid {
+		return time.Time{}, false, nil
+	}
+	return fromNanos(n.Int64), true, nil
+}
+
+// MarkScheduled records that the scheduler fired spec at t.
+func (s *Store) MarkScheduled(ctx context.Context, spec string, t time.Time) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO schedule (spec, last_run) VALUES (?, ?)
+		ON CONFLICT(spec) DO UPDATE SET last_run = excluded.last_run`, spec, nanos(t))
+	if err != nil {
+		return fmt.Errorf("mark %s scheduled: %w", spec, err)
+	}
+	return nil
+}
+
+// LastScheduled returns when the scheduler last fired spec.
+func (s *Store) LastScheduled(ctx context.Context, spec string) (time.Time, bool, error) {
+	var n int64
+	err := s.db.QueryRowContext(ctx, `SELECT last_run FROM schedule WHERE spec = ?`, spec).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("last scheduled %s: %w", spec, err)
+	}
+	return fromNanos(n), true, nil
+}

@@ -1,0 +1,403 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/orchestrator-dev/orchestrator/questions"
+)
+
+// SetState is where a question set stands.
+type SetState string
+
+// Question set states.
+const (
+	SetPending  SetState = "pending"  // asked, waiting for an answer
+	SetAnswered SetState = "answered" // every question answered; not yet handed to the model
+	SetResuming SetState = "resuming" // claimed by a turn that carries the answer
+	SetResumed  SetState = "resumed"  // the answer reached the model
+	SetExpired  SetState = "expired"  // given up on (question timeout, run failed or cancelled)
+)
+
+// SetRecord is a stored question set and where it stands.
+type SetRecord struct {
+	Set      questions.Set
+	State    SetState
+	Surfaces []string
+	// Response is the answer, complete once State is past pending; while
+	// pending it holds the answers given so far, if any.
+	Response    questions.Response
+	CreatedAt   time.Time
+	AnsweredAt  time.Time
+	ClaimedAt   time.Time
+	ResumedAt   time.Time
+	RemindedAt  time.Time
+	EscalatedAt time.Time
+}
+
+func insertSet(ctx context.Context, tx *sql.Tx, set questions.Set, surfaces []string, now time.Time) error {
+	if set.ID == "" || set.RunID == "" {
+		return errors.New("store question set: no ID or run ID")
+	}
+	if surfaces == nil {
+		surfaces = []string{}
+	}
+	body, err := encodeJSON(set)
+	if err != nil {
+		return err
+	}
+	surf, err := encodeJSON(surfaces)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO question_sets (id, run_id, turn, state, body, surfaces, created_at) VALUES (?,?,?,?,?,?,?)`,
+		set.ID, set.RunID, set.Turn, SetPending, body, surf, nanos(now))
+	if err != nil {
+		return fmt.Errorf("store question set %s: %w", set.ID, err)
+	}
+	for i, q := range set.Questions {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO questions (id, set_id, position) VALUES (?,?,?)`, q.ID, set.ID, i); err != nil {
+			return fmt.Errorf("store question %s of set %s: %w", q.ID, set.ID, err)
+		}
+	}
+	return updateRun(ctx, tx, set.RunID, RunUpdate{Status: RunWaiting}, now)
+}
+
+const setColumns = `id, state, body, surfaces, created_at, answered_at, claimed_at, resumed_at, reminded_at, escalated_at`
+
+func scanSet(row interface{ Scan(...any) error }) (SetRecord, error) {
+	var r SetRecord
+	var id, body, surfaces string
+	var created, answered, claimed, resumed, reminded, escalated int64
+	if err := row.Scan(&id, &r.State, &body, &surfaces, &created, &answered, &claimed, &resumed, &reminded, &escalated); err != nil {
+		return SetRecord{}, err
+	}
+	if err := json.Unmarshal([]byte(body), &r.Set); err != nil {
+		return SetRecord{}, fmt.Errorf("question set %s: %w", id, err)
+	}
+	if err := json.Unmarshal([]byte(surfaces), &r.Surfaces); err != nil {
+		return SetRecord{}, fmt.Errorf("question set %s: surfaces: %w", id, err)
+	}
+	r.CreatedAt, r.AnsweredAt, r.ClaimedAt = fromNanos(created), fromNanos(answered), fromNanos(claimed)
+	r.ResumedAt, r.RemindedAt, r.EscalatedAt = fromNanos(resumed), fromNanos(reminded), fromNanos(escalated)
+	return r, nil
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func loadSet(ctx context.Context, q querier, id string) (SetRecord, error) {
+	r, err := scanSet(q.QueryRowContext(ctx, `SELECT `+setColumns+` FROM question_sets WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return SetRecord{}, fmt.Errorf("question set %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return SetRecord{}, err
+	}
+	r.Response, err = loadResponse(ctx, q, r.Set)
+	return r, err
+}
+
+// loadResponse composes the answers stored for set, in question order.
+func loadResponse(ctx context.Context, q querier, set questions.Set) (questions.Response, error) {
+	rows, err := q.QueryContext(ctx, `SELECT question_id, body, answered_by, surface, at FROM answers WHERE set_id = ?`, set.ID)
+	if err != nil {
+		return questions.Response{}, fmt.Errorf("answers of set %s: %w", set.ID, err)
+	}
+	defer rows.Close()
+	type row struct {
+		a       questions.Answer
+		by, srf string
+		at      int64
+	}
+	byQ := map[string]row{}
+	for rows.Next() {
+		var r row
+		var qid, body string
+		if err := rows.Scan(&qid, &body, &r.by, &r.srf, &r.at); err != nil {
+			return questions.Response{}, err
+		}
+		if err := json.Unmarshal([]byte(body), &r.a); err != nil {
+			return questions.Response{}, fmt.Errorf("answer to %s: %w", qid, err)
+		}
+		byQ[qid] = r
+	}
+	if err := rows.Err(); err != nil {
+		return questions.Response{}, err
+	}
+	resp := questions.Response{SetID: set.ID}
+	var bys, srfs []string
+	var last int64
+	for _, qu := range set.Questions {
+		r, ok := byQ[qu.ID]
+		if !ok {
+			continue
+		}
+		resp.Answers = append(resp.Answers, r.a)
+		bys = appendUnique(bys, r.by)
+		srfs = appendUnique(srfs, r.srf)
+		if r.at > last {
+			last = r.at
+		}
+	}
+	resp.By, resp.Surface, resp.At = strings.Join(bys, ", "), strings.Join(srfs, ", "), fromNanos(last)
+	return resp, nil
+}
+
+func appendUnique(list []string, s string) []string {
+	for _, x := range list {
+		if x == s {
+			return list
+		}
+	}
+	return append(list, s)
+}
+
+// QuestionSet returns the stored set with the given ID.
+func (s *Store) QuestionSet(ctx context.Context, id string) (SetRecord, error) {
+	return loadSet(ctx, s.db, id)
+}
+
+// SetFilter selects question sets; zero fields match everything.
+type SetFilter struct {
+	RunID string
+	State []SetState
+}
+
+// QuestionSets returns sets, oldest first.
+func (s *Store) QuestionSets(ctx context.Context, f SetFilter) ([]SetRecord, error) {
+	q := `SELECT id FROM question_sets WHERE 1=1`
+	var args []any
+	if f.RunID != "" {
+		q += ` AND run_id = ?`
+		args = append(args, f.RunID)
+	}
+	if len(f.State) > 0 {
+		q += ` AND state IN (` + placeholders(len(f.State)) + `)`
+		for _, st := range f.State {
+			args = append(args, st)
+		}
+	}
+	q += ` ORDER BY created_at, id`
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("question sets: %w", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]SetRecord, 0, len(ids))
+	for _, id := range ids {
+		r, err := loadSet(ctx, s.db, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// FindQuestion finds a question by its short ID (or a set by its ID) among
+// the sets still waiting for an answer first, then among all sets. It
+// returns the set and, when a question ID was given, the question.
+func (s *Store) FindQuestion(ctx context.Context, id string) (SetRecord, *questions.Question, error) {
+	id = strings.TrimSpace(id)
+	if r, err := loadSet(ctx, s.db, id); err == nil {
+		return r, nil, nil
+	} else if !errors.Is(err, ErrNotFound) {
+		return SetRecord{}, nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT q.set_id, qs.state FROM questions q JOIN question_sets qs ON qs.id = q.set_id
+		WHERE lower(q.id) = lower(?) ORDER BY qs.created_at DESC`, id)
+	if err != nil {
+		return SetRecord{}, nil, fmt.Errorf("find question %s: %w", id, err)
+	}
+	var pending, all []string
+	for rows.Next() {
+		var setID string
+		var st SetState
+		if err := rows.Scan(&setID, &st); err != nil {
+			rows.Close()
+			return SetRecord{}, nil, err
+		}
+		all = append(all, setID)
+		if st == SetPending {
+			pending = append(pending, setID)
+		}
+	}
+	rows.Close()
+	candidates := pending
+	if len(candidates) == 0 {
+		candidates = all
+	}
+	switch {
+	case len(candidates) == 0:
+		return SetRecord{}, nil, fmt.Errorf("question %s: %w", id, ErrNotFound)
+	case len(candidates) > 1:
+		return SetRecord{}, nil, fmt.Errorf("question %s: %w: %d waiting question sets have a question with this ID; answer by set ID (%s)",
+			id, ErrAmbiguous, len(candidates), strings.Join(candidates, ", "))
+	}
+	r, err := loadSet(ctx, s.db, candidates[0])
+	if err != nil {
+		return SetRecord{}, nil, err
+	}
+	for i := range r.Set.Questions {
+		if strings.EqualFold(r.Set.Questions[i].ID, id) {
+			q := r.Set.Questions[i]
+			return r, &q, nil
+		}
+	}
+	return SetRecord{}, nil, fmt.Errorf("question %s: %w", id, ErrNotFound)
+}
+
+// RecordAnswer stores the answers of resp for a pending set. The first answer
+// to each question wins: answers to questions already answered are ignored.
+// Once every question has an answer the set becomes answered. A set that is
+// no longer pending gives ErrAlreadyAnswered (its record tells who answered).
+// The returned record is the set after the change.
+func (s *Store) RecordAnswer(ctx context.Context, resp questions.Response) (SetRecord, error) {
+	var rec SetRecord
+	now := s.now().UTC()
+	at := resp.At
+	if at.IsZero() {
+		at = now
+	}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		r, err := loadSet(ctx, tx, resp.SetID)
+		if err != nil {
+			return err
+		}
+		if r.State != SetPending {
+			rec = r
+			return fmt.Errorf("question set %s: %w (%s by %s on %s)", r.Set.ID, ErrAlreadyAnswered, r.State, r.Response.By, r.Response.Surface)
+		}
+		for _, a := range resp.Answers {
+			if _, ok := r.Set.Question(a.QuestionID); !ok {
+				return fmt.Errorf("question set %s has no question %q", r.Set.ID, a.QuestionID)
+			}
+			body, err := encodeJSON(a)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO answers (set_id, question_id, body, answered_by, surface, at) VALUES (?,?,?,?,?,?)
+				ON CONFLICT(set_id, question_id) DO NOTHING`, r.Set.ID, a.QuestionID, body, resp.By, resp.Surface, nanos(at)); err != nil {
+				return err
+			}
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM answers WHERE set_id = ?`, r.Set.ID).Scan(&n); err != nil {
+			return err
+		}
+		if n >= len(r.Set.Questions) {
+			if _, err := tx.ExecContext(ctx, `UPDATE question_sets SET state = ?, answered_at = ? WHERE id = ?`, SetAnswered, nanos(now), r.Set.ID); err != nil {
+				return err
+			}
+		}
+		rec, err = loadSet(ctx, tx, r.Set.ID)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, ErrAlreadyAnswered) {
+			return rec, err
+		}
+		return SetRecord{}, fmt.Errorf("record answer: %w", err)
+	}
+	return rec, nil
+}
+
+// ExpireSets gives up on a run's sets that are still pending or answered but
+// not handed over (the run failed or was cancelled).
+func (s *Store) ExpireSets(ctx context.Context, runID string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE question_sets SET state = ? WHERE run_id = ? AND state IN (?, ?)`,
+		SetExpired, runID, SetPending, SetAnswered)
+	if err != nil {
+		return fmt.Errorf("expire question sets of run %s: %w", runID, err)
+	}
+	return nil
+}
+
+// MarkReminded records that a reminder for the set went out.
+func (s *Store) MarkReminded(ctx context.Context, setID string, at time.Time) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE question_sets SET reminded_at = ? WHERE id = ?`, nanos(at), setID)
+	return err
+}
+
+// MarkEscalated records that the set was escalated to another surface.
+func (s *Store) MarkEscalated(ctx context.Context, setID string, at time.Time) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE question_sets SET escalated_at = ? WHERE id = ?`, nanos(at), setID)
+	return err
+}
+
+// SetSurfaces records the surfaces a set is asked on (escalation adds one).
+func (s *Store) SetSurfaces(ctx context.Context, setID string, surfaces []string) error {
+	list := append([]string(nil), surfaces...)
+	sort.Strings(list)
+	body, err := encodeJSON(list)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.ExecContext(ctx, `UPDATE question_sets SET surfaces = ? WHERE id = ?`, body, setID)
+	return err
+}
+
+// Ref returns a value a surface stored under key (e.g. the message it posted
+// for a question), for idempotent posting across restarts.
+func (s *Store) Ref(ctx context.Context, surface, key string) (string, bool, error) {
+	var v string
+	err := s.db.QueryRowContext(ctx, `SELECT value FROM surface_refs WHERE surface = ? AND key = ?`, surface, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("ref %s/%s: %w", surface, key, err)
+	}
+	return v, true, nil
+}
+
+// SetRef stores a surface's value under key.
+func (s *Store) SetRef(ctx context.Context, surface, key, value string) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO surface_refs (surface, key, value) VALUES (?,?,?)
+		ON CONFLICT(surface, key) DO UPDATE SET value = excluded.value`, surface, key, value)
+	if err != nil {
+		return fmt.Errorf("set ref %s/%s: %w", surface, key, err)
+	}
+	return nil
+}
+
+// Refs is the store seen by one surface: its Ref and SetRef methods take no
+// surface name.
+type Refs struct {
+	s       *Store
+	surface string
+}
+
+// RefsFor returns the refs of the named surface.
+func (s *Store) RefsFor(surface string) Refs { return Refs{s: s, surface: surface} }
+
+// Ref returns the value stored under key.
+func (r Refs) Ref(ctx context.Context, key string) (string, bool, error) {
+	return r.s.Ref(ctx, r.surface, key)
+}
+
+// SetRef stores value under key.
+func (r Refs) SetRef(ctx context.Context, key, value string) error {
+	return r.s.SetRef(ctx, r.surface, key, value)
+}

@@ -1,0 +1,241 @@
+// Package store is the orchestrator's durable state: runs, their turns, the
+// question sets the model asked and the answers people gave, in one SQLite
+// database under the state directory.
+//
+// Every state change is one transaction. The question-set state machine is
+//
+//	pending → answered → resuming → resumed
+//	pending → expired (the question timed out and the run gave up on it)
+//
+// and the step answered → resuming (Claim) happens in the same transaction
+// that records the turn about to carry the answer to the model, before the
+// CLI starts. A crash at any point therefore leaves a state from which the
+// run loop can tell exactly what still has to happen.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+)
+
+// Errors callers check with errors.Is.
+var (
+	ErrNotFound        = errors.New("not found")
+	ErrAlreadyAnswered = errors.New("already answered")
+	ErrNotClaimable    = errors.New("question set is not answered, or already claimed")
+	ErrAmbiguous       = errors.New("ambiguous question ID")
+)
+
+// Store is the database. It is safe for concurrent use, also by several
+// processes on the same state directory.
+type Store struct {
+	db   *sql.DB
+	dir  string
+	path string
+	now  func() time.Time
+	w    watcher
+}
+
+// FileName is the database's name inside the state directory.
+const FileName = "orchestrator.db"
+
+// Open opens (creating it if needed) the database in dir and brings its
+// schema up to date.
+func Open(ctx context.Context, dir string) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("open store: no state directory")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	path := filepath.Join(dir, FileName)
+	dsn := "file:" + path +
+		"?_pragma=journal_mode(WAL)" +
+		"&_pragma=synchronous(FULL)" +
+		"&_pragma=busy_timeout(15000)" +
+		"&_pragma=foreign_keys(1)" +
+		"&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(4)
+	s := &Store{db: db, dir: dir, path: path, now: time.Now}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Dir is the state directory.
+func (s *Store) Dir() string { return s.dir }
+
+// migrations are applied in order; PRAGMA user_version counts those applied.
+// Never edit one that has shipped: append a new one.
+var migrations = []string{
+	`CREATE TABLE runs (
+		id          TEXT PRIMARY KEY,
+		spec        TEXT NOT NULL DEFAULT '',
+		title       TEXT NOT NULL DEFAULT '',
+		prompt      TEXT NOT NULL,
+		workdir     TEXT NOT NULL DEFAULT '',
+		surfaces    TEXT NOT NULL DEFAULT '[]',
+		options     TEXT NOT NULL DEFAULT '{}',
+		status      TEXT NOT NULL,
+		session_id  TEXT NOT NULL DEFAULT '',
+		error       TEXT NOT NULL DEFAULT '',
+		final_text  TEXT NOT NULL DEFAULT '',
+		cost_usd    REAL NOT NULL DEFAULT 0,
+		created_at  INTEGER NOT NULL,
+		updated_at  INTEGER NOT NULL
+	);
+	CREATE INDEX runs_status ON runs(status);
+	CREATE INDEX runs_spec ON runs(spec, created_at);
+	CREATE TABLE turns (
+		run_id          TEXT NOT NULL REFERENCES runs(id),
+		seq             INTEGER NOT NULL,
+		kind            TEXT NOT NULL,
+		prompt          TEXT NOT NULL,
+		set_id          TEXT NOT NULL DEFAULT '',
+		session_id      TEXT NOT NULL DEFAULT '',
+		resume          INTEGER NOT NULL DEFAULT 0,
+		transcript_path TEXT NOT NULL DEFAULT '',
+		finished        INTEGER NOT NULL DEFAULT 0,
+		status          TEXT NOT NULL DEFAULT '',
+		category        TEXT NOT NULL DEFAULT '',
+		error           TEXT NOT NULL DEFAULT '',
+		cost_usd        REAL NOT NULL DEFAULT 0,
+		input_tokens    INTEGER NOT NULL DEFAULT 0,
+		output_tokens   INTEGER NOT NULL DEFAULT 0,
+		num_turns       INTEGER NOT NULL DEFAULT 0,
+		question_error  TEXT NOT NULL DEFAULT '',
+		started_at      INTEGER NOT NULL,
+		finished_at     INTEGER NOT NULL DEFAULT 0,
+		PRIMARY KEY (run_id, seq)
+	);
+	CREATE TABLE question_sets (
+		id           TEXT PRIMARY KEY,
+		run_id       TEXT NOT NULL REFERENCES runs(id),
+		turn         INTEGER NOT NULL,
+		state        TEXT NOT NULL,
+		body         TEXT NOT NULL,
+		surfaces     TEXT NOT NULL DEFAULT '[]',
+		created_at   INTEGER NOT NULL,
+		answered_at  INTEGER NOT NULL DEFAULT 0,
+		claimed_at   INTEGER NOT NULL DEFAULT 0,
+		resumed_at   INTEGER NOT NULL DEFAULT 0,
+		reminded_at  INTEGER NOT NULL DEFAULT 0,
+		escalated_at INTEGER NOT NULL DEFAULT 0
+	);
+	CREATE INDEX question_sets_run ON question_sets(run_id, state);
+	CREATE INDEX question_sets_state ON question_sets(state);
+	CREATE TABLE questions (
+		id       TEXT NOT NULL,
+		set_id   TEXT NOT NULL REFERENCES question_sets(id),
+		position INTEGER NOT NULL,
+		PRIMARY KEY (set_id, id)
+	);
+	CREATE INDEX questions_id ON questions(id);
+	CREATE TABLE answers (
+		set_id      TEXT NOT NULL REFERENCES question_sets(id),
+		question_id TEXT NOT NULL,
+		body        TEXT NOT NULL,
+		answered_by TEXT NOT NULL,
+		surface     TEXT NOT NULL,
+		at          INTEGER NOT NULL,
+		PRIMARY KEY (set_id, question_id)
+	);
+	CREATE TABLE surface_refs (
+		surface TEXT NOT NULL,
+		key     TEXT NOT NULL,
+		value   TEXT NOT NULL,
+		PRIMARY KEY (surface, key)
+	);
+	CREATE TABLE schedule (
+		spec     TEXT PRIMARY KEY,
+		last_run INTEGER NOT NULL
+	);`,
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	// An exclusive transaction serialises concurrent openers.
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	var version int
+	if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		conn.ExecContext(ctx, "ROLLBACK")
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if version > len(migrations) {
+		conn.ExecContext(ctx, "ROLLBACK")
+		return fmt.Errorf("migrate: database schema version %d is newer than this orchestrator knows (%d): upgrade the orchestrator", version, len(migrations))
+	}
+	for i := version; i < len(migrations); i++ {
+		if _, err := conn.ExecContext(ctx, migrations[i]); err != nil {
+			conn.ExecContext(ctx, "ROLLBACK")
+			return fmt.Errorf("migrate to version %d: %w", i+1, err)
+		}
+	}
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", len(migrations))); err != nil {
+		conn.ExecContext(ctx, "ROLLBACK")
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// tx runs fn in a write transaction (BEGIN IMMEDIATE), committing when fn
+// returns nil.
+func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+func encodeJSON(v any) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("encode %T: %w", v, err)
+	}
+	return string(b), nil
+}

@@ -1,0 +1,273 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/orchestrator-dev/orchestrator/questions"
+)
+
+func open(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func testSet(runID string, turn int, qids ...string) questions.Set {
+	set := questions.Set{ID: runID + "-s" + string(rune('0'+turn)), RunID: runID, Turn: turn}
+	for _, id := range qids {
+		set.Questions = append(set.Questions, questions.Question{ID: id, Text: "Which " + id + "?",
+			Options: []questions.Option{{Label: "A"}, {Label: "B"}}})
+	}
+	return set
+}
+
+// newWaitingRun makes a run whose first turn asked set.
+func newWaitingRun(t *testing.T, s *Store, runID string, qids ...string) questions.Set {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.CreateRun(ctx, Run{ID: runID, Prompt: "do it", Surfaces: []string{"terminal"}}); err != nil {
+		t.Fatal(err)
+	}
+	turn, err := s.BeginTurn(ctx, Turn{RunID: runID, Kind: TurnStart, Prompt: "do it", SessionID: "sess-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := testSet(runID, turn.Seq, qids...)
+	if err := s.FinishTurn(ctx, runID, turn.Seq, TurnResult{Status: "success", CostUSD: 0.5, SessionID: "sess-1"}, &set, []string{"terminal"}); err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+func TestRunLifecycle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	set := newWaitingRun(t, s, "r1", "qa")
+
+	r, err := s.Run(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != RunWaiting || r.SessionID != "sess-1" || r.CostUSD != 0.5 {
+		t.Fatalf("run = %+v", r)
+	}
+	rec, err := s.QuestionSet(ctx, set.ID)
+	if err != nil || rec.State != SetPending || len(rec.Set.Questions) != 1 {
+		t.Fatalf("set = %+v, %v", rec, err)
+	}
+	// Claiming a pending set is refused.
+	if _, err := s.BeginTurn(ctx, Turn{RunID: "r1", Kind: TurnAnswer, SetID: set.ID}); !errors.Is(err, ErrNotClaimable) {
+		t.Fatalf("claim pending: %v", err)
+	}
+	rec, err = s.RecordAnswer(ctx, questions.Response{SetID: set.ID, By: "terminal", Surface: "terminal",
+		Answers: []questions.Answer{{QuestionID: "qa", Labels: []string{"B"}}}})
+	if err != nil || rec.State != SetAnswered || rec.Response.Answers[0].Labels[0] != "B" {
+		t.Fatalf("record answer: %+v, %v", rec, err)
+	}
+	// Second answer loses, and says who won.
+	if _, err := s.RecordAnswer(ctx, questions.Response{SetID: set.ID, By: "@x", Surface: "github",
+		Answers: []questions.Answer{{QuestionID: "qa", Labels: []string{"A"}}}}); !errors.Is(err, ErrAlreadyAnswered) {
+		t.Fatalf("second answer: %v", err)
+	}
+	turn, err := s.BeginTurn(ctx, Turn{RunID: "r1", Kind: TurnAnswer, SetID: set.ID, SessionID: "sess-1", Resume: true, Prompt: "B"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if turn.Seq != 2 {
+		t.Fatalf("seq = %d", turn.Seq)
+	}
+	if _, err := s.BeginTurn(ctx, Turn{RunID: "r1", Kind: TurnAnswer, SetID: set.ID}); !errors.Is(err, ErrNotClaimable) {
+		t.Fatalf("second claim: %v", err)
+	}
+	if err := s.FinishTurn(ctx, "r1", turn.Seq, TurnResult{Status: "success"}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ = s.QuestionSet(ctx, set.ID)
+	if rec.State != SetResumed {
+		t.Fatalf("state = %s", rec.State)
+	}
+	final := "all done"
+	if err := s.UpdateRun(ctx, "r1", RunUpdate{Status: RunDone, FinalText: &final}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateRun(ctx, "r1", RunUpdate{Status: RunRunning}); err == nil {
+		t.Fatal("a done run was changed")
+	}
+	turns, err := s.Turns(ctx, "r1")
+	if err != nil || len(turns) != 2 || !turns[1].Finished || turns[1].Kind != TurnAnswer {
+		t.Fatalf("turns = %+v, %v", turns, err)
+	}
+}
+
+func TestClaimExactlyOnceUnderContention(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, dir)
+	set := newWaitingRun(t, s, "r1", "qa")
+	if _, err := s.RecordAnswer(ctx, questions.Response{SetID: set.ID, By: "t", Surface: "terminal",
+		Answers: []questions.Answer{{QuestionID: "qa", Labels: []string{"A"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Several "processes" (separate connections pools) race to claim.
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		other := open(t, dir)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := other.BeginTurn(ctx, Turn{RunID: "r1", Kind: TurnAnswer, SetID: set.ID})
+			switch {
+			case err == nil:
+				wins.Add(1)
+			case !errors.Is(err, ErrNotClaimable):
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Fatalf("%d claims succeeded, want exactly 1", wins.Load())
+	}
+}
+
+func TestPartialAnswersAndFindQuestion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	set := newWaitingRun(t, s, "r1", "qa", "qb")
+	rec, q, err := s.FindQuestion(ctx, "QB")
+	if err != nil || q == nil || q.ID != "qb" || rec.Set.ID != set.ID {
+		t.Fatalf("find: %+v %+v %v", rec, q, err)
+	}
+	if _, _, err := s.FindQuestion(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("find unknown: %v", err)
+	}
+	rec, err = s.RecordAnswer(ctx, questions.Response{SetID: set.ID, By: "cli", Surface: "cli",
+		Answers: []questions.Answer{{QuestionID: "qb", Text: "free"}}})
+	if err != nil || rec.State != SetPending || len(rec.Response.Answers) != 1 {
+		t.Fatalf("partial: %+v %v", rec, err)
+	}
+	rec, err = s.RecordAnswer(ctx, questions.Response{SetID: set.ID, By: "@o", Surface: "github",
+		Answers: []questions.Answer{{QuestionID: "qa", Labels: []string{"A"}}, {QuestionID: "qb", Text: "ignored"}}})
+	if err != nil || rec.State != SetAnswered {
+		t.Fatalf("complete: %+v %v", rec, err)
+	}
+	if got := rec.Response; len(got.Answers) != 2 || got.Answers[0].QuestionID != "qa" || got.Answers[1].Text != "free" ||
+		got.By != "@o, cli" && got.By != "cli, @o" {
+		t.Fatalf("response = %+v", got)
+	}
+	if _, err := s.RecordAnswer(ctx, questions.Response{SetID: set.ID, Answers: []questions.Answer{{QuestionID: "zz"}}}); err == nil {
+		t.Fatal("answer to an unknown question accepted")
+	}
+	// Two waiting runs with the same short question ID are ambiguous.
+	newWaitingRun(t, s, "r2", "qa")
+	newWaitingRun(t, s, "r3", "qa")
+	if _, _, err := s.FindQuestion(ctx, "qa"); !errors.Is(err, ErrAmbiguous) {
+		t.Fatalf("ambiguous: %v", err)
+	}
+}
+
+func TestWaitSetSeesAnotherProcess(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	s := open(t, dir)
+	set := newWaitingRun(t, s, "r1", "qa")
+	got := make(chan SetRecord, 1)
+	go func() {
+		rec, err := s.WaitSet(ctx, set.ID)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- rec
+	}()
+	other := open(t, dir)
+	time.Sleep(50 * time.Millisecond) // let the waiter start polling; correctness does not depend on it
+	if _, err := other.RecordAnswer(ctx, questions.Response{SetID: set.ID, By: "cli", Surface: "cli",
+		Answers: []questions.Answer{{QuestionID: "qa", Labels: []string{"A"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case rec := <-got:
+		if rec.State != SetAnswered {
+			t.Fatalf("state = %s", rec.State)
+		}
+	case <-ctx.Done():
+		t.Fatal("waiter never woke")
+	}
+	// A cancelled wait returns ctx's error.
+	set2 := newWaitingRun(t, s, "r2", "qa")
+	cctx, ccancel := context.WithCancel(ctx)
+	ccancel()
+	if _, err := s.WaitSet(cctx, set2.ID); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled wait: %v", err)
+	}
+}
+
+func TestLockRun(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	l, err := s.LockRun("r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LockRun("r1"); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second lock: %v", err)
+	}
+	if err := l.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := s.LockRun("r1")
+	if err != nil {
+		t.Fatalf("relock: %v", err)
+	}
+	l2.Unlock()
+}
+
+func TestReopenKeepsStateAndAbandon(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, dir)
+	set := newWaitingRun(t, s, "r1", "qa")
+	s.RecordAnswer(ctx, questions.Response{SetID: set.ID, By: "t", Surface: "terminal", Answers: []questions.Answer{{QuestionID: "qa", Labels: []string{"A"}}}})
+	turn, err := s.BeginTurn(ctx, Turn{RunID: "r1", Kind: TurnAnswer, SetID: set.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s2 := open(t, dir)
+	last, ok, err := s2.LastTurn(ctx, "r1")
+	if err != nil || !ok || last.Seq != turn.Seq || last.Finished {
+		t.Fatalf("last turn: %+v %v %v", last, ok, err)
+	}
+	if err := s2.AbandonTurn(ctx, "r1", turn.Seq); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := s2.QuestionSet(ctx, set.ID)
+	if rec.State != SetAnswered {
+		t.Fatalf("after abandon: %s", rec.State)
+	}
+	if _, err := s2.BeginTurn(ctx, Turn{RunID: "r1", Kind: TurnAnswer, SetID: set.ID}); err != nil {
+		t.Fatalf("reclaim: %v", err)
+	}
+	if err := s2.SetRef(ctx, "discord", "q1", "msg-9"); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := s2.RefsFor("discord").Ref(ctx, "q1"); err != nil || !ok || v != "msg-9" {
+		t.Fatalf("ref: %q %v %v", v, ok, err)
+	}
+}

@@ -1,0 +1,231 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/orchestrator-dev/orchestrator/questions"
+)
+
+// TurnKind says why a turn was started.
+type TurnKind string
+
+// Turn kinds.
+const (
+	TurnStart      TurnKind = "start"      // the run's task, first call
+	TurnAnswer     TurnKind = "answer"     // carries the answers to a question set
+	TurnCorrection TurnKind = "correction" // asks the model to re-emit a malformed QUESTION block
+	TurnRetry      TurnKind = "retry"      // the previous turn hit a rate limit: the same prompt again
+	TurnContinue   TurnKind = "continue"   // the previous turn was interrupted after its prompt reached the session
+)
+
+// Turn is one call of the agent CLI.
+type Turn struct {
+	RunID  string
+	Seq    int // 1, 2, … within the run
+	Kind   TurnKind
+	Prompt string
+	// SetID is the question set whose answers this turn carries (TurnAnswer).
+	SetID string
+	// SessionID is the session the turn runs in: the one resumed, or the
+	// one fixed up front with --session-id for a run's first turn.
+	SessionID string
+	// Resume is true when the turn resumes SessionID rather than creating it.
+	Resume         bool
+	TranscriptPath string
+	StartedAt      time.Time
+
+	Finished   bool
+	FinishedAt time.Time
+	Result     TurnResult
+}
+
+// TurnResult is what a finished turn left.
+type TurnResult struct {
+	Status        string // the executor's outcome status: success | error | incomplete
+	Category      string // the executor's error category, empty on success
+	Error         string
+	CostUSD       float64
+	InputTokens   int64
+	OutputTokens  int64
+	NumTurns      int
+	QuestionError string // why the turn's QUESTION block(s) could not be read, if so
+	SessionID     string
+	FinalText     string
+}
+
+const turnColumns = `run_id, seq, kind, prompt, set_id, session_id, resume, transcript_path, finished, status, category, error,
+	cost_usd, input_tokens, output_tokens, num_turns, question_error, started_at, finished_at`
+
+func scanTurn(row interface{ Scan(...any) error }) (Turn, error) {
+	var t Turn
+	var resume, finished int
+	var started, fin int64
+	err := row.Scan(&t.RunID, &t.Seq, &t.Kind, &t.Prompt, &t.SetID, &t.SessionID, &resume, &t.TranscriptPath, &finished,
+		&t.Result.Status, &t.Result.Category, &t.Result.Error, &t.Result.CostUSD, &t.Result.InputTokens, &t.Result.OutputTokens,
+		&t.Result.NumTurns, &t.Result.QuestionError, &started, &fin)
+	if err != nil {
+		return Turn{}, err
+	}
+	t.Resume, t.Finished = resume != 0, finished != 0
+	t.StartedAt, t.FinishedAt = fromNanos(started), fromNanos(fin)
+	return t, nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// BeginTurn records a turn about to start and returns it with its Seq set.
+// For a TurnAnswer it claims t.SetID in the same transaction (answered →
+// resuming), so that the answer is handed to the model by exactly one turn;
+// a set that is not answered, or already claimed, gives ErrNotClaimable and
+// records nothing. The run becomes Running.
+func (s *Store) BeginTurn(ctx context.Context, t Turn) (Turn, error) {
+	now := s.now().UTC()
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if t.Kind == TurnAnswer {
+			res, err := tx.ExecContext(ctx, `UPDATE question_sets SET state = ?, claimed_at = ? WHERE id = ? AND run_id = ? AND state = ?`,
+				SetResuming, nanos(now), t.SetID, t.RunID, SetAnswered)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n != 1 {
+				return fmt.Errorf("claim question set %s: %w", t.SetID, ErrNotClaimable)
+			}
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM turns WHERE run_id = ?`, t.RunID).Scan(&t.Seq); err != nil {
+			return err
+		}
+		t.StartedAt = now
+		_, err := tx.ExecContext(ctx, `INSERT INTO turns (run_id, seq, kind, prompt, set_id, session_id, resume, transcript_path, started_at)
+			VALUES (?,?,?,?,?,?,?,?,?)`, t.RunID, t.Seq, t.Kind, t.Prompt, t.SetID, t.SessionID, boolInt(t.Resume), t.TranscriptPath, nanos(now))
+		if err != nil {
+			return err
+		}
+		return updateRun(ctx, tx, t.RunID, RunUpdate{Status: RunRunning, SessionID: t.SessionID}, now)
+	})
+	if err != nil {
+		return Turn{}, fmt.Errorf("begin turn of run %s: %w", t.RunID, err)
+	}
+	return t, nil
+}
+
+// FinishTurn records how a turn ended, in one transaction with its
+// consequences: the set it carried becomes resumed, and the questions it
+// asked (asked, when not nil) are stored as a new pending set on the given
+// surfaces.
+func (s *Store) FinishTurn(ctx context.Context, runID string, seq int, r TurnResult, asked *questions.Set, surfaces []string) error {
+	now := s.now().UTC()
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		t, err := scanTurn(tx.QueryRowContext(ctx, `SELECT `+turnColumns+` FROM turns WHERE run_id = ? AND seq = ?`, runID, seq))
+		if err != nil {
+			return err
+		}
+		if t.Finished {
+			return fmt.Errorf("turn %d is already finished", seq)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE turns SET finished = 1, status = ?, category = ?, error = ?, cost_usd = ?,
+			input_tokens = ?, output_tokens = ?, num_turns = ?, question_error = ?, finished_at = ?,
+			session_id = CASE WHEN ? <> '' THEN ? ELSE session_id END
+			WHERE run_id = ? AND seq = ?`,
+			r.Status, r.Category, r.Error, r.CostUSD, r.InputTokens, r.OutputTokens, r.NumTurns, r.QuestionError, nanos(now),
+			r.SessionID, r.SessionID, runID, seq)
+		if err != nil {
+			return err
+		}
+		if t.SetID != "" {
+			if _, err := tx.ExecContext(ctx, `UPDATE question_sets SET state = ?, resumed_at = ? WHERE id = ? AND state = ?`,
+				SetResumed, nanos(now), t.SetID, SetResuming); err != nil {
+				return err
+			}
+		}
+		if asked != nil {
+			if err := insertSet(ctx, tx, *asked, surfaces, now); err != nil {
+				return err
+			}
+		}
+		return updateRun(ctx, tx, runID, RunUpdate{SessionID: r.SessionID, AddCost: r.CostUSD}, now)
+	})
+	if err != nil {
+		return fmt.Errorf("finish turn %d of run %s: %w", seq, runID, err)
+	}
+	return nil
+}
+
+// MarkTurnDelivered is for a turn whose outcome was lost (the process died
+// while it ran) but whose prompt is known to have reached the session: it
+// finishes the turn as interrupted and, for an answer turn, marks its set
+// resumed, so that the answer is never handed over again.
+func (s *Store) MarkTurnDelivered(ctx context.Context, runID string, seq int) error {
+	return s.FinishTurn(ctx, runID, seq, TurnResult{Status: "incomplete", Category: "interrupted",
+		Error: "the orchestrator stopped while this turn ran; its prompt had reached the session"}, nil, nil)
+}
+
+// AbandonTurn is for a turn whose prompt never reached the session: the turn
+// is finished as not delivered and, for an answer turn, the set goes back to
+// answered so that the next turn claims it again.
+func (s *Store) AbandonTurn(ctx context.Context, runID string, seq int) error {
+	now := s.now().UTC()
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		t, err := scanTurn(tx.QueryRowContext(ctx, `SELECT `+turnColumns+` FROM turns WHERE run_id = ? AND seq = ?`, runID, seq))
+		if err != nil {
+			return err
+		}
+		if t.Finished {
+			return fmt.Errorf("turn %d is already finished", seq)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE turns SET finished = 1, status = 'incomplete', category = 'not_delivered',
+			error = 'the orchestrator stopped before this turn''s prompt reached the session', finished_at = ?
+			WHERE run_id = ? AND seq = ?`, nanos(now), runID, seq); err != nil {
+			return err
+		}
+		if t.SetID != "" {
+			if _, err := tx.ExecContext(ctx, `UPDATE question_sets SET state = ?, claimed_at = 0 WHERE id = ? AND state = ?`,
+				SetAnswered, t.SetID, SetResuming); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("abandon turn %d of run %s: %w", seq, runID, err)
+	}
+	return nil
+}
+
+// Turns returns a run's turns in order.
+func (s *Store) Turns(ctx context.Context, runID string) ([]Turn, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+turnColumns+` FROM turns WHERE run_id = ? ORDER BY seq`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("turns of run %s: %w", runID, err)
+	}
+	defer rows.Close()
+	var out []Turn
+	for rows.Next() {
+		t, err := scanTurn(rows)
+		if err != nil {
+			return nil, fmt.Errorf("turns of run %s: %w", runID, err)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// LastTurn returns a run's newest turn; ok is false when it has none.
+func (s *Store) LastTurn(ctx context.Context, runID string) (t Turn, ok bool, err error) {
+	t, err = scanTurn(s.db.QueryRowContext(ctx, `SELECT `+turnColumns+` FROM turns WHERE run_id = ? ORDER BY seq DESC LIMIT 1`, runID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Turn{}, false, nil
+	}
+	if err != nil {
+		return Turn{}, false, fmt.Errorf("last turn of run %s: %w", runID, err)
+	}
+	return t, true, nil
+}
