@@ -15,7 +15,8 @@ export ORCHESTRATOR_TEST_CLAUDE := $(CLAUDE)
 
 # Fuzz targets run briefly on every `make test`: package:Target.
 FUZZ_TARGETS := \
-	./executor:FuzzParseLine
+	./executor:FuzzParseLine \
+	./specs:FuzzParse
 
 .PHONY: all build test vet fuzz bench demo claude clean
 

@@ -1,0 +1,426 @@
+package specs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// Catch-up policies for ticks missed while the daemon was down.
+const (
+	CatchUpSkip = "skip"
+	CatchUpOnce = "once"
+)
+
+var (
+	// ErrBusy is returned by RunNow when a run of the spec is already
+	// active or waiting on a question.
+	ErrBusy = errors.New("a run of this spec is still active")
+	// ErrUnknownSpec is returned for a spec name the scheduler does not have.
+	ErrUnknownSpec = errors.New("unknown spec")
+	// ErrStopped is returned by RunNow after Stop.
+	ErrStopped = errors.New("scheduler stopped")
+)
+
+// SchedulerOptions are the settings of a Scheduler; the zero value is usable.
+type SchedulerOptions struct {
+	// MaxConcurrent limits the runs active at once across all specs
+	// (serve.max_concurrent_runs); 0 means no limit. A run due while the
+	// limit is reached waits for a free slot (its spec counts as running
+	// meanwhile, so its later ticks are skipped).
+	MaxConcurrent int
+	// CatchUp is CatchUpSkip (the default when empty) or CatchUpOnce: on
+	// Start, a scheduled spec whose LastRun is before its latest scheduled
+	// time runs once right away. A spec with no LastRun has missed nothing.
+	CatchUp string
+	// Busy reports whether a run of the spec is active or waiting on a
+	// question outside the scheduler (taken up from the store after a
+	// restart); such a spec's ticks are skipped. Optional. It is called
+	// without the scheduler's lock held.
+	Busy func(specName string) bool
+	// LastRun returns when a run of the spec last started, as persisted
+	// by MarkRun. Optional; called by NewScheduler (for Entries) and by
+	// Start (for catch-up).
+	LastRun func(specName string) (time.Time, bool)
+	// MarkRun is called when a run starts (from a tick, catch-up or
+	// RunNow), to persist the time for LastRun. Optional.
+	MarkRun func(specName string, at time.Time)
+	// Logger defaults to a logger that discards.
+	Logger *slog.Logger
+	// Location is where schedules without CRON_TZ=/TZ= are read; default
+	// time.Local.
+	Location *time.Location
+	// Now is the clock for catch-up, MarkRun, Next and Entries (tests);
+	// default time.Now. The ticks themselves follow the real clock.
+	Now func() time.Time
+}
+
+// Entry is a spec as the scheduler sees it, for status.
+type Entry struct {
+	Spec     string
+	Schedule string
+	// Next is the next scheduled time; zero for a spec run only by hand.
+	Next time.Time
+	// Prev is when the last run started (seen by this scheduler, or
+	// LastRun); zero when unknown.
+	Prev time.Time
+	// Running reports a run started by this scheduler that has not returned.
+	Running bool
+}
+
+// Scheduler runs specs on their schedules with robfig/cron, at most one run
+// per spec at a time and at most MaxConcurrent at once.
+//
+// A run is run(ctx, spec) with the ctx given to Start (ticks and catch-up)
+// or to RunNow. A panicking run is logged and counts as failed; the
+// scheduler goes on.
+type Scheduler struct {
+	run   func(ctx context.Context, s Spec) error
+	opts  SchedulerOptions
+	log   *slog.Logger
+	loc   *time.Location
+	cron  *cron.Cron
+	jobs  map[string]*job
+	order []string
+	sem   chan struct{} // nil: no limit
+
+	mu       sync.Mutex
+	ctx      context.Context
+	started  bool
+	stopped  bool
+	stopCh   chan struct{}
+	stopDone context.Context
+	wg       sync.WaitGroup
+}
+
+type job struct {
+	spec    Spec
+	sched   cron.Schedule // nil: by hand only
+	running bool          // guarded by Scheduler.mu
+	prev    time.Time     // guarded by Scheduler.mu
+}
+
+// NewScheduler returns a scheduler for specs; specs without a schedule can
+// only be run with RunNow. Every bad schedule, duplicate name and bad option
+// is reported together.
+func NewScheduler(specs []Spec, run func(ctx context.Context, s Spec) error, opts SchedulerOptions) (*Scheduler, error) {
+	if run == nil {
+		return nil, errors.New("new scheduler: no run function")
+	}
+	var errs Errors
+	switch opts.CatchUp {
+	case "", CatchUpSkip, CatchUpOnce:
+	default:
+		errs = append(errs, Error{Key: "serve.catch_up", Msg: fmt.Sprintf("unknown policy %q (known: %s, %s)", opts.CatchUp, CatchUpSkip, CatchUpOnce)})
+	}
+	if opts.MaxConcurrent < 0 {
+		errs = append(errs, Error{Key: "serve.max_concurrent_runs", Msg: fmt.Sprintf("must not be negative, not %d", opts.MaxConcurrent)})
+	}
+	s := &Scheduler{
+		run:    run,
+		opts:   opts,
+		log:    opts.Logger,
+		loc:    opts.Location,
+		jobs:   map[string]*job{},
+		stopCh: make(chan struct{}),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.loc == nil {
+		s.loc = time.Local
+	}
+	if s.opts.Now == nil {
+		s.opts.Now = time.Now
+	}
+	if opts.MaxConcurrent > 0 {
+		s.sem = make(chan struct{}, opts.MaxConcurrent)
+	}
+	cl := cronLogger{s.log}
+	s.cron = cron.New(
+		cron.WithLocation(s.loc),
+		cron.WithParser(cronParser),
+		cron.WithLogger(cl),
+		cron.WithChain(cron.Recover(cl)),
+	)
+	for _, sp := range specs {
+		if _, dup := s.jobs[sp.Name]; dup {
+			errs = append(errs, Error{File: sp.Path, Key: "name", Msg: fmt.Sprintf("spec name %q is used twice", sp.Name)})
+			continue
+		}
+		j := &job{spec: sp}
+		if opts.LastRun != nil {
+			if last, ok := opts.LastRun(sp.Name); ok {
+				j.prev = last
+			}
+		}
+		if sp.Schedule != "" {
+			sched, err := ParseSchedule(sp.Schedule)
+			if err != nil {
+				errs = append(errs, Error{File: sp.Path, Key: "schedule", Msg: err.Error()})
+				continue
+			}
+			j.sched = sched
+			name := sp.Name
+			s.cron.Schedule(sched, cron.FuncJob(func() { s.tick(name) }))
+		}
+		s.jobs[sp.Name] = j
+		s.order = append(s.order, sp.Name)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return s, nil
+}
+
+// Start starts scheduling; ticks run with ctx, and when ctx ends the
+// scheduler stops as by Stop. With CatchUpOnce, the specs that missed a tick
+// start right away. Start after Start or Stop does nothing.
+func (s *Scheduler) Start(ctx context.Context) {
+	s.mu.Lock()
+	if s.started || s.stopped {
+		s.mu.Unlock()
+		s.log.Warn("scheduler already started or stopped")
+		return
+	}
+	s.started = true
+	s.ctx = ctx
+	s.mu.Unlock()
+
+	s.catchUp(ctx)
+	s.cron.Start()
+	go func() {
+		select {
+		case <-ctx.Done():
+			s.Stop()
+		case <-s.stopCh:
+		}
+	}()
+}
+
+func (s *Scheduler) catchUp(ctx context.Context) {
+	if s.opts.LastRun == nil {
+		return
+	}
+	now := s.now()
+	for _, name := range s.order {
+		j := s.jobs[name]
+		last, ok := s.opts.LastRun(name)
+		if !ok {
+			continue
+		}
+		s.mu.Lock()
+		if last.After(j.prev) {
+			j.prev = last
+		}
+		s.mu.Unlock()
+		if j.sched == nil {
+			continue
+		}
+		missed := j.sched.Next(last)
+		if missed.IsZero() || missed.After(now) {
+			continue
+		}
+		if s.opts.CatchUp != CatchUpOnce {
+			s.log.Info("spec missed a scheduled run; catch_up is skip", "spec", name, "last_run", last, "missed", missed)
+			continue
+		}
+		s.log.Info("spec missed a scheduled run; catching up once", "spec", name, "last_run", last, "missed", missed)
+		if s.claim(j, "catch-up") != nil {
+			continue
+		}
+		go func() { _ = s.execute(ctx, j, "catch-up") }()
+	}
+}
+
+// Stop stops scheduling: no new run starts, and runs waiting for a free slot
+// give up. Running jobs are not interrupted (cancel the ctx given to Start
+// or RunNow for that); the returned context is done once every run started
+// by the scheduler (ticks, catch-up, RunNow) has returned. Stop may be
+// called more than once.
+func (s *Scheduler) Stop() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return s.stopDone
+	}
+	s.stopped = true
+	close(s.stopCh)
+	cronDone := s.cron.Stop()
+	done, cancel := context.WithCancel(context.Background())
+	s.stopDone = done
+	go func() {
+		<-cronDone.Done()
+		s.wg.Wait()
+		cancel()
+	}()
+	return done
+}
+
+// RunNow runs the spec now, by hand, and returns the run's error. It
+// returns ErrBusy at once when a run of the spec is active (or Busy says
+// so), ErrUnknownSpec for an unknown name and ErrStopped after Stop. When
+// MaxConcurrent runs are active it waits for a free slot, or for ctx.
+func (s *Scheduler) RunNow(ctx context.Context, specName string) error {
+	j, ok := s.jobs[specName]
+	if !ok {
+		return fmt.Errorf("run %s: %w", specName, ErrUnknownSpec)
+	}
+	if err := s.claim(j, "by hand"); err != nil {
+		return fmt.Errorf("run %s: %w", specName, err)
+	}
+	return s.execute(ctx, j, "by hand")
+}
+
+// Spec returns the spec of the given name.
+func (s *Scheduler) Spec(name string) (Spec, bool) {
+	j, ok := s.jobs[name]
+	if !ok {
+		return Spec{}, false
+	}
+	return j.spec, true
+}
+
+// Next returns the next scheduled time of the spec after now; zero for an
+// unknown spec or one without a schedule.
+func (s *Scheduler) Next(specName string) time.Time {
+	j, ok := s.jobs[specName]
+	if !ok || j.sched == nil {
+		return time.Time{}
+	}
+	return j.sched.Next(s.now())
+}
+
+// Entries returns every spec of the scheduler, in the order given to
+// NewScheduler.
+func (s *Scheduler) Entries() []Entry {
+	now := s.now()
+	out := make([]Entry, 0, len(s.order))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, name := range s.order {
+		j := s.jobs[name]
+		e := Entry{Spec: name, Schedule: j.spec.Schedule, Prev: j.prev, Running: j.running}
+		if j.sched != nil {
+			e.Next = j.sched.Next(now)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func (s *Scheduler) now() time.Time { return s.opts.Now().In(s.loc) }
+
+// tick is the cron job of a spec.
+func (s *Scheduler) tick(name string) {
+	j := s.jobs[name]
+	s.mu.Lock()
+	ctx := s.ctx
+	s.mu.Unlock()
+	if s.claim(j, "schedule") != nil {
+		return
+	}
+	_ = s.execute(ctx, j, "schedule")
+}
+
+// claim marks j running, unless the scheduler is stopped (ErrStopped), or a
+// run of the spec is running already or Busy says so (ErrBusy); a refused
+// claim is logged. A successful claim must be followed by execute.
+func (s *Scheduler) claim(j *job, trigger string) error {
+	name := j.spec.Name
+	check := func() error {
+		switch {
+		case s.stopped:
+			s.log.Info("run not started: scheduler stopped", "spec", name, "trigger", trigger)
+			return ErrStopped
+		case j.running:
+			s.log.Info("run skipped: the previous run of the spec is still active", "spec", name, "trigger", trigger)
+			return ErrBusy
+		}
+		return nil
+	}
+	s.mu.Lock()
+	err := check()
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if s.opts.Busy != nil && s.opts.Busy(name) {
+		s.log.Info("run skipped: a run of the spec is active or waiting on a question", "spec", name, "trigger", trigger)
+		return ErrBusy
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := check(); err != nil {
+		return err
+	}
+	j.running = true
+	s.wg.Add(1)
+	return nil
+}
+
+// execute runs a claimed job: waits for a slot, marks the run, calls run
+// with panics recovered, and releases the claim.
+func (s *Scheduler) execute(ctx context.Context, j *job, trigger string) (err error) {
+	name := j.spec.Name
+	defer func() {
+		s.mu.Lock()
+		j.running = false
+		s.mu.Unlock()
+		s.wg.Done()
+	}()
+	if s.sem != nil {
+		select {
+		case s.sem <- struct{}{}:
+		default:
+			s.log.Info("run waiting for a free slot: max_concurrent_runs reached", "spec", name, "trigger", trigger, "max", cap(s.sem))
+			select {
+			case s.sem <- struct{}{}:
+			case <-ctx.Done():
+				return fmt.Errorf("run %s: %w", name, ctx.Err())
+			case <-s.stopCh:
+				return fmt.Errorf("run %s: %w", name, ErrStopped)
+			}
+		}
+		defer func() { <-s.sem }()
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("run %s: %w", name, err)
+	}
+	at := s.now()
+	s.mu.Lock()
+	j.prev = at
+	s.mu.Unlock()
+	if s.opts.MarkRun != nil {
+		s.opts.MarkRun(name, at)
+	}
+	s.log.Info("run started", "spec", name, "trigger", trigger)
+	start := time.Now()
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("run %s: panic: %v", name, r)
+			s.log.Error("run panicked", "spec", name, "trigger", trigger, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		}
+	}()
+	err = s.run(ctx, j.spec)
+	if err != nil {
+		s.log.Warn("run failed", "spec", name, "trigger", trigger, "duration", time.Since(start), "err", err)
+	} else {
+		s.log.Info("run finished", "spec", name, "trigger", trigger, "duration", time.Since(start))
+	}
+	return err
+}
+
+// cronLogger sends robfig/cron's logs to slog; its routine messages are Debug.
+type cronLogger struct{ l *slog.Logger }
+
+func (c cronLogger) Info(msg string, kv ...any) { c.l.Debug("cron: "+msg, kv...) }
+func (c cronLogger) Error(err error, msg string, kv ...any) {
+	c.l.Error("cron: "+msg, append([]any{"err", err}, kv...)...)
+}
