@@ -16,7 +16,8 @@ export ORCHESTRATOR_TEST_CLAUDE := $(CLAUDE)
 # Fuzz targets run briefly on every `make test`: package:Target.
 FUZZ_TARGETS := \
 	./executor:FuzzParseLine \
-	./specs:FuzzParse
+	./specs:FuzzParse \
+	./internal/fakeapi:FuzzParseRequest
 
 .PHONY: all build test vet fuzz bench demo claude clean
 
