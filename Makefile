@@ -17,7 +17,9 @@ export ORCHESTRATOR_TEST_CLAUDE := $(CLAUDE)
 FUZZ_TARGETS := \
 	./executor:FuzzParseLine \
 	./specs:FuzzParse \
-	./internal/fakeapi:FuzzParseRequest
+	./internal/fakeapi:FuzzParseRequest \
+	./internal/config:FuzzParse \
+	./internal/config:FuzzExpand
 
 .PHONY: all build test vet fuzz bench demo claude clean
 

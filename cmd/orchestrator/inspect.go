@@ -1,0 +1,173 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/orchestrator-dev/orchestrator/executor"
+	"github.com/orchestrator-dev/orchestrator/questions"
+)
+
+func (m *Main) newInspectCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "inspect FILE|-",
+		Short: "Summarize a saved stream-json transcript and the questions in it",
+		Long: `inspect reads a transcript of the agent CLI (its stream-json stdout, saved
+to FILE, or - for stdin) and prints how the turn ended: status, error and
+its category, session, turns, cost, warnings, skipped lines, and the
+questions the model asked. --json prints the same as one JSON object.`,
+		Args:        cobra.ExactArgs(1),
+		Annotations: skipConfigAnnotation(), // works without a valid configuration
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return m.runInspect(args[0], asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// inspection is the output of inspect --json: the Outcome's fields, plus
+// the questions of the turn.
+type inspection struct {
+	executor.Outcome
+	Questions      []questions.Question `json:"questions"`
+	QuestionErrors []string             `json:"question_errors,omitempty"`
+}
+
+func (m *Main) runInspect(name string, asJSON bool) error {
+	var r io.Reader = m.Stdin
+	if name != "-" {
+		f, err := os.Open(m.path(name))
+		if err != nil {
+			return fmt.Errorf("open transcript: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	in, err := inspect(r)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(m.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(in)
+	}
+	printInspection(m.Stdout, in)
+	return nil
+}
+
+// inspect reads a transcript in one pass, tracking its outcome and
+// collecting the model's text for its questions.
+func inspect(r io.Reader) (inspection, error) {
+	rd := executor.NewReader(r, executor.ReaderOptions{})
+	var (
+		t   executor.Tracker
+		col questions.TurnCollector
+	)
+	for rd.Next() {
+		ev := rd.Event()
+		t.Observe(ev)
+		switch ev := ev.(type) {
+		case *executor.AssistantMessage:
+			if ev.ParentToolUseID != "" {
+				continue // a sub-agent's text is not the model asking
+			}
+			for _, s := range ev.Texts() {
+				col.AddAssistantText(s)
+			}
+		case *executor.Result:
+			col.AddResultText(ev.Text)
+		}
+	}
+	if err := rd.Err(); err != nil {
+		return inspection{}, fmt.Errorf("read transcript: %w", err)
+	}
+	in := inspection{Outcome: t.Outcome(executor.Exit{Stats: rd.Stats(), Diagnostics: rd.Diagnostics()})}
+	qs, err := col.Questions()
+	in.Questions = qs
+	if in.Questions == nil {
+		in.Questions = []questions.Question{}
+	}
+	for _, e := range unjoin(err) {
+		in.QuestionErrors = append(in.QuestionErrors, e.Error())
+	}
+	return in, nil
+}
+
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// printInspection prints in for people. The model's text is cleaned
+// (questions.Clean: no control characters, no comments, so no QUESTION
+// blocks, secrets redacted) before it reaches the terminal.
+func printInspection(w io.Writer, in inspection) {
+	o := in.Outcome
+	row := func(k, format string, args ...any) {
+		fmt.Fprintf(w, "%-11s %s\n", k+":", fmt.Sprintf(format, args...))
+	}
+	status := string(o.Status)
+	if o.Category != "" {
+		status += " (" + string(o.Category) + ")"
+	}
+	row("status", "%s", status)
+	if o.SessionID != "" {
+		row("session", "%s", o.SessionID)
+	}
+	if o.Model != "" {
+		row("model", "%s", o.Model)
+	}
+	row("turns", "%d, cost $%.4f, tokens %d in / %d out", o.NumTurns, o.CostUSD, o.Usage.InputTokens, o.Usage.OutputTokens)
+	if o.TerminalReason != "" {
+		row("ended", "%s", o.TerminalReason)
+	}
+	if o.Error != "" {
+		row("error", "%s", indentRest(questions.Clean(o.Error)))
+	}
+	if o.Hint != "" {
+		row("hint", "%s", questions.Clean(o.Hint))
+	}
+	if len(o.PermissionDenials) > 0 {
+		row("denied", "%s", strings.Join(o.PermissionDenials, ", "))
+	}
+	if o.MalformedLines > 0 || o.OversizeLines > 0 {
+		row("skipped", "%d malformed, %d oversize lines", o.MalformedLines, o.OversizeLines)
+	}
+	for _, s := range o.Warnings {
+		row("warning", "%s", s)
+	}
+	if text := strings.TrimSpace(questions.Clean(o.FinalText)); text != "" {
+		row("final text", "%s", indentRest(text))
+	}
+	if len(in.Questions) == 0 && len(in.QuestionErrors) == 0 {
+		row("questions", "none")
+	}
+	for i, q := range in.Questions {
+		row("question", "%d. %s", i+1, indentRest(questions.Clean(q.Text)))
+		for _, opt := range q.Options {
+			fmt.Fprintf(w, "%-11s    - %s\n", "", questions.Clean(opt.Label))
+		}
+	}
+	for _, e := range in.QuestionErrors {
+		row("bad block", "%s", indentRest(questions.Clean(e)))
+	}
+}
+
+// indentRest indents the lines after the first to line up with a row's
+// value.
+func indentRest(s string) string {
+	return strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+strings.Repeat(" ", 12))
+}

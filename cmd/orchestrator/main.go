@@ -1,0 +1,35 @@
+// Command orchestrator runs a coding agent CLI on a task, and when the model
+// asks a question, asks people on the terminal, GitHub or Discord and
+// resumes the session with their answer.
+//
+// main only wires the process to Main: the arguments, the standard streams,
+// the environment, and SIGINT/SIGTERM as context cancellation.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Set at build time: go build -ldflags "-X main.version=v1.2.3 -X main.commit=abc1234".
+// When empty, the module version and VCS revision of the build are used.
+var (
+	version string
+	commit  string
+)
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// After the first signal, restore the default handling: a second
+	// Ctrl-C ends the process at once.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	return NewMain().Exec(ctx, os.Args[1:])
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/orchestrator-dev/orchestrator/internal/config"
+	"github.com/orchestrator-dev/orchestrator/specs"
+)
+
+func (m *Main) newValidateCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate",
+		Short: "Check the configuration and the spec files",
+		Long: `validate reads the configuration and every spec file of specs.dir and prints
+every problem found, each with its file, line and key. It exits with 2 when
+there is any.`,
+		Args:        cobra.NoArgs,
+		Annotations: skipConfigAnnotation(), // it reports config problems itself
+		RunE:        func(cmd *cobra.Command, args []string) error { return m.runValidate() },
+	}
+}
+
+func (m *Main) runValidate() error {
+	var problems []error
+	cfg, path, readErr := m.readConfig()
+	err := readErr
+	if err == nil {
+		err = cfg.Validate()
+	}
+	problems = append(problems, config.Errors(err)...)
+	name := path
+	if name == "" {
+		name = "(defaults)"
+	}
+	if err == nil {
+		fmt.Fprintf(m.Stdout, "config %s: ok\n", name)
+	}
+
+	// The specs can be read when the configuration could be, even if it
+	// has other problems.
+	if readErr == nil && cfg.Specs.Dir != "" {
+		list, err := specs.LoadDir(cfg.Specs.Dir)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && cfg.Line("specs.dir") == 0:
+			fmt.Fprintf(m.Stdout, "specs %s: none (no such directory)\n", cfg.Specs.Dir)
+		case err != nil:
+			var es specs.Errors
+			if errors.As(err, &es) {
+				for _, e := range es {
+					problems = append(problems, e)
+				}
+			} else {
+				problems = append(problems, &config.Error{File: path, Line: cfg.Line("specs.dir"), Key: "specs.dir", Err: err})
+			}
+		}
+		// LEAD: check the specs against the configuration here (the
+		// surfaces a spec names are enabled, its escalate_to exists, ...),
+		// appending to problems.
+		if err == nil {
+			names := make([]string, len(list))
+			for i, s := range list {
+				names[i] = s.Name
+			}
+			fmt.Fprintf(m.Stdout, "specs %s: %d ok", cfg.Specs.Dir, len(list))
+			if len(names) > 0 {
+				fmt.Fprintf(m.Stdout, " (%s)", strings.Join(names, ", "))
+			}
+			fmt.Fprintln(m.Stdout)
+		}
+	}
+
+	if len(problems) == 0 {
+		return nil
+	}
+	for _, p := range problems {
+		fmt.Fprintln(m.Stderr, p)
+	}
+	word := "problems"
+	if len(problems) == 1 {
+		word = "problem"
+	}
+	return &exitError{code: exitUsage, err: fmt.Errorf("%d %s found", len(problems), word)}
+}

@@ -1,0 +1,303 @@
+// Package config is the orchestrator's configuration file: its types and
+// defaults, parsing YAML with ${VAR} expansion, and validation.
+//
+// The flow follows litestream: Default (or DefaultEnv) gives a Config with
+// every default filled in, Parse decodes a YAML document over it, rejecting
+// unknown keys with the file, line and key, and Validate reports every problem
+// at once, each naming its key. Load does all of it for a file on disk and
+// resolves the relative paths in it against the file's directory.
+//
+// Tokens stay out of the file: a scalar value may name environment variables
+// as ${VAR} or ${VAR:-default}; $${ writes a literal ${.
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Config is the whole configuration. The yaml tags are the file's keys;
+// every key is documented in config.example.yaml at the repository root.
+type Config struct {
+	// StateDir holds the orchestrator's durable state (runs, questions,
+	// answers). Default: $XDG_STATE_HOME/orchestrator, else
+	// ~/.local/state/orchestrator.
+	StateDir string   `yaml:"state_dir"`
+	Log      Log      `yaml:"log"`
+	Agent    Agent    `yaml:"agent"`
+	Run      Run      `yaml:"run"`
+	Surfaces Surfaces `yaml:"surfaces"`
+	Specs    Specs    `yaml:"specs"`
+	Serve    Serve    `yaml:"serve"`
+
+	// source is the file the config came from ("" for defaults) and lines
+	// maps a dotted key to the line it was set on, so that Validate can
+	// name both.
+	source string
+	lines  map[string]int
+}
+
+// Log configures the orchestrator's own log (stderr).
+type Log struct {
+	// Level is debug, info, warn or error. Default: info.
+	Level string `yaml:"level"`
+	// Format is text or json. Default: text.
+	Format string `yaml:"format"`
+}
+
+// Agent configures the coding agent CLI the orchestrator drives.
+type Agent struct {
+	// Command is the agent CLI: a name looked up on PATH or a path.
+	// Default: "claude".
+	Command string `yaml:"command"`
+	// Harness says which CLI dialect Command speaks: claude (Claude Code's
+	// stream-json) or claw (claw's JSON envelope). Default: claude.
+	Harness string `yaml:"harness"`
+	// Model is passed as --model when set.
+	Model string `yaml:"model"`
+	// AllowedTools are passed verbatim as --allowedTools, e.g. "Bash(go test:*)".
+	AllowedTools []string `yaml:"allowed_tools"`
+	// DisallowedTools are passed verbatim as --disallowedTools.
+	DisallowedTools []string `yaml:"disallowed_tools"`
+	// PermissionMode is passed as --permission-mode unless it is "default".
+	PermissionMode string `yaml:"permission_mode"`
+	// MCPConfig is a JSON file of MCP servers ({"mcpServers": {...}}).
+	MCPConfig string `yaml:"mcp_config"`
+	// MCPServers are inline MCP servers, name → server (type, command,
+	// args, env, url, headers, ...), written to a 0600 temporary file as
+	// {"mcpServers": ...} for each run.
+	MCPServers map[string]any `yaml:"mcp_servers"`
+	// StrictMCPConfig passes --strict-mcp-config: only the servers above.
+	StrictMCPConfig bool `yaml:"strict_mcp_config"`
+	// MaxTurns is passed as --max-turns when above zero.
+	MaxTurns int `yaml:"max_turns"`
+	// Timeout bounds one whole agent turn (one CLI process); 0 means none.
+	Timeout Duration `yaml:"timeout"`
+	// IdleTimeout ends a turn whose CLI printed nothing for this long;
+	// 0 means none.
+	IdleTimeout Duration `yaml:"idle_timeout"`
+	// AppendSystemPrompt is extra text appended after the built-in question
+	// protocol (--append-system-prompt), sent on every call.
+	AppendSystemPrompt string `yaml:"append_system_prompt"`
+	// DangerouslySkipPermissions passes --dangerously-skip-permissions.
+	DangerouslySkipPermissions bool `yaml:"dangerously_skip_permissions"`
+	// Env are extra environment variables for the CLI.
+	Env map[string]string `yaml:"env"`
+	// MaxLineBytes caps one line of the CLI's output. Default: 64 MiB.
+	MaxLineBytes ByteSize `yaml:"max_line_bytes"`
+	// Workdir is the directory the CLI runs in; "" means the current one.
+	Workdir string `yaml:"workdir"`
+}
+
+// Run configures the loop run → detect questions → ask → resume.
+type Run struct {
+	// MaxQuestionRounds bounds how many times one run may stop to ask.
+	// Default: 20.
+	MaxQuestionRounds int `yaml:"max_question_rounds"`
+	// MaxCorrections bounds how many times the model is asked to fix a
+	// malformed question marker in a row. Default: 2.
+	MaxCorrections int `yaml:"max_corrections"`
+	// RateLimitRetries is how many times a rate-limited turn is retried.
+	// Default: 3.
+	RateLimitRetries int `yaml:"rate_limit_retries"`
+	// RateLimitBackoff is the first wait before a retry, doubled each try.
+	// Default: 30s.
+	RateLimitBackoff Duration `yaml:"rate_limit_backoff"`
+	// AnswerMaxBytes caps the size of one answer. Default: 8192.
+	AnswerMaxBytes ByteSize `yaml:"answer_max_bytes"`
+}
+
+// Surfaces configures where questions are asked.
+type Surfaces struct {
+	Terminal Terminal `yaml:"terminal"`
+	GitHub   GitHub   `yaml:"github"`
+	Discord  Discord  `yaml:"discord"`
+}
+
+// Terminal asks on the orchestrator's own terminal.
+type Terminal struct {
+	// Enabled asks on the terminal when stdin is one. Default: true.
+	Enabled bool `yaml:"enabled"`
+}
+
+// GitHub asks in issue comments.
+type GitHub struct {
+	// Enabled turns the surface on. Default: false.
+	Enabled bool `yaml:"enabled"`
+	// BaseURL is the REST API root. Default: https://api.github.com/.
+	BaseURL string `yaml:"base_url"`
+	// Token authenticates as a user or bot; exactly one of Token and App.
+	Token string    `yaml:"token"`
+	App   GitHubApp `yaml:"app"`
+	// Repo is "owner/name".
+	Repo string `yaml:"repo"`
+	// Issue is the issue to ask in; 0 opens one issue per run.
+	Issue int `yaml:"issue"`
+	// Labels are put on the issues the orchestrator opens.
+	Labels []string `yaml:"labels"`
+	// PollInterval is how often comments are polled. Default: 15s.
+	PollInterval Duration `yaml:"poll_interval"`
+	// Allow lists logins that may answer.
+	Allow []string `yaml:"allow"`
+	// AllowOnly, when true, accepts answers only from Allow; when false,
+	// also from anyone with write access to Repo.
+	AllowOnly bool `yaml:"allow_only"`
+	// WebhookSecret verifies webhook deliveries (serve); empty turns
+	// webhooks off and polling alone is used.
+	WebhookSecret string `yaml:"webhook_secret"`
+	// Progress comments on the issue as the run advances.
+	Progress bool `yaml:"progress"`
+}
+
+// GitHubApp authenticates as a GitHub App installation.
+type GitHubApp struct {
+	ID             int64  `yaml:"id"`
+	InstallationID int64  `yaml:"installation_id"`
+	PrivateKeyFile string `yaml:"private_key_file"`
+}
+
+// Configured reports whether any of the app's keys is set.
+func (a GitHubApp) Configured() bool {
+	return a.ID != 0 || a.InstallationID != 0 || a.PrivateKeyFile != ""
+}
+
+// Discord asks in a Discord channel.
+type Discord struct {
+	// Enabled turns the surface on. Default: false.
+	Enabled bool `yaml:"enabled"`
+	// Token is the bot token.
+	Token string `yaml:"token"`
+	// ChannelID is where questions are posted.
+	ChannelID string `yaml:"channel_id"`
+	// ThreadPerRun opens a thread for each run. Default: true.
+	ThreadPerRun bool `yaml:"thread_per_run"`
+	// AllowUsers and AllowRoles are the user and role IDs that may answer;
+	// at least one of them must be set.
+	AllowUsers []string `yaml:"allow_users"`
+	AllowRoles []string `yaml:"allow_roles"`
+	// AcceptReplies takes typed replies as answers, besides the buttons.
+	// Default: true.
+	AcceptReplies bool `yaml:"accept_replies"`
+	// APIURL and GatewayURL override Discord's endpoints (tests, proxies).
+	APIURL     string `yaml:"api_url"`
+	GatewayURL string `yaml:"gateway_url"`
+}
+
+// Specs configures the spec files.
+type Specs struct {
+	// Dir holds the spec files. Default: ./specs.
+	Dir string `yaml:"dir"`
+}
+
+// Serve configures the long-running daemon.
+type Serve struct {
+	// Listen is the HTTP address (webhooks, health, metrics).
+	// Default: 127.0.0.1:8080.
+	Listen string `yaml:"listen"`
+	// MaxConcurrentRuns bounds runs at once. Default: 2.
+	MaxConcurrentRuns int `yaml:"max_concurrent_runs"`
+	// CatchUp says what to do with schedules missed while down: skip them,
+	// or run each missed spec once. Default: skip.
+	CatchUp string `yaml:"catch_up"`
+}
+
+// Default values that are not zero.
+const (
+	DefaultCommand           = "claude"
+	DefaultHarness           = "claude"
+	DefaultPermissionMode    = "default"
+	DefaultMaxLineBytes      = 64 << 20
+	DefaultTimeout           = Duration(time.Hour)
+	DefaultIdleTimeout       = Duration(10 * time.Minute)
+	DefaultMaxQuestionRounds = 20
+	DefaultMaxCorrections    = 2
+	DefaultRateLimitRetries  = 3
+	DefaultRateLimitBackoff  = Duration(30 * time.Second)
+	DefaultAnswerMaxBytes    = 8192
+	DefaultGitHubBaseURL     = "https://api.github.com/"
+	DefaultPollInterval      = Duration(15 * time.Second)
+	DefaultSpecsDir          = "specs"
+	DefaultListen            = "127.0.0.1:8080"
+	DefaultMaxConcurrentRuns = 2
+	DefaultCatchUp           = "skip"
+)
+
+// LookupFunc looks up an environment variable, like os.LookupEnv.
+type LookupFunc func(key string) (string, bool)
+
+// Default returns the defaults, with the state directory taken from the
+// process environment.
+func Default() Config { return DefaultEnv(os.LookupEnv) }
+
+// DefaultEnv returns the defaults, with the state directory taken from
+// lookup ($XDG_STATE_HOME, else $HOME). When neither is set StateDir is
+// empty and Validate says so.
+func DefaultEnv(lookup LookupFunc) Config {
+	return Config{
+		StateDir: defaultStateDir(lookup),
+		Log:      Log{Level: "info", Format: "text"},
+		Agent: Agent{
+			Command:        DefaultCommand,
+			Harness:        DefaultHarness,
+			PermissionMode: DefaultPermissionMode,
+			Timeout:        DefaultTimeout,
+			IdleTimeout:    DefaultIdleTimeout,
+			MaxLineBytes:   DefaultMaxLineBytes,
+		},
+		Run: Run{
+			MaxQuestionRounds: DefaultMaxQuestionRounds,
+			MaxCorrections:    DefaultMaxCorrections,
+			RateLimitRetries:  DefaultRateLimitRetries,
+			RateLimitBackoff:  DefaultRateLimitBackoff,
+			AnswerMaxBytes:    DefaultAnswerMaxBytes,
+		},
+		Surfaces: Surfaces{
+			Terminal: Terminal{Enabled: true},
+			GitHub: GitHub{
+				BaseURL:      DefaultGitHubBaseURL,
+				PollInterval: DefaultPollInterval,
+			},
+			Discord: Discord{ThreadPerRun: true, AcceptReplies: true},
+		},
+		Specs: Specs{Dir: DefaultSpecsDir},
+		Serve: Serve{
+			Listen:            DefaultListen,
+			MaxConcurrentRuns: DefaultMaxConcurrentRuns,
+			CatchUp:           DefaultCatchUp,
+		},
+	}
+}
+
+func defaultStateDir(lookup LookupFunc) string {
+	if dir, ok := lookup("XDG_STATE_HOME"); ok && filepath.IsAbs(dir) {
+		return filepath.Join(dir, "orchestrator")
+	}
+	if home, ok := lookup("HOME"); ok && home != "" {
+		return filepath.Join(home, ".local", "state", "orchestrator")
+	}
+	return ""
+}
+
+// Source returns the file the config was read from, "" for defaults.
+func (c *Config) Source() string { return c.source }
+
+// Line returns the line the dotted key (e.g. "surfaces.github.repo") was
+// set on, 0 when it was not set in the file.
+func (c *Config) Line(key string) int { return c.lines[key] }
+
+// MCPConfigJSON returns the inline MCP servers as the JSON document the
+// CLI's --mcp-config takes ({"mcpServers": {...}}), or nil when there are
+// none. The caller writes it to a private (0600) file for the run.
+func (a Agent) MCPConfigJSON() ([]byte, error) {
+	if len(a.MCPServers) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(map[string]any{"mcpServers": a.MCPServers})
+	if err != nil {
+		return nil, fmt.Errorf("encode mcp_servers: %w", err)
+	}
+	return b, nil
+}

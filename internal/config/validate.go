@@ -1,0 +1,282 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Allowed values of the keys that take one of a few words.
+var (
+	LogLevels       = []string{"debug", "info", "warn", "error"}
+	LogFormats      = []string{"text", "json"}
+	Harnesses       = []string{"claude", "claw"}
+	PermissionModes = []string{"default", "acceptEdits", "auto", "bypassPermissions", "dontAsk", "manual", "plan"}
+	CatchUpModes    = []string{"skip", "once"}
+)
+
+// Validate checks c and returns every problem found, joined; each is an
+// *Error naming the key, and the file and line when the key was set in a
+// file. Errors lists them one by one.
+func (c *Config) Validate() error {
+	v := &validator{c: c}
+
+	if c.StateDir == "" {
+		v.add("state_dir", "required (set it, $XDG_STATE_HOME or $HOME)")
+	}
+	v.oneOf("log.level", c.Log.Level, LogLevels)
+	v.oneOf("log.format", c.Log.Format, LogFormats)
+
+	a := c.Agent
+	if strings.TrimSpace(a.Command) == "" {
+		v.add("agent.command", "required")
+	}
+	v.oneOf("agent.harness", a.Harness, Harnesses)
+	v.oneOf("agent.permission_mode", a.PermissionMode, PermissionModes)
+	v.nonEmptyItems("agent.allowed_tools", a.AllowedTools)
+	v.nonEmptyItems("agent.disallowed_tools", a.DisallowedTools)
+	v.nonNegative("agent.max_turns", int64(a.MaxTurns))
+	v.nonNegative("agent.timeout", int64(a.Timeout))
+	v.nonNegative("agent.idle_timeout", int64(a.IdleTimeout))
+	if a.MaxLineBytes < 64<<10 {
+		v.add("agent.max_line_bytes", "must be at least 64KiB, got %s", a.MaxLineBytes)
+	}
+	for _, name := range sortedKeys(a.Env) {
+		if !validEnvName(name) {
+			v.add("agent.env."+name, "not a valid environment variable name")
+		}
+	}
+	for _, name := range sortedKeys(a.MCPServers) {
+		v.mcpServer("agent.mcp_servers."+name, name, a.MCPServers[name])
+	}
+
+	r := c.Run
+	if r.MaxQuestionRounds < 1 {
+		v.add("run.max_question_rounds", "must be at least 1, got %d", r.MaxQuestionRounds)
+	}
+	v.nonNegative("run.max_corrections", int64(r.MaxCorrections))
+	v.nonNegative("run.rate_limit_retries", int64(r.RateLimitRetries))
+	v.nonNegative("run.rate_limit_backoff", int64(r.RateLimitBackoff))
+	if r.AnswerMaxBytes < 1 {
+		v.add("run.answer_max_bytes", "must be at least 1, got %d", r.AnswerMaxBytes)
+	}
+
+	if g := c.Surfaces.GitHub; g.Enabled {
+		v.github(g)
+	}
+	if d := c.Surfaces.Discord; d.Enabled {
+		v.discord(d)
+	}
+
+	if strings.TrimSpace(c.Specs.Dir) == "" {
+		v.add("specs.dir", "required")
+	}
+
+	s := c.Serve
+	if host, port, err := net.SplitHostPort(s.Listen); err != nil {
+		v.add("serve.listen", "want host:port such as 127.0.0.1:8080, got %q", s.Listen)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		v.add("serve.listen", "invalid port %q", port)
+	} else {
+		_ = host // "" listens on every interface, as net.Listen does
+	}
+	if s.MaxConcurrentRuns < 1 {
+		v.add("serve.max_concurrent_runs", "must be at least 1, got %d", s.MaxConcurrentRuns)
+	}
+	v.oneOf("serve.catch_up", s.CatchUp, CatchUpModes)
+
+	return errors.Join(v.errs...)
+}
+
+func (v *validator) github(g GitHub) {
+	const p = "surfaces.github."
+	owner, name, ok := strings.Cut(g.Repo, "/")
+	if g.Repo == "" {
+		v.add(p+"repo", "required when the GitHub surface is enabled")
+	} else if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+		v.add(p+"repo", `want "owner/name", got %q`, g.Repo)
+	}
+	switch {
+	case g.Token == "" && !g.App.Configured():
+		v.add(p+"token", "set token or app (one of them) when the GitHub surface is enabled")
+	case g.Token != "" && g.App.Configured():
+		v.add(p+"app", "set token or app, not both")
+	case g.App.Configured():
+		if g.App.ID <= 0 {
+			v.add(p+"app.id", "required (a positive number) when app is used")
+		}
+		if g.App.InstallationID <= 0 {
+			v.add(p+"app.installation_id", "required (a positive number) when app is used")
+		}
+		if g.App.PrivateKeyFile == "" {
+			v.add(p+"app.private_key_file", "required when app is used")
+		}
+	}
+	v.url(p+"base_url", g.BaseURL, "http", "https")
+	v.nonNegative(p+"issue", int64(g.Issue))
+	if g.PollInterval <= 0 {
+		v.add(p+"poll_interval", "must be above zero, got %s", g.PollInterval)
+	}
+	v.nonEmptyItems(p+"labels", g.Labels)
+	v.nonEmptyItems(p+"allow", g.Allow)
+	if g.AllowOnly && len(g.Allow) == 0 {
+		v.add(p+"allow", "empty while allow_only is true: nobody could answer")
+	}
+}
+
+func (v *validator) discord(d Discord) {
+	const p = "surfaces.discord."
+	if d.Token == "" {
+		v.add(p+"token", "required when the Discord surface is enabled")
+	}
+	if d.ChannelID == "" {
+		v.add(p+"channel_id", "required when the Discord surface is enabled")
+	} else if !snowflake(d.ChannelID) {
+		v.add(p+"channel_id", "want a numeric Discord ID")
+	}
+	if len(d.AllowUsers) == 0 && len(d.AllowRoles) == 0 {
+		v.add(p+"allow_users", "allow_users and allow_roles are both empty: nobody could answer")
+	}
+	for i, id := range d.AllowUsers {
+		if !snowflake(id) {
+			v.add(fmt.Sprintf("%sallow_users[%d]", p, i), "want a numeric Discord user ID, got %q", id)
+		}
+	}
+	for i, id := range d.AllowRoles {
+		if !snowflake(id) {
+			v.add(fmt.Sprintf("%sallow_roles[%d]", p, i), "want a numeric Discord role ID, got %q", id)
+		}
+	}
+	if d.APIURL != "" {
+		v.url(p+"api_url", d.APIURL, "http", "https")
+	}
+	if d.GatewayURL != "" {
+		v.url(p+"gateway_url", d.GatewayURL, "ws", "wss")
+	}
+}
+
+func (v *validator) mcpServer(key, name string, server any) {
+	if strings.TrimSpace(name) == "" {
+		v.add(key, "server name must not be empty")
+	}
+	m, ok := server.(map[string]any)
+	if !ok {
+		v.add(key, "want a mapping such as {command: ..., args: [...]} or {type: http, url: ...}")
+		return
+	}
+	cmd, _ := m["command"].(string)
+	u, _ := m["url"].(string)
+	if cmd == "" && u == "" {
+		v.add(key, "needs command (a stdio server) or url (an http or sse server)")
+	}
+	if args, ok := m["args"]; ok {
+		list, ok := args.([]any)
+		if !ok {
+			v.add(key+".args", "want a list of strings")
+		}
+		for i, a := range list {
+			if _, ok := a.(string); !ok {
+				v.add(fmt.Sprintf("%s.args[%d]", key, i), "want a string (quote it)")
+			}
+		}
+	}
+	for _, field := range []string{"env", "headers"} {
+		raw, ok := m[field]
+		if !ok {
+			continue
+		}
+		vars, ok := raw.(map[string]any)
+		if !ok {
+			v.add(key+"."+field, "want a mapping of names to strings")
+			continue
+		}
+		for _, name := range sortedKeys(vars) {
+			if _, ok := vars[name].(string); !ok {
+				v.add(key+"."+field+"."+name, "want a string (quote it)")
+			}
+		}
+	}
+	if t, ok := m["type"]; ok {
+		if s, _ := t.(string); !slices.Contains([]string{"stdio", "http", "sse"}, s) {
+			v.add(key+".type", "want one of stdio, http, sse")
+		}
+	}
+}
+
+type validator struct {
+	c    *Config
+	errs []error
+}
+
+func (v *validator) add(key, format string, args ...any) {
+	v.errs = append(v.errs, &Error{File: v.c.source, Line: v.line(key), Key: key, Err: fmt.Errorf(format, args...)})
+}
+
+// line returns the line key was set on, or the line of its closest parent
+// set in the file (for allow_users[2], the line of allow_users).
+func (v *validator) line(key string) int {
+	for key != "" {
+		if n := v.c.lines[key]; n > 0 {
+			return n
+		}
+		i := strings.LastIndexAny(key, ".[")
+		if i < 0 {
+			return 0
+		}
+		key = key[:i]
+	}
+	return 0
+}
+
+func (v *validator) oneOf(key, val string, allowed []string) {
+	if !slices.Contains(allowed, val) {
+		v.add(key, "want one of %s, got %q", strings.Join(allowed, ", "), val)
+	}
+}
+
+func (v *validator) nonNegative(key string, n int64) {
+	if n < 0 {
+		v.add(key, "must not be negative")
+	}
+}
+
+func (v *validator) nonEmptyItems(key string, items []string) {
+	for i, s := range items {
+		if strings.TrimSpace(s) == "" {
+			v.add(fmt.Sprintf("%s[%d]", key, i), "must not be empty")
+		}
+	}
+}
+
+func (v *validator) url(key, raw string, schemes ...string) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || !slices.Contains(schemes, u.Scheme) {
+		// The value is not shown: a URL may carry credentials.
+		v.add(key, "want an absolute %s URL", strings.Join(schemes, " or "))
+	}
+}
+
+func snowflake(s string) bool {
+	if s == "" || len(s) > 20 {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
