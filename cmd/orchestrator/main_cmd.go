@@ -55,6 +55,10 @@ type Main struct {
 	configFlag   string
 	logLevelFlag string
 
+	// termOut, when set, is where the terminal surface writes instead of
+	// Stdout (run --json keeps stdout for NDJSON).
+	termOut io.Writer
+
 	// running is set once a command's RunE is entered: an error before
 	// that is a usage error.
 	running bool

@@ -41,7 +41,11 @@ Exit codes: 0 done, 1 failed, 2 usage or configuration error,
 		m.newVersionCmd(),
 		m.newValidateCmd(),
 		m.newInspectCmd(),
-		// LEAD: run, status, answer, resume, rehearse, serve go here.
+		m.newRunCmd(),
+		m.newResumeCmd(),
+		m.newStatusCmd(),
+		m.newAnswerCmd(),
+		m.newRehearseCmd(),
 	)
 
 	markRunning(root, &m.running)

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/user"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/questions"
+)
+
+func (m *Main) newAnswerCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "answer QID TEXT...",
+		Short: "Answer a pending question, whatever surface it was asked on",
+		Long: `answer gives the answer to a pending question: QID is the question's short ID
+(as 'status' lists it) or a question set's ID. TEXT is read like an answer on
+any surface: an option's number or label, several for a multi-select question
+("1,3"), or free text where allowed ("other: ..." beside options). For a set of
+several questions, answer each by its own QID, or the set at once by its ID
+with one line per question ("1: 2").
+
+The first answer wins: if another surface answered first, answer says so. A
+process waiting on the question (run, resume, serve) resumes the session.`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return m.runAnswer(cmd.Context(), args[0], strings.Join(args[1:], " "))
+		},
+	}
+	return cmd
+}
+
+func (m *Main) runAnswer(ctx context.Context, qid, text string) error {
+	st, err := m.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	rec, q, err := st.FindQuestion(ctx, qid)
+	if err != nil {
+		return err
+	}
+	if rec.State != store.SetPending {
+		return fmt.Errorf("question set %s is already %s (by %s on %s)", rec.Set.ID, rec.State, rec.Response.By, rec.Response.Surface)
+	}
+	var answers []questions.Answer
+	if q != nil {
+		a, err := questions.ParseQuestionAnswer(*q, text)
+		if err != nil {
+			return usageError(invalid(err))
+		}
+		answers = []questions.Answer{a}
+	} else {
+		answers, err = questions.ParseAnswer(rec.Set, text)
+		if err != nil {
+			return usageError(invalid(err))
+		}
+	}
+	resp := questions.Response{SetID: rec.Set.ID, Answers: answers, By: whoami(), Surface: "cli", At: time.Now()}
+	got, err := st.RecordAnswer(ctx, resp)
+	if errors.Is(err, store.ErrAlreadyAnswered) {
+		return fmt.Errorf("too late: %w", err)
+	}
+	if err != nil {
+		return err
+	}
+	if got.State == store.SetPending {
+		var open []string
+		for _, q := range got.Set.Questions {
+			if _, ok := got.Response.Answer(q.ID); !ok {
+				open = append(open, q.ID)
+			}
+		}
+		fmt.Fprintf(m.Stdout, "recorded; question set %s still waits for: %s\n", got.Set.ID, strings.Join(open, ", "))
+		return nil
+	}
+	fmt.Fprintf(m.Stdout, "answered question set %s of run %s.\n", got.Set.ID, got.Set.RunID)
+	run, err := st.Run(ctx, got.Set.RunID)
+	if err == nil && run.Status == store.RunWaiting {
+		fmt.Fprintf(m.Stdout, "A process waiting on it resumes the session now; if none does, run 'orchestrator resume %s'.\n", run.ID)
+	}
+	return nil
+}
+
+// invalid returns the answer reader's error with the valid choices.
+func invalid(err error) error {
+	var ie *questions.InvalidAnswerError
+	if errors.As(err, &ie) && len(ie.Valid) > 0 {
+		return fmt.Errorf("%s\nvalid answers: %s", ie.Message, strings.Join(ie.Valid, "; "))
+	}
+	return err
+}
+
+func whoami() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return "someone at the terminal"
+}

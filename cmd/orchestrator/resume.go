@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+func (m *Main) newResumeCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "resume RUN",
+		Short: "Continue a waiting or interrupted run",
+		Long: `resume continues a run that is waiting on a question or was interrupted (by a
+signal, a crash, or the terminal's input ending): answered questions are handed
+to the model, pending ones are asked again, and an interrupted turn is
+recovered without sending its prompt twice. RUN may be a unique prefix.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return m.runResume(cmd.Context(), args[0], asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print progress as NDJSON events on stdout (questions go to stderr)")
+	return cmd
+}
+
+func (m *Main) runResume(ctx context.Context, id string, asJSON bool) error {
+	m.foreground()
+	st, err := m.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	run, err := st.Run(ctx, id)
+	if err != nil {
+		return err
+	}
+	if run.Status.Final() {
+		return fmt.Errorf("run %s is %s: nothing to resume", run.ID, run.Status)
+	}
+	if asJSON {
+		m.termOut = m.Stderr
+	}
+	p := m.newProgress(asJSON)
+	r, _, err := m.newRunner(st, p.observe)
+	if err != nil {
+		return err
+	}
+	p.line("resuming run %s: %s (%s)", run.ID, run.Title, run.Status)
+	return m.drive(ctx, r, p, run.ID)
+}

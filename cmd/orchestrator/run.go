@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/orchestrator-dev/orchestrator/internal/runner"
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/specs"
+)
+
+type runFlags struct {
+	prompt   string
+	surfaces []string
+	workdir  string
+	json     bool
+}
+
+func (m *Main) newRunCmd() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run (SPEC.md | --prompt TEXT)",
+		Short: "Run a spec or a prompt in the foreground, asking questions where configured",
+		Long: `run gives the agent a task (a spec file, or --prompt), shows its progress, asks
+its questions on the run's surfaces (--surface, else the spec's, else the
+configuration's enabled ones) and resumes the session with each answer until
+the model is done.
+
+If no surface of this process can take an answer (the terminal's input ended),
+run exits 3 and the question stays pending: answer it with
+'orchestrator answer QID TEXT', then continue with 'orchestrator resume RUN'.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			spec := ""
+			if len(args) == 1 {
+				spec = args[0]
+			}
+			return m.runRun(cmd.Context(), spec, f)
+		},
+	}
+	cmd.Flags().StringVar(&f.prompt, "prompt", "", "the task, instead of a spec file")
+	cmd.Flags().StringSliceVar(&f.surfaces, "surface", nil, "where to ask questions: terminal, github, discord (repeatable)")
+	cmd.Flags().StringVar(&f.workdir, "workdir", "", "the agent's working directory (default: the spec's, else agent.workdir, else here)")
+	cmd.Flags().BoolVar(&f.json, "json", false, "print progress as NDJSON events on stdout (questions go to stderr)")
+	return cmd
+}
+
+// newRunFrom builds the NewRun of a spec file or a prompt.
+func (m *Main) newRunFrom(specPath string, f runFlags) (runner.NewRun, error) {
+	var n runner.NewRun
+	var opts runOptions
+	switch {
+	case specPath != "" && f.prompt != "":
+		return n, usageError(errors.New("give a spec file or --prompt, not both"))
+	case specPath == "" && f.prompt == "":
+		return n, usageError(errors.New("give a spec file or --prompt"))
+	case specPath != "":
+		abs, err := filepath.Abs(m.path(specPath))
+		if err != nil {
+			return n, err
+		}
+		sp, err := specs.Load(abs)
+		if err != nil {
+			return n, configError(err)
+		}
+		opts.SpecPath = abs
+		n.Spec, n.Title, n.Prompt, n.WorkDir = sp.Name, sp.Name, sp.Body, sp.WorkDir
+		for _, s := range sp.Surfaces {
+			n.Surfaces = append(n.Surfaces, s.Name)
+		}
+	default:
+		n.Prompt = f.prompt
+	}
+	if f.workdir != "" {
+		n.WorkDir = m.path(f.workdir)
+	}
+	if n.WorkDir == "" {
+		n.WorkDir = m.Config.Agent.Workdir
+	}
+	if n.WorkDir == "" {
+		wd := m.Dir
+		if wd == "" {
+			var err error
+			if wd, err = os.Getwd(); err != nil {
+				return n, err
+			}
+		}
+		n.WorkDir = wd
+	}
+	if len(f.surfaces) > 0 {
+		n.Surfaces = f.surfaces
+	}
+	if len(n.Surfaces) == 0 {
+		n.Surfaces = m.defaultSurfaces()
+	}
+	for _, s := range n.Surfaces {
+		if !isKnownSurface(s) {
+			return n, usageError(fmt.Errorf("unknown surface %q (want terminal, github or discord)", s))
+		}
+	}
+	b, err := json.Marshal(opts)
+	if err != nil {
+		return n, err
+	}
+	n.Options = b
+	return n, nil
+}
+
+func isKnownSurface(name string) bool {
+	for _, k := range specs.KnownSurfaces() {
+		if k == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Main) runRun(ctx context.Context, specPath string, f runFlags) error {
+	m.foreground()
+	n, err := m.newRunFrom(specPath, f)
+	if err != nil {
+		return err
+	}
+	return m.startAndDrive(ctx, n, f.json)
+}
+
+// startAndDrive creates a run and drives it in the foreground.
+func (m *Main) startAndDrive(ctx context.Context, n runner.NewRun, asJSON bool) error {
+	st, err := m.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		m.termOut = m.Stderr // stdout carries NDJSON
+	}
+	p := m.newProgress(asJSON)
+	r, _, err := m.newRunner(st, p.observe)
+	if err != nil {
+		return err
+	}
+	run, err := r.Create(ctx, n)
+	if err != nil {
+		return err
+	}
+	p.started(run)
+	return m.drive(ctx, r, p, run.ID)
+}
+
+// drive drives a run and turns how it ended into the exit status.
+func (m *Main) drive(ctx context.Context, r *runner.Runner, p *progress, runID string) error {
+	run, err := r.Drive(ctx, runID)
+	p.stop()
+	switch {
+	case errors.Is(err, store.ErrLocked):
+		return fmt.Errorf("%w: only one process may drive a run; wait for it or stop it", err)
+	case errors.Is(err, runner.ErrWaiting):
+		p.waiting(run)
+		return waitingError(nil)
+	case err != nil && ctx.Err() != nil:
+		p.interrupted(run)
+		return ctx.Err()
+	case err != nil:
+		return err
+	}
+	switch run.Status {
+	case store.RunDone:
+		p.done(run)
+		return nil
+	case store.RunFailed:
+		p.failed(run)
+		return silentExit(exitFailed)
+	case store.RunCancelled:
+		return silentExit(exitCancelled)
+	default:
+		return fmt.Errorf("run %s stopped in status %s", run.ID, run.Status)
+	}
+}
+
