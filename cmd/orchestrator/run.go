@@ -181,4 +181,3 @@ func (m *Main) drive(ctx context.Context, r *runner.Runner, p *progress, runID s
 		return fmt.Errorf("run %s stopped in status %s", run.ID, run.Status)
 	}
 }
-

@@ -229,3 +229,12 @@ func (s *Store) LastTurn(ctx context.Context, runID string) (t Turn, ok bool, er
 	}
 	return t, true, nil
 }
+
+// SetTranscriptPath records where a turn's raw NDJSON is kept.
+func (s *Store) SetTranscriptPath(ctx context.Context, runID string, seq int, path string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE turns SET transcript_path = ? WHERE run_id = ? AND seq = ?`, path, runID, seq)
+	if err != nil {
+		return fmt.Errorf("set transcript path of turn %d of run %s: %w", seq, runID, err)
+	}
+	return nil
+}
