@@ -59,8 +59,14 @@ test: $(CLAUDE) vet
 bench: $(CLAUDE)
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 -timeout=30m ./...
 
+# demo rehearses an example spec with the real CLI and a built-in scripted
+# model: no API key, no tokens. At a terminal you answer its question; with
+# no terminal on stdin (CI, a pipe) the answer "2" is given for you.
+DEMO_SPEC := specs/examples/add-login-page.md
 demo: $(CLAUDE) build
-	PATH="$(CLAUDE_DIR)/node_modules/.bin:$$PATH" $(BIN) rehearse --prompt "Add a login page to the demo app"
+	@export PATH="$(CLAUDE_DIR)/node_modules/.bin:$$PATH"; \
+	if [ -t 0 ]; then $(BIN) rehearse $(DEMO_SPEC); \
+	else echo "(stdin is not a terminal: answering 2)"; echo 2 | $(BIN) rehearse $(DEMO_SPEC); fi
 
 clean:
 	rm -rf bin

@@ -54,7 +54,7 @@ func (m *Main) runRehearse(ctx context.Context, specPath string, f runFlags) err
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return err
 	}
-	if f.workdir == "" && specPath == "" {
+	if f.workdir == "" { // a rehearsal touches nothing of yours
 		n.WorkDir = filepath.Join(tmp, "work")
 		if err := os.MkdirAll(n.WorkDir, 0o700); err != nil {
 			return err
