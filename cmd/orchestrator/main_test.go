@@ -20,6 +20,10 @@ import (
 // TestMain lets scripts run "orchestrator" as a command: testscript
 // re-executes this test binary, which then runs main's run.
 func TestMain(m *testing.M) {
+	// The crash tests run this test binary as the orchestrator process.
+	if os.Getenv(envChild) == "1" {
+		os.Exit(run())
+	}
 	testscript.Main(m, map[string]func(){
 		"orchestrator": func() { os.Exit(run()) },
 	})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
@@ -248,7 +249,8 @@ func (m *Main) newRunner(st *store.Store, observe func(runner.Event)) (*runner.R
 			sp, _ := m.specOf(run)
 			return m.policyOf(sp, ss)
 		},
-		Observe: observe,
+		Observe:   observe,
+		Failpoint: m.failpoint(),
 		Limits: runner.Limits{
 			MaxQuestionRounds: rc.MaxQuestionRounds,
 			MaxCorrections:    rc.MaxCorrections,
@@ -305,4 +307,23 @@ func (m *Main) foreground() {
 	lc := m.Config.Log
 	lc.Level = "warn"
 	m.Logger = newLogger(m.Stderr, lc)
+}
+
+// EnvFailpoint names the environment variable that makes the process kill
+// itself with SIGKILL at a step of the run loop (see runner.Config.Failpoint).
+// It exists for the crash tests; never set it otherwise.
+const EnvFailpoint = "ORCHESTRATOR_FAILPOINT"
+
+func (m *Main) failpoint() func(string) {
+	want, ok := m.LookupEnv(EnvFailpoint)
+	if !ok || want == "" {
+		return nil
+	}
+	return func(point string) {
+		if point == want {
+			m.Logger.Warn("failpoint: killing the process", "point", point)
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way
+		}
+	}
 }

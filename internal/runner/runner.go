@@ -105,6 +105,10 @@ type Config struct {
 	// Now and Sleep are the clock, replaceable in tests.
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Failpoint, when set, is called at each step that changes what a crash
+	// would leave behind ("question-stored", "answer-stored", "claimed",
+	// "turn-started"): the crash tests kill the process there.
+	Failpoint func(point string)
 }
 
 // Runner drives runs. It is safe for concurrent use: each run is driven by
@@ -137,6 +141,9 @@ func New(cfg Config) (*Runner, error) {
 	}
 	if cfg.Observe == nil {
 		cfg.Observe = func(Event) {}
+	}
+	if cfg.Failpoint == nil {
+		cfg.Failpoint = func(string) {}
 	}
 	return &Runner{cfg: cfg, log: cfg.Logger}, nil
 }
@@ -557,6 +564,9 @@ func (r *Runner) turn(ctx context.Context, run store.Run, t store.Turn) error {
 	if err != nil {
 		return err
 	}
+	if t.Kind == store.TurnAnswer {
+		r.cfg.Failpoint("claimed")
+	}
 	t.TranscriptPath = filepath.Join(dir, fmt.Sprintf("%03d-%s.ndjson", t.Seq, t.Kind))
 	if err := r.cfg.Store.SetTranscriptPath(ctx, run.ID, t.Seq, t.TranscriptPath); err != nil {
 		return err
@@ -574,6 +584,7 @@ func (r *Runner) turn(ctx context.Context, run store.Run, t store.Turn) error {
 		return r.fail(ctx, run, fmt.Sprintf("start turn %d: %v", t.Seq, err))
 	}
 	if t.Kind == store.TurnAnswer {
+		r.cfg.Failpoint("turn-started")
 		r.notifyResumed(ctx, run, t.SetID)
 	}
 	col := &questions.TurnCollector{}
@@ -634,6 +645,9 @@ func (r *Runner) finish(ctx context.Context, run store.Run, t store.Turn, out ex
 	}
 	if err := r.cfg.Store.FinishTurn(ctx, run.ID, t.Seq, res, asked, run.Surfaces); err != nil {
 		return err
+	}
+	if asked != nil {
+		r.cfg.Failpoint("question-stored")
 	}
 	if res.FinalText != "" && asked == nil {
 		if err := r.cfg.Store.UpdateRun(ctx, run.ID, store.RunUpdate{FinalText: &res.FinalText}); err != nil {

@@ -190,6 +190,7 @@ func (r *Runner) answered(ctx context.Context, run store.Run, set questions.Set,
 		if err != nil && !errors.Is(err, store.ErrAlreadyAnswered) {
 			return err
 		}
+		r.cfg.Failpoint("answer-stored")
 	} else {
 		rec, err = st.QuestionSet(ctx, set.ID)
 		if err != nil {

@@ -1,0 +1,389 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/orchestrator-dev/orchestrator/internal/clitest"
+	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/questions"
+)
+
+// These tests drive the whole program — CLI commands, run loop, store,
+// terminal surface — with the REAL Claude Code CLI talking to the fake
+// Messages API on loopback.
+
+// envChild makes the test binary run as the orchestrator (crash tests).
+const envChild = "ORCHESTRATOR_E2E_CHILD"
+
+const authMarker = `<!--QUESTION:{"questions":[{"question":"Which auth method?","header":"Auth","options":[` +
+	`{"label":"OAuth2","description":"Use OAuth2"},{"label":"JWT","description":"Stateless"}]}]}-->`
+
+// answerRule matches the prompt that carries answers (questions.FormatResponse).
+const answerRule = "BEGIN ANSWERS"
+
+// standardRules: the task asks one question; the answer is confirmed by
+// echoing the chosen label; a "continue" after an interruption finishes.
+func standardRules(answerDelay time.Duration) []fakeapi.Rule {
+	return []fakeapi.Rule{
+		{When: "Implement spec X", Reply: fakeapi.Reply{Text: "I need a decision.\n" + authMarker}},
+		{When: answerRule, Respond: func(r fakeapi.Request) fakeapi.Reply {
+			label := "nothing"
+			for _, l := range []string{"OAuth2", "JWT"} {
+				if strings.Contains(r.LastUserText, "chose: "+l) || strings.Contains(r.LastUserText, l) {
+					label = l
+				}
+			}
+			return fakeapi.Reply{Text: "Implemented with " + label + ".", ChunkDelay: answerDelay, Chunks: 4}
+		}},
+		{When: "from where you left off", Reply: fakeapi.Reply{Text: "Finished after the interruption."}},
+	}
+}
+
+type e2e struct {
+	t      *testing.T
+	fake   *fakeapi.Server
+	dir    string
+	config string
+	state  string
+}
+
+func newE2E(t *testing.T, rules ...fakeapi.Rule) *e2e {
+	t.Helper()
+	claude := clitest.Claude(t)
+	f := fakeapi.New(rules...)
+	ts := httptest.NewServer(f)
+	t.Cleanup(func() { f.Close(); ts.Close() })
+	dir := t.TempDir()
+	e := &e2e{t: t, fake: f, dir: dir, config: filepath.Join(dir, "orchestrator.yaml"), state: filepath.Join(dir, "state")}
+	env := clitest.Env(t, ts.URL)
+	var b strings.Builder
+	fmt.Fprintf(&b, "state_dir: %q\nagent:\n  command: %q\n  timeout: 2m\n  env:\n", e.state, claude)
+	for k, v := range env {
+		fmt.Fprintf(&b, "    %s: %q\n", k, v)
+	}
+	fmt.Fprintf(&b, "run:\n  rate_limit_backoff: 1s\nsurfaces:\n  terminal:\n    enabled: true\n")
+	if err := os.WriteFile(e.config, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "work"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// run runs the orchestrator in-process with stdin and returns its exit code
+// and output.
+func (e *e2e) run(stdin string, args ...string) (int, string, string) {
+	e.t.Helper()
+	var out, errb bytes.Buffer
+	m := &Main{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errb, Dir: filepath.Join(e.dir, "work"),
+		LookupEnv: func(string) (string, bool) { return "", false }}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	code := m.Exec(ctx, append([]string{"--config", e.config}, args...))
+	e.t.Logf("orchestrator %s → exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out.String(), errb.String())
+	return code, out.String(), errb.String()
+}
+
+// child starts the orchestrator as a separate process (this test binary).
+func (e *e2e) child(stdin string, failpoint string, args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], append([]string{"--config", e.config}, args...)...)
+	cmd.Dir = filepath.Join(e.dir, "work")
+	cmd.Env = append(os.Environ(), envChild+"=1", "ORCHESTRATOR_FAILPOINT="+failpoint)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	e.t.Cleanup(func() {
+		if e.t.Failed() {
+			e.t.Logf("child %s output:\n%s", strings.Join(args, " "), out.String())
+		}
+	})
+	return cmd
+}
+
+func (e *e2e) store() *store.Store {
+	e.t.Helper()
+	st, err := store.Open(context.Background(), e.state)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func (e *e2e) onlyRun() store.Run {
+	e.t.Helper()
+	runs, err := e.store().ListRuns(context.Background(), store.RunFilter{})
+	if err != nil || len(runs) != 1 {
+		e.t.Fatalf("runs = %+v, %v; want exactly one", runs, err)
+	}
+	return runs[0]
+}
+
+// answerRequests counts the requests whose last user message carried the
+// answers: the model must get them exactly once.
+func (e *e2e) answerRequests() int {
+	n := 0
+	for _, r := range e.fake.Requests() {
+		if strings.Contains(r.LastUserText, answerRule) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestRunAsksOnTerminalAndResumes(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, standardRules(0)...)
+	code, out, _ := e.run("2\n", "run", "--prompt", "Implement spec X")
+	if code != 0 {
+		t.Fatalf("exit %d, want 0", code)
+	}
+	for _, want := range []string{"Which auth method?", "1. OAuth2", "2. JWT", "done", "Implemented with JWT."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	reqs := e.fake.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("fake got %d requests, want 2", len(reqs))
+	}
+	// The resumed request is the same conversation: it carries the first
+	// turn's assistant text, and the chosen label in the answer.
+	second := reqs[1]
+	var sawFirstTurn bool
+	for _, m := range second.Messages {
+		if m.Role == "assistant" && strings.Contains(m.Text(), "I need a decision.") {
+			sawFirstTurn = true
+		}
+	}
+	if !sawFirstTurn {
+		t.Error("the resumed request does not carry the first turn's assistant text")
+	}
+	if !strings.Contains(second.LastUserText, "JWT") {
+		t.Errorf("the resumed request's prompt lacks the chosen label:\n%s", second.LastUserText)
+	}
+	// The question protocol is in the system prompt of both calls.
+	for i, r := range reqs {
+		if !strings.Contains(r.System, "<!--QUESTION:") {
+			t.Errorf("request %d: system prompt lacks the question protocol", i+1)
+		}
+	}
+	run := e.onlyRun()
+	if run.Status != store.RunDone || run.FinalText != "Implemented with JWT." {
+		t.Fatalf("run = %s %q", run.Status, run.FinalText)
+	}
+}
+
+func TestTerminalEOFThenAnswerAndResume(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, standardRules(0)...)
+	code, out, _ := e.run("", "run", "--prompt", "Implement spec X")
+	if code != exitWaiting {
+		t.Fatalf("exit %d, want %d (waiting)", code, exitWaiting)
+	}
+	if !strings.Contains(out, "orchestrator answer") {
+		t.Errorf("output does not say how to answer later:\n%s", out)
+	}
+	code, out, _ = e.run("", "status", "--json")
+	if code != 0 {
+		t.Fatalf("status exit %d", code)
+	}
+	var rep statusReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Questions) != 1 || rep.Questions[0].Text != "Which auth method?" || len(rep.Runs) != 1 || rep.Runs[0].Status != "waiting" {
+		t.Fatalf("status = %+v", rep)
+	}
+	q := rep.Questions[0]
+	if code, _, errs := e.run("", "answer", q.ID, "7"); code != exitUsage || !strings.Contains(errs, "OAuth2") {
+		t.Fatalf("invalid answer: exit %d, stderr %q; want 2 and the valid choices", code, errs)
+	}
+	if code, _, _ := e.run("", "answer", q.ID, "2"); code != 0 {
+		t.Fatalf("answer exit %d", code)
+	}
+	if code, _, errs := e.run("", "answer", q.ID, "1"); code == 0 || !strings.Contains(errs, "already") {
+		t.Fatalf("second answer: exit %d, stderr %q; want an error saying it was answered", code, errs)
+	}
+	code, out, _ = e.run("", "resume", q.RunID)
+	if code != 0 || !strings.Contains(out, "Implemented with JWT.") {
+		t.Fatalf("resume exit %d", code)
+	}
+	if n := e.answerRequests(); n != 1 {
+		t.Fatalf("answers sent %d times, want 1", n)
+	}
+}
+
+func TestMalformedMarkerIsCorrected(t *testing.T) {
+	t.Parallel()
+	bad := `<!--QUESTION:{"questions":[{"question":"","options":[{"label":"A"}]}]}-->`
+	e := newE2E(t, append([]fakeapi.Rule{
+		{When: "Implement spec X", Reply: fakeapi.Reply{Text: "Deciding.\n" + bad}},
+		{When: "QUESTION block was not valid", Reply: fakeapi.Reply{Text: "Sorry.\n" + authMarker}},
+	}, standardRules(0)...)...)
+	code, _, _ := e.run("1\n", "run", "--prompt", "Implement spec X")
+	if code != 0 {
+		t.Fatalf("exit %d, want 0", code)
+	}
+	reqs := e.fake.Requests()
+	if len(reqs) != 3 || !strings.Contains(reqs[1].LastUserText, "QUESTION block was not valid") ||
+		!strings.Contains(reqs[1].LastUserText, "question") {
+		t.Fatalf("want task, correction, answer; got %d requests", len(reqs))
+	}
+	if run := e.onlyRun(); run.FinalText != "Implemented with OAuth2." {
+		t.Fatalf("final = %q", run.FinalText)
+	}
+}
+
+func TestMalformedMarkerTwiceFails(t *testing.T) {
+	t.Parallel()
+	bad := `<!--QUESTION:{"questions":[{"question":"Pick","options":[{"label":"A"},{"label":"a"}]}]}-->`
+	e := newE2E(t, fakeapi.Rule{Reply: fakeapi.Reply{Text: "Deciding.\n" + bad}})
+	code, _, _ := e.run("1\n", "run", "--prompt", "Implement spec X")
+	if code != exitFailed {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	run := e.onlyRun()
+	if run.Status != store.RunFailed || !strings.Contains(run.Error, "after 2 correction prompts") || !strings.Contains(run.Error, "label") {
+		t.Fatalf("run = %s %q", run.Status, run.Error)
+	}
+	if n := len(e.fake.Requests()); n != 3 {
+		t.Fatalf("%d requests, want 3 (task + 2 corrections)", n)
+	}
+}
+
+// TestCrashAtEachStep kills the orchestrator with SIGKILL at each step of a
+// question round; `resume` must then finish the run with the answer handed
+// to the model exactly once.
+func TestCrashAtEachStep(t *testing.T) {
+	clitest.Claude(t)
+	t.Parallel()
+	for _, tc := range []struct {
+		point       string
+		resumeInput string // what the restarted process reads on the terminal
+	}{
+		{"question-stored", "2\n"}, // asked again after the restart
+		{"answer-stored", ""},
+		{"claimed", ""},
+	} {
+		t.Run(tc.point, func(t *testing.T) {
+			t.Parallel()
+			e := newE2E(t, standardRules(0)...)
+			err := e.child("2\n", tc.point, "run", "--prompt", "Implement spec X").Run()
+			wantKilled(t, err)
+			run := e.onlyRun()
+			cmd := e.child(tc.resumeInput, "", "resume", run.ID)
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("resume: %v", err)
+			}
+			e.wantDoneOnce(t, "Implemented with JWT.")
+		})
+	}
+	t.Run("turn-started", func(t *testing.T) {
+		t.Parallel()
+		// The answer's reply streams slowly; the process is killed once the
+		// CLI has sent the answer to the model.
+		e := newE2E(t, standardRules(time.Second)...)
+		cmd := e.child("2\n", "", "run", "--prompt", "Implement spec X")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if _, err := e.fake.WaitRequests(ctx, 2); err != nil {
+			cmd.Process.Kill()
+			t.Fatalf("the answer never reached the model: %v", err)
+		}
+		cmd.Process.Signal(syscall.SIGKILL)
+		wantKilled(t, cmd.Wait())
+		run := e.onlyRun()
+		if err := e.child("", "", "resume", run.ID).Run(); err != nil {
+			t.Fatalf("resume: %v", err)
+		}
+		// The answer reached the session before the crash: the restart
+		// continues the session instead of sending it again.
+		e.wantDoneOnce(t, "Finished after the interruption.")
+	})
+}
+
+func wantKilled(t *testing.T, err error) {
+	t.Helper()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("orchestrator: %v, want killed", err)
+	}
+	if ws, ok := exit.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("orchestrator ended with %v, want SIGKILL", err)
+	}
+}
+
+func (e *e2e) wantDoneOnce(t *testing.T, final string) {
+	t.Helper()
+	run := e.onlyRun()
+	if run.Status != store.RunDone || run.FinalText != final {
+		t.Fatalf("run = %s %q %q, want done %q", run.Status, run.FinalText, run.Error, final)
+	}
+	if n := e.answerRequests(); n != 1 {
+		t.Fatalf("the answer reached the model %d times, want exactly 1", n)
+	}
+	sets, err := e.store().QuestionSets(context.Background(), store.SetFilter{RunID: run.ID})
+	if err != nil || len(sets) != 1 || sets[0].State != store.SetResumed {
+		t.Fatalf("sets = %+v, %v", sets, err)
+	}
+	if a, ok := sets[0].Response.Answer(sets[0].Set.Questions[0].ID); !ok || len(a.Labels) != 1 || a.Labels[0] != "JWT" {
+		t.Fatalf("stored answer = %+v", sets[0].Response)
+	}
+	_ = questions.Set{}
+}
+
+func TestSecondProcessFailsFast(t *testing.T) {
+	clitest.Claude(t)
+	t.Parallel()
+	e := newE2E(t, standardRules(0)...)
+	// The first process waits on the terminal, whose input never ends.
+	cmd := e.child("", "", "run", "--prompt", "Implement spec X")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Close()
+	cmd.Stdin = pr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	st := e.store()
+	deadline := time.Now().Add(2 * time.Minute)
+	var runID string
+	for time.Now().Before(deadline) {
+		sets, _ := st.QuestionSets(context.Background(), store.SetFilter{State: []store.SetState{store.SetPending}})
+		if len(sets) == 1 {
+			runID = sets[0].Set.RunID
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if runID == "" {
+		t.Fatal("the question was never asked")
+	}
+	start := time.Now()
+	code, _, errs := e.run("", "resume", runID)
+	if code != exitFailed || !strings.Contains(errs, "locked by another process") {
+		t.Fatalf("second process: exit %d, stderr %q", code, errs)
+	}
+	t.Logf("second process refused in %s", time.Since(start))
+}
