@@ -19,7 +19,10 @@ FUZZ_TARGETS := \
 	./specs:FuzzParse \
 	./internal/fakeapi:FuzzParseRequest \
 	./internal/config:FuzzParse \
-	./internal/config:FuzzExpand
+	./internal/config:FuzzExpand \
+	./questions:FuzzDetect \
+	./questions:FuzzStreamDetector \
+	./questions:FuzzParseAnswer
 
 .PHONY: all build test vet fuzz bench demo claude clean
 
