@@ -526,7 +526,13 @@ func replay(path string) (executor.Outcome, *questions.TurnCollector, bool) {
 	if rd.Err() != nil || t.Result() == nil {
 		return executor.Outcome{}, nil, false
 	}
-	return t.Outcome(executor.Exit{Stats: rd.Stats(), Diagnostics: rd.Diagnostics()}), col, true
+	out := t.Outcome(executor.Exit{Stats: rd.Stats(), Diagnostics: rd.Diagnostics()})
+	if strings.HasPrefix(out.TerminalReason, "aborted") {
+		// The CLI was interrupted (SIGINT/SIGTERM) and wrote a result for
+		// the aborted stream: the turn did not finish.
+		return executor.Outcome{}, nil, false
+	}
+	return out, col, true
 }
 
 // Collect feeds the text of a CLI event to a turn's question collector: the

@@ -1,0 +1,541 @@
+// Package daemon is `orchestrator serve`: the long-running process that
+// runs specs on their schedules, takes up the runs a previous process left
+// waiting or interrupted, and serves /healthz, /metrics and the surfaces'
+// webhooks over HTTP.
+//
+// The daemon owns no run logic: it creates and drives runs through Runs
+// (the runner), and leaves questions, surfaces and answers to it. What it
+// adds is the process around them: one daemon per state directory, the
+// scheduler with its no-overlap rule (a run waiting on a question counts as
+// running), and a shutdown that leaves every run resumable.
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/orchestrator-dev/orchestrator/internal/runner"
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/specs"
+)
+
+// Runs creates and drives runs. *runner.Runner satisfies it.
+//
+// Drive carries a run forward until it is final, or ctx ends (the run is
+// then left interrupted or waiting, resumable), or it waits on a question
+// nobody in this process can answer (runner.ErrWaiting). It fails at once
+// with an error wrapping store.ErrLocked when another process drives the
+// run. It is called from several goroutines at once, for different runs.
+type Runs interface {
+	Create(ctx context.Context, n runner.NewRun) (store.Run, error)
+	Drive(ctx context.Context, runID string) (store.Run, error)
+}
+
+// Store is what the daemon reads and writes of the durable state.
+// *store.Store satisfies it.
+type Store interface {
+	// ListRuns finds the runs to take up on start, and the runs that make
+	// a spec busy.
+	ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, error)
+	// LockDaemon takes the one daemon lock of the state directory.
+	LockDaemon() (*store.Lock, error)
+	// LastScheduled and MarkScheduled persist when a spec last started,
+	// for catch-up and status.
+	LastScheduled(ctx context.Context, spec string) (time.Time, bool, error)
+	MarkScheduled(ctx context.Context, spec string, t time.Time) error
+}
+
+// Config is what a Daemon is made of.
+type Config struct {
+	// Specs are run on their schedules (those without one only by hand,
+	// elsewhere).
+	Specs []specs.Spec
+	Runs  Runs
+	Store Store
+	// NewRun maps a spec to the run to create when it is due. Required
+	// when there are specs. The run's Spec is set to the spec's name when
+	// left empty.
+	NewRun func(specs.Spec) runner.NewRun
+	// Listen is the HTTP address (serve.listen), such as "127.0.0.1:8080"
+	// or "127.0.0.1:0"; empty serves no HTTP.
+	Listen string
+	// MaxConcurrent limits the scheduled runs active at once
+	// (serve.max_concurrent_runs); 0 means no limit. Runs taken up from
+	// the store on start do not count against it.
+	MaxConcurrent int
+	// CatchUp is specs.CatchUpSkip (default) or specs.CatchUpOnce
+	// (serve.catch_up).
+	CatchUp string
+	// Handlers are served next to /healthz and /metrics, by
+	// http.ServeMux pattern, e.g. "/webhooks/github" → the GitHub
+	// surface's webhook handler.
+	Handlers map[string]http.Handler
+	// Metrics is served on /metrics; nil makes a new one (whose counters
+	// see no runner events).
+	Metrics *Metrics
+	// Logger defaults to a logger that discards.
+	Logger *slog.Logger
+	// ShutdownTimeout bounds how long shutdown waits for the runs to
+	// stop; default 30s.
+	ShutdownTimeout time.Duration
+	// Location is where schedules without CRON_TZ=/TZ= are read; default
+	// time.Local.
+	Location *time.Location
+}
+
+// Daemon is `orchestrator serve`. Run it once.
+type Daemon struct {
+	cfg   Config
+	log   *slog.Logger
+	sched *specs.Scheduler
+	mux   *http.ServeMux
+	ready chan struct{}
+
+	mu       sync.Mutex
+	started  bool
+	stopping bool
+	addr     string
+	driving  map[string]string // run ID → spec name, for the runs driven here
+	bySpec   map[string]int    // spec name → runs of it driven here
+	wg       sync.WaitGroup    // drivers
+}
+
+// New checks cfg and returns a Daemon; every problem of the specs'
+// schedules and options is reported together.
+func New(cfg Config) (*Daemon, error) {
+	var errs []error
+	if cfg.Runs == nil {
+		errs = append(errs, errors.New("no Runs"))
+	}
+	if cfg.Store == nil {
+		errs = append(errs, errors.New("no Store"))
+	}
+	if len(cfg.Specs) > 0 && cfg.NewRun == nil {
+		errs = append(errs, errors.New("no NewRun for the specs"))
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	d := &Daemon{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		ready:   make(chan struct{}),
+		driving: map[string]string{},
+		bySpec:  map[string]int{},
+	}
+	mux, err := d.routes()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	d.mux = mux
+	if cfg.Store != nil {
+		sched, err := specs.NewScheduler(cfg.Specs, d.runSpec, specs.SchedulerOptions{
+			MaxConcurrent: cfg.MaxConcurrent,
+			CatchUp:       cfg.CatchUp,
+			Busy:          d.busy,
+			LastRun:       d.lastRun,
+			MarkRun:       d.markRun,
+			Logger:        cfg.Logger,
+			Location:      cfg.Location,
+		})
+		if err != nil {
+			errs = append(errs, err)
+		}
+		d.sched = sched
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("daemon: %w", errors.Join(errs...))
+	}
+	return d, nil
+}
+
+// routes builds the HTTP handler; a bad or clashing pattern of Handlers is
+// an error (http.ServeMux panics on them).
+func (d *Daemon) routes() (mux *http.ServeMux, err error) {
+	mux = http.NewServeMux()
+	var pattern string
+	defer func() {
+		if r := recover(); r != nil {
+			mux, err = nil, fmt.Errorf("handler %q: %v", pattern, r)
+		}
+	}()
+	pattern = "/healthz"
+	mux.HandleFunc(pattern, d.healthz)
+	pattern = "/metrics"
+	mux.Handle(pattern, d.cfg.Metrics.Handler())
+	patterns := make([]string, 0, len(d.cfg.Handlers))
+	for p := range d.cfg.Handlers {
+		patterns = append(patterns, p)
+	}
+	sort.Strings(patterns)
+	for _, p := range patterns {
+		pattern = p
+		h := d.cfg.Handlers[p]
+		if h == nil {
+			return nil, fmt.Errorf("handler %q: nil", p)
+		}
+		mux.Handle(p, h)
+	}
+	return mux, nil
+}
+
+// Handler is the daemon's HTTP handler: /healthz, /metrics and Handlers.
+func (d *Daemon) Handler() http.Handler { return d.mux }
+
+// Addr is the address the HTTP server listens on, once Ready; empty before,
+// or when Listen is empty.
+func (d *Daemon) Addr() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.addr
+}
+
+// Ready is closed once Run holds the lock, listens, has taken up the stored
+// runs and started the scheduler.
+func (d *Daemon) Ready() <-chan struct{} { return d.ready }
+
+// Entries are the specs with their next and previous run times, for status.
+func (d *Daemon) Entries() []specs.Entry { return d.sched.Entries() }
+
+// Running returns the IDs of the runs this daemon drives now, sorted.
+func (d *Daemon) Running() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]string, 0, len(d.driving))
+	for id := range d.driving {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// takeUp are the statuses of the runs a starting daemon drives on: those
+// waiting on a question, those interrupted by a shutdown, and those left
+// running by a process that died (a run another process still drives is
+// locked, and skipped).
+var takeUp = []store.RunStatus{store.RunWaiting, store.RunInterrupted, store.RunRunning}
+
+// Run is the daemon: it takes the daemon lock of the state directory (a
+// second daemon fails at once), listens on Listen, drives on every waiting,
+// interrupted or orphaned run of the store, runs the specs on their
+// schedules and serves HTTP, until ctx ends. Then it stops scheduling,
+// cancels the runs (the runner leaves them resumable: a running turn
+// interrupted, a question pending), waits for them up to ShutdownTimeout,
+// shuts the HTTP server down and releases the lock. It returns nil after a
+// clean shutdown.
+func (d *Daemon) Run(ctx context.Context) (err error) {
+	d.mu.Lock()
+	if d.started {
+		d.mu.Unlock()
+		return errors.New("serve: the daemon was already run")
+	}
+	d.started = true
+	d.mu.Unlock()
+
+	lock, err := d.cfg.Store.LockDaemon()
+	if err != nil {
+		if errors.Is(err, store.ErrLocked) {
+			return fmt.Errorf("serve: another `orchestrator serve` uses this state directory: %w", err)
+		}
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer func() {
+		if uerr := lock.Unlock(); uerr != nil && err == nil {
+			err = fmt.Errorf("serve: release the daemon lock: %w", uerr)
+		}
+	}()
+
+	var ln net.Listener
+	if d.cfg.Listen != "" {
+		var lc net.ListenConfig
+		ln, err = lc.Listen(ctx, "tcp", d.cfg.Listen)
+		if err != nil {
+			return fmt.Errorf("serve: listen on %s: %w", d.cfg.Listen, err)
+		}
+		d.mu.Lock()
+		d.addr = ln.Addr().String()
+		d.mu.Unlock()
+	}
+
+	runsCtx, cancelRuns := context.WithCancel(ctx)
+	defer cancelRuns()
+
+	if err := d.takeUpRuns(runsCtx); err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		return err
+	}
+	d.sched.Start(runsCtx)
+
+	srvErr := make(chan error, 1)
+	var srv *http.Server
+	if ln != nil {
+		srv = &http.Server{
+			Handler:           d.mux,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+			BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		}
+		go func() { srvErr <- srv.Serve(ln) }()
+		d.log.Info("serving", "addr", d.addr, "specs", len(d.cfg.Specs))
+	} else {
+		d.log.Info("serving without HTTP", "specs", len(d.cfg.Specs))
+	}
+	close(d.ready)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		d.log.Info("shutting down: stopping the scheduler and the runs; they stay resumable")
+	case err := <-srvErr:
+		runErr = fmt.Errorf("serve: http: %w", err)
+		d.log.Error("http server failed; shutting down", "err", err)
+		srv = nil
+	}
+	return errors.Join(runErr, d.shutdown(cancelRuns, srv))
+}
+
+// shutdown stops scheduling, cancels the runs, waits for them (bounded) and
+// shuts the HTTP server down.
+func (d *Daemon) shutdown(cancelRuns context.CancelFunc, srv *http.Server) error {
+	d.mu.Lock()
+	d.stopping = true
+	d.mu.Unlock()
+
+	cancelRuns()
+	schedDone := d.sched.Stop()
+	drivers := make(chan struct{})
+	go func() {
+		// The scheduler's runs first: once they returned, nothing
+		// registers a driver any more.
+		<-schedDone.Done()
+		d.wg.Wait()
+		close(drivers)
+	}()
+	var errs []error
+	timer := time.NewTimer(d.cfg.ShutdownTimeout)
+	defer timer.Stop()
+	select {
+	case <-drivers:
+		d.log.Info("every run stopped")
+	case <-timer.C:
+		left := d.Running()
+		d.log.Error("runs did not stop in time", "timeout", d.cfg.ShutdownTimeout, "runs", left)
+		errs = append(errs, fmt.Errorf("serve: %d run(s) did not stop within %s: %s",
+			len(left), d.cfg.ShutdownTimeout, strings.Join(left, ", ")))
+	}
+	if srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			srv.Close()
+			errs = append(errs, fmt.Errorf("serve: http shutdown: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// takeUpRuns drives, each in its own goroutine, every run a previous
+// process left waiting, interrupted or running.
+func (d *Daemon) takeUpRuns(ctx context.Context) error {
+	runs, err := d.cfg.Store.ListRuns(ctx, store.RunFilter{Status: takeUp})
+	if err != nil {
+		return fmt.Errorf("serve: find runs to take up: %w", err)
+	}
+	// Oldest first.
+	for i := len(runs) - 1; i >= 0; i-- {
+		run := runs[i]
+		if !d.register(run.ID, run.Spec) {
+			continue
+		}
+		d.log.Info("taking up run", "run", run.ID, "spec", run.Spec, "status", run.Status)
+		go func() { _ = d.drive(ctx, run.ID, run.Spec, "take-up") }()
+	}
+	return nil
+}
+
+// register notes that this process drives runID (of spec, when not empty);
+// false when it already does. Each true must be followed by drive.
+func (d *Daemon) register(runID, spec string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.driving[runID]; ok {
+		return false
+	}
+	d.driving[runID] = spec
+	if spec != "" {
+		d.bySpec[spec]++
+	}
+	d.wg.Add(1)
+	d.cfg.Metrics.driving(1)
+	return true
+}
+
+func (d *Daemon) unregister(runID string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	spec, ok := d.driving[runID]
+	if !ok {
+		return
+	}
+	delete(d.driving, runID)
+	if spec != "" {
+		if d.bySpec[spec]--; d.bySpec[spec] <= 0 {
+			delete(d.bySpec, spec)
+		}
+	}
+	d.cfg.Metrics.driving(-1)
+	d.wg.Done()
+}
+
+// drive drives a registered run and logs how it ended. Its error is that
+// of a run that could not go on; a shutdown, a question left pending and
+// a run driven by another process are not errors.
+func (d *Daemon) drive(ctx context.Context, runID, spec, trigger string) error {
+	defer d.unregister(runID)
+	run, err := d.cfg.Runs.Drive(ctx, runID)
+	log := d.log.With("run", runID, "spec", spec, "trigger", trigger)
+	switch {
+	case err == nil:
+		log.Info("run ended", "status", run.Status)
+		return nil
+	case errors.Is(err, store.ErrLocked):
+		log.Info("run not taken up: another process drives it", "err", err)
+		return nil
+	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		log.Info("run stopped by the shutdown; it stays resumable", "status", run.Status)
+		return nil
+	case errors.Is(err, runner.ErrWaiting):
+		log.Warn("run left waiting: no surface of the daemon can take the answer; answer it with `orchestrator answer`, then resume it",
+			"status", run.Status, "err", err)
+		return nil
+	default:
+		log.Error("run stopped on an error", "status", run.Status, "err", err)
+		return fmt.Errorf("run %s: %w", runID, err)
+	}
+}
+
+// runSpec is the scheduler's run function: create a run of the spec and
+// drive it. It returns once the run is final, left waiting, or stopped by
+// the shutdown, so the scheduler skips the spec's ticks meanwhile.
+func (d *Daemon) runSpec(ctx context.Context, sp specs.Spec) error {
+	n := d.cfg.NewRun(sp)
+	if n.Spec == "" {
+		n.Spec = sp.Name
+	}
+	run, err := d.cfg.Runs.Create(ctx, n)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("create run of spec %s: %w", sp.Name, err)
+	}
+	if !d.register(run.ID, sp.Name) {
+		return fmt.Errorf("run %s of spec %s is driven already", run.ID, sp.Name)
+	}
+	d.log.Info("run created", "run", run.ID, "spec", sp.Name)
+	return d.drive(ctx, run.ID, sp.Name, "schedule")
+}
+
+// busy says whether a run of the spec is driven here, or is running or
+// waiting on a question in the store (driven by another process, or left
+// waiting): the scheduler then skips the spec's tick. A store error counts
+// as busy.
+func (d *Daemon) busy(spec string) bool {
+	d.mu.Lock()
+	n := d.bySpec[spec]
+	d.mu.Unlock()
+	if n > 0 {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	runs, err := d.cfg.Store.ListRuns(ctx, store.RunFilter{Spec: spec, Status: []store.RunStatus{store.RunRunning, store.RunWaiting}, Limit: 1})
+	if err != nil {
+		d.log.Error("tick skipped: cannot tell whether the spec has an active run", "spec", spec, "err", err)
+		return true
+	}
+	if len(runs) > 0 {
+		d.log.Debug("spec has an active run in the store", "spec", spec, "run", runs[0].ID, "status", runs[0].Status)
+		return true
+	}
+	return false
+}
+
+func (d *Daemon) lastRun(spec string) (time.Time, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	t, ok, err := d.cfg.Store.LastScheduled(ctx, spec)
+	if err != nil {
+		d.log.Error("read when the spec last ran", "spec", spec, "err", err)
+		return time.Time{}, false
+	}
+	return t, ok
+}
+
+func (d *Daemon) markRun(spec string, at time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := d.cfg.Store.MarkScheduled(ctx, spec, at); err != nil {
+		d.log.Error("record when the spec ran", "spec", spec, "err", err)
+	}
+}
+
+// Health is the body of /healthz.
+type Health struct {
+	Status string `json:"status"` // "ok", "shutting down" or "error"
+	// Driving counts the runs this daemon drives now.
+	Driving int `json:"driving"`
+	// Running and Waiting count the store's runs in those states (all
+	// processes).
+	Running int    `json:"running"`
+	Waiting int    `json:"waiting"`
+	Error   string `json:"error,omitempty"`
+}
+
+// healthz answers 200 with Health while serving; 503 while shutting down or
+// when the store cannot be read.
+func (d *Daemon) healthz(w http.ResponseWriter, r *http.Request) {
+	d.mu.Lock()
+	h := Health{Status: "ok", Driving: len(d.driving)}
+	stopping := d.stopping
+	d.mu.Unlock()
+	code := http.StatusOK
+	if stopping {
+		h.Status, code = "shutting down", http.StatusServiceUnavailable
+	}
+	runs, err := d.cfg.Store.ListRuns(r.Context(), store.RunFilter{Status: []store.RunStatus{store.RunRunning, store.RunWaiting}})
+	if err != nil {
+		h.Status, h.Error, code = "error", "cannot read the store", http.StatusServiceUnavailable
+		d.log.Error("healthz: list runs", "err", err)
+	}
+	for _, run := range runs {
+		switch run.Status {
+		case store.RunRunning:
+			h.Running++
+		case store.RunWaiting:
+			h.Waiting++
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(h)
+}

@@ -1,0 +1,288 @@
+package daemon
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/orchestrator-dev/orchestrator/internal/runner"
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/questions"
+)
+
+// QuestionStore is what Metrics reads from the store: the pending question
+// sets (for orchestrator_questions_pending) and when a set was asked (for
+// the answer latency, also across restarts). *store.Store satisfies it.
+type QuestionStore interface {
+	QuestionSets(ctx context.Context, f store.SetFilter) ([]store.SetRecord, error)
+	QuestionSet(ctx context.Context, id string) (store.SetRecord, error)
+}
+
+// Metrics are the daemon's Prometheus metrics, in a registry of their own
+// (never the global one). Feed it the runner's progress events with
+// Observe, and wrap the surfaces' HTTP clients with InstrumentTransport.
+// It is safe for concurrent use.
+type Metrics struct {
+	// Registry holds every metric below, plus the Go runtime and process
+	// collectors.
+	Registry *prometheus.Registry
+
+	st QuestionStore
+
+	runs        *prometheus.CounterVec
+	inProgress  prometheus.Gauge
+	asked       prometheus.Counter
+	answers     *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	reminders   prometheus.Counter
+	escalations prometheus.Counter
+	agentErrors *prometheus.CounterVec
+	turns       prometheus.Counter
+	cost        prometheus.Counter
+	apiRequests *prometheus.CounterVec
+	apiDuration *prometheus.HistogramVec
+
+	mu   sync.Mutex
+	sets map[string]*seenSet // question sets of runs this process drives, by set ID
+}
+
+type seenSet struct {
+	runID    string
+	askedAt  time.Time
+	answered bool
+}
+
+// Label values of orchestrator_runs_total{outcome} that exist from the start.
+var runOutcomes = []store.RunStatus{store.RunDone, store.RunFailed, store.RunCancelled}
+
+// NewMetrics returns the metrics in a new registry. With st, the pending
+// questions gauge counts the store's unanswered questions (all processes),
+// and answer latency is measured from when the store says a set was asked;
+// with st nil, both come from the events seen by this process only.
+func NewMetrics(st QuestionStore) *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		st:       st,
+		sets:     map[string]*seenSet{},
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orchestrator_runs_total",
+			Help: "Runs that reached a final state, by outcome (done, failed, cancelled).",
+		}, []string{"outcome"}),
+		inProgress: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "orchestrator_runs_in_progress",
+			Help: "Runs this daemon is driving now (running a turn or waiting on a question).",
+		}),
+		asked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "orchestrator_questions_asked_total",
+			Help: "Question sets asked on surfaces by this process.",
+		}),
+		answers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orchestrator_answers_total",
+			Help: "Question sets answered in full, by the surface the (last) answer came from.",
+		}, []string{"surface"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "orchestrator_answer_latency_seconds",
+			Help: "Time from a question set being asked to its complete answer, by surface.",
+			// 1s … ~4.5 days.
+			Buckets: prometheus.ExponentialBuckets(1, 3, 12),
+		}, []string{"surface"}),
+		reminders: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "orchestrator_question_reminders_total",
+			Help: "Reminders sent for unanswered questions.",
+		}),
+		escalations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "orchestrator_question_escalations_total",
+			Help: "Questions escalated to another surface.",
+		}),
+		agentErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orchestrator_agent_errors_total",
+			Help: "Agent CLI turns that did not succeed, by error category.",
+		}, []string{"category"}),
+		turns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "orchestrator_agent_turns_total",
+			Help: "Agent CLI turns finished.",
+		}),
+		cost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "orchestrator_agent_cost_usd_total",
+			Help: "Cost in USD reported by the agent CLI for finished turns.",
+		}),
+		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orchestrator_surface_api_requests_total",
+			Help: "HTTP requests of the surfaces to their APIs, by surface and status code.",
+		}, []string{"surface", "code"}),
+		apiDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "orchestrator_surface_api_request_duration_seconds",
+			Help:    "Duration of the surfaces' HTTP requests to their APIs.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"surface"}),
+	}
+	pending := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "orchestrator_questions_pending",
+		Help: "Questions asked and not answered yet.",
+	}, m.pendingQuestions)
+	m.Registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.runs, m.inProgress, m.asked, m.answers, m.latency, m.reminders, m.escalations,
+		m.agentErrors, m.turns, m.cost, m.apiRequests, m.apiDuration, pending,
+	)
+	for _, o := range runOutcomes {
+		m.runs.WithLabelValues(string(o))
+	}
+	return m
+}
+
+// Handler serves the registry in the Prometheus exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// InstrumentTransport wraps rt (http.DefaultTransport when nil) so that
+// every request counts in orchestrator_surface_api_requests_total{surface,
+// code} and orchestrator_surface_api_request_duration_seconds{surface}.
+// Put it into the GitHub and Discord clients' http.Client.
+func (m *Metrics) InstrumentTransport(surface string, rt http.RoundTripper) http.RoundTripper {
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	l := prometheus.Labels{"surface": surface}
+	return promhttp.InstrumentRoundTripperCounter(m.apiRequests.MustCurryWith(l),
+		promhttp.InstrumentRoundTripperDuration(m.apiDuration.MustCurryWith(l), rt))
+}
+
+// pendingQuestions is the value of orchestrator_questions_pending.
+func (m *Metrics) pendingQuestions() float64 {
+	if m.st != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		sets, err := m.st.QuestionSets(ctx, store.SetFilter{State: []store.SetState{store.SetPending}})
+		if err == nil {
+			n := 0
+			for _, rec := range sets {
+				n += len(unansweredIDs(rec.Set, rec.Response))
+			}
+			return float64(n)
+		}
+		// The store is unavailable: fall back to what this process saw.
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, s := range m.sets {
+		if !s.answered {
+			n++
+		}
+	}
+	return float64(n)
+}
+
+func unansweredIDs(set questions.Set, resp questions.Response) []string {
+	var out []string
+	for _, q := range set.Questions {
+		if _, ok := resp.Answer(q.ID); !ok {
+			out = append(out, q.ID)
+		}
+	}
+	return out
+}
+
+// Observe counts a progress event of the runner; chain it into the
+// runner's Observe function. It does not block for long (at most a store
+// read, for an answer's latency).
+func (m *Metrics) Observe(ev runner.Event) {
+	switch ev.Kind {
+	case runner.EventQuestion:
+		if ev.Set == nil {
+			return
+		}
+		m.mu.Lock()
+		if _, ok := m.sets[ev.Set.ID]; !ok {
+			m.sets[ev.Set.ID] = &seenSet{runID: ev.RunID, askedAt: time.Now()}
+			m.asked.Inc()
+		}
+		m.mu.Unlock()
+	case runner.EventAnswer:
+		m.observeAnswer(ev)
+	case runner.EventReminder:
+		m.reminders.Inc()
+	case runner.EventEscalated:
+		m.escalations.Inc()
+	case runner.EventTurnFinished:
+		if ev.Outcome == nil {
+			return
+		}
+		m.turns.Inc()
+		if ev.Outcome.Category != "" {
+			m.agentErrors.WithLabelValues(string(ev.Outcome.Category)).Inc()
+		}
+		if ev.Outcome.CostUSD > 0 {
+			m.cost.Add(ev.Outcome.CostUSD)
+		}
+	case runner.EventRunEnded:
+		if ev.Run != nil && ev.Run.Status.Final() {
+			m.runs.WithLabelValues(string(ev.Run.Status)).Inc()
+		}
+		// Forget the run's sets: a run driven again re-registers them.
+		m.mu.Lock()
+		for id, s := range m.sets {
+			if s.runID == ev.RunID {
+				delete(m.sets, id)
+			}
+		}
+		m.mu.Unlock()
+	}
+}
+
+// observeAnswer counts a complete answer once per set, with its latency.
+func (m *Metrics) observeAnswer(ev runner.Event) {
+	if ev.Set == nil || ev.Response == nil || len(unansweredIDs(*ev.Set, *ev.Response)) > 0 {
+		return // a partial answer (a preset for some questions): the rest is still asked
+	}
+	m.mu.Lock()
+	s, ok := m.sets[ev.Set.ID]
+	if !ok {
+		s = &seenSet{runID: ev.RunID}
+		m.sets[ev.Set.ID] = s
+	}
+	if s.answered {
+		m.mu.Unlock()
+		return
+	}
+	s.answered = true
+	asked := s.askedAt
+	m.mu.Unlock()
+
+	surface := ev.Response.Surface
+	if surface == "" {
+		surface = "unknown"
+	}
+	m.answers.WithLabelValues(surface).Inc()
+	if m.st != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		rec, err := m.st.QuestionSet(ctx, ev.Set.ID)
+		cancel()
+		if err == nil && !rec.CreatedAt.IsZero() {
+			asked = rec.CreatedAt
+		}
+	}
+	if asked.IsZero() {
+		return // asked before this process started, and no store to tell when
+	}
+	at := ev.Response.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	d := at.Sub(asked)
+	if d < 0 {
+		d = 0
+	}
+	m.latency.WithLabelValues(surface).Observe(d.Seconds())
+}
+
+// driving adds n to the runs in progress.
+func (m *Metrics) driving(n int) { m.inProgress.Add(float64(n)) }
