@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	_ "time/tzdata" // CRON_TZ= zones in schedules work on hosts without a zone database
 )
 
 // Set at build time: go build -ldflags "-X main.version=v1.2.3 -X main.commit=abc1234".

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/orchestrator-dev/orchestrator/internal/config"
+	"github.com/orchestrator-dev/orchestrator/internal/daemon"
 )
 
 // EnvConfig names the environment variable that gives the configuration
@@ -58,6 +59,12 @@ type Main struct {
 	// termOut, when set, is where the terminal surface writes instead of
 	// Stdout (run --json keeps stdout for NDJSON).
 	termOut io.Writer
+	// metrics and handlers are set by serve: the surfaces' HTTP clients
+	// are instrumented, and their webhook handlers mounted.
+	metrics  *daemon.Metrics
+	handlers serveHandlers
+	// serveReady, when set (tests), is called with serve's bound address.
+	serveReady func(addr string)
 
 	// running is set once a command's RunE is entered: an error before
 	// that is a usage error.

@@ -46,6 +46,7 @@ Exit codes: 0 done, 1 failed, 2 usage or configuration error,
 		m.newStatusCmd(),
 		m.newAnswerCmd(),
 		m.newRehearseCmd(),
+		m.newServeCmd(),
 	)
 
 	markRunning(root, &m.running)
