@@ -1,0 +1,550 @@
+// Package terminal is the surface of the person at the terminal that started
+// the orchestrator: questions are printed with numbered options and answered
+// by typing a line.
+//
+// Whoever holds the terminal is the operator: every line read is an answer
+// from someone allowed to answer. What the model wrote is untrusted and is
+// cleaned before it is printed.
+package terminal
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/term"
+
+	"github.com/orchestrator-dev/orchestrator/questions"
+	"github.com/orchestrator-dev/orchestrator/surfaces"
+)
+
+// Name is the surface's name, in logs, the store and responses.
+const Name = "terminal"
+
+// MaxLine bounds one line of input; the rest of a longer line is dropped.
+const MaxLine = 64 << 10
+
+// Options configures a Surface. The zero value prints plain text.
+type Options struct {
+	// Logger receives the surface's diagnostics; nil discards them.
+	Logger *slog.Logger
+
+	// Pretty prints for a person at a terminal: bold headers, dim
+	// descriptions, spacing. Off, the output is plain text fit for a pipe or
+	// a log. Set it with IsTerminal(os.Stdout).
+	Pretty bool
+
+	// Echo writes each line read after its prompt, for input that is not a
+	// terminal echoing what is typed (a pipe), so that the output reads as a
+	// transcript. Set it with !IsTerminal(os.Stdin).
+	Echo bool
+
+	// Command is the program name shown in how to answer later
+	// ("orchestrator answer q7f3a 2"); default "orchestrator".
+	Command string
+
+	// By names who answers in responses; default "terminal" (the caller
+	// may pass the operating system's user name).
+	By string
+}
+
+// IsTerminal reports whether f is a terminal.
+func IsTerminal(f *os.File) bool { return f != nil && term.IsTerminal(int(f.Fd())) }
+
+// Surface asks questions on a terminal. It is safe for concurrent use: Asks
+// are served one at a time, so that one question is on screen at a time.
+type Surface struct {
+	in   io.Reader
+	out  io.Writer
+	opts Options
+	log  *slog.Logger
+
+	startReader sync.Once
+	lines       chan string   // lines read; the reader blocks until an Ask takes one
+	eof         chan struct{} // closed once in has no more lines
+	readErr     error         // why; written before eof is closed
+	quit        chan struct{} // closed by Close
+	closeOnce   sync.Once
+
+	turn chan struct{} // holds one token while an Ask is on screen
+
+	mu       sync.Mutex // guards the fields below and writes to out
+	atPrompt bool       // out ends with a prompt
+	answered map[string]questions.Response
+	partial  map[string][]questions.Answer // answers to the first questions of a set
+	resolved map[string]bool
+	later    map[string]bool // sets whose how-to-answer-later was printed
+}
+
+var (
+	_ surfaces.Surface  = (*Surface)(nil)
+	_ surfaces.Resolver = (*Surface)(nil)
+)
+
+// New returns a surface reading answers from in and printing to out. It
+// reads in from one goroutine, started by the first Ask, until in ends.
+func New(in io.Reader, out io.Writer, opts Options) *Surface {
+	if opts.Command == "" {
+		opts.Command = "orchestrator"
+	}
+	if opts.By == "" {
+		opts.By = Name
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Surface{
+		in:       in,
+		out:      out,
+		opts:     opts,
+		log:      log.With("surface", Name),
+		lines:    make(chan string),
+		eof:      make(chan struct{}),
+		quit:     make(chan struct{}),
+		turn:     make(chan struct{}, 1),
+		answered: map[string]questions.Response{},
+		partial:  map[string][]questions.Answer{},
+		resolved: map[string]bool{},
+		later:    map[string]bool{},
+	}
+}
+
+// Name returns "terminal".
+func (s *Surface) Name() string { return Name }
+
+// Close stops the surface: Asks return an error wrapping
+// surfaces.ErrUnavailable and the reading goroutine ends once its read of in
+// returns (a read blocked on a terminal ends with the next line or the end).
+func (s *Surface) Close() error {
+	s.closeOnce.Do(func() { close(s.quit) })
+	return nil
+}
+
+// Ask prints set's questions one by one and reads an answer to each; a bad
+// answer is asked again with the valid choices. It returns ctx.Err() when
+// ctx ends (answers already given to the first questions are kept for the
+// next Ask of set, and a line typed meanwhile for the next question asked),
+// and an error wrapping surfaces.ErrUnavailable once the input has ended,
+// after printing how to answer later.
+func (s *Surface) Ask(ctx context.Context, set questions.Set) (questions.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return questions.Response{}, err
+	}
+	if len(set.Questions) == 0 {
+		return questions.Response{}, fmt.Errorf("ask %s on the terminal: no questions", set.ID)
+	}
+	s.startReader.Do(func() { go s.read() })
+
+	select {
+	case s.turn <- struct{}{}:
+	case <-ctx.Done():
+		return questions.Response{}, ctx.Err()
+	case <-s.quit:
+		return questions.Response{}, errClosed(set)
+	}
+	defer func() { <-s.turn }()
+
+	s.mu.Lock()
+	resp, done := s.answered[set.ID]
+	answers := append([]questions.Answer(nil), s.partial[set.ID]...)
+	s.mu.Unlock()
+	if done {
+		return resp, nil
+	}
+	select {
+	case <-s.quit:
+		return questions.Response{}, errClosed(set)
+	case <-s.eof:
+		return questions.Response{}, s.unavailable(set)
+	default:
+	}
+
+	s.print(s.renderSet(set))
+	for i := len(answers); i < len(set.Questions); i++ {
+		q := set.Questions[i]
+		s.print(s.renderQuestion(set, i))
+		for {
+			s.prompt(q)
+			var line string
+			select {
+			case line = <-s.lines:
+			case <-s.eof:
+				return questions.Response{}, s.unavailable(set)
+			case <-ctx.Done():
+				return questions.Response{}, ctx.Err()
+			case <-s.quit:
+				return questions.Response{}, errClosed(set)
+			}
+			s.echo(line)
+			a, err := questions.ParseQuestionAnswer(q, line)
+			if err != nil {
+				s.log.Debug("bad answer", "set", set.ID, "question", q.ID, "err", err)
+				s.print(s.renderInvalid(q, err))
+				continue
+			}
+			a.QuestionID = q.ID
+			answers = append(answers, a)
+			s.mu.Lock()
+			s.partial[set.ID] = answers
+			s.mu.Unlock()
+			break
+		}
+	}
+
+	resp = questions.Response{
+		SetID:   set.ID,
+		Answers: answers,
+		By:      s.opts.By,
+		Surface: Name,
+		At:      time.Now(),
+	}
+	s.mu.Lock()
+	s.answered[set.ID] = resp
+	delete(s.partial, set.ID)
+	s.mu.Unlock()
+	s.log.Info("answered", "set", set.ID, "run", set.RunID)
+	return resp, nil
+}
+
+// Resolve prints that set was answered elsewhere when resp came from another
+// surface; an answer typed here needs no line. It prints once per set.
+func (s *Surface) Resolve(_ context.Context, set questions.Set, resp questions.Response) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.resolved[set.ID] {
+		return nil
+	}
+	s.resolved[set.ID] = true
+	delete(s.partial, set.ID)
+	if resp.Surface == Name {
+		return nil
+	}
+	s.write(s.renderResolved(set, resp))
+	return nil
+}
+
+// read is the one goroutine reading in: it hands each line to an Ask,
+// waiting as long as it takes for one to come, and closes eof at the end.
+func (s *Surface) read() {
+	r := bufio.NewReaderSize(s.in, 4096)
+	for {
+		line, err := readLine(r)
+		if err == nil || line != "" {
+			select {
+			case s.lines <- line:
+			case <-s.quit:
+				return
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				s.log.Warn("read input", "err", err)
+			}
+			s.readErr = err
+			close(s.eof)
+			return
+		}
+	}
+}
+
+// readLine reads one line without its line ending, keeping at most MaxLine
+// bytes of it.
+func readLine(r *bufio.Reader) (string, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if room := MaxLine - len(line); room > 0 {
+			line = append(line, chunk[:min(len(chunk), room)]...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		return string(line), err
+	}
+}
+
+// unavailable prints, once per set, how to answer set later, and returns
+// the error Ask returns once the input has ended.
+func (s *Surface) unavailable(set questions.Set) error {
+	s.mu.Lock()
+	if !s.later[set.ID] {
+		s.later[set.ID] = true
+		s.write(s.renderLater(set))
+	}
+	s.mu.Unlock()
+	if s.readErr != nil && !errors.Is(s.readErr, io.EOF) {
+		return fmt.Errorf("ask %s on the terminal: read input: %w: %w", set.ID, s.readErr, surfaces.ErrUnavailable)
+	}
+	return fmt.Errorf("ask %s on the terminal: input closed: %w", set.ID, surfaces.ErrUnavailable)
+}
+
+func errClosed(set questions.Set) error {
+	return fmt.Errorf("ask %s on the terminal: closed: %w", set.ID, surfaces.ErrUnavailable)
+}
+
+// print writes text to out, starting on a new line.
+func (s *Surface) print(text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.write(text)
+}
+
+// write writes text on a new line; s.mu is held.
+func (s *Surface) write(text string) {
+	if s.atPrompt {
+		text = "\n" + text
+		s.atPrompt = false
+	}
+	if _, err := io.WriteString(s.out, text); err != nil {
+		s.log.Warn("write output", "err", err)
+	}
+}
+
+// prompt writes q's prompt and leaves the cursor after it.
+func (s *Surface) prompt(q questions.Question) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := q.ID + "> "
+	if s.opts.Pretty {
+		p = bold(p)
+	}
+	s.write(p)
+	s.atPrompt = true
+}
+
+// echo ends the prompt's line: with the line read when echoing, or because
+// the terminal echoed it and the Enter key ended it.
+func (s *Surface) echo(line string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.atPrompt {
+		return
+	}
+	s.atPrompt = false
+	if s.opts.Echo {
+		if _, err := io.WriteString(s.out, oneLine(line)+"\n"); err != nil {
+			s.log.Warn("write output", "err", err)
+		}
+	}
+}
+
+// Rendering. Every text the model wrote goes through clean or oneLine.
+
+func (s *Surface) renderSet(set questions.Set) string {
+	var b strings.Builder
+	b.WriteString("\n")
+	title := oneLine(set.Title)
+	head := fmt.Sprintf("Question from run %s, turn %d", oneLine(set.RunID), set.Turn)
+	if title != "" {
+		head += ": " + title
+	}
+	if s.opts.Pretty {
+		head = bold(head)
+	}
+	b.WriteString(head + "\n")
+	if c := strings.TrimSpace(clean(set.Context)); c != "" {
+		b.WriteString(indent(lastBytes(c, maxContext), "  ") + "\n")
+	}
+	return b.String()
+}
+
+func (s *Surface) renderQuestion(set questions.Set, i int) string {
+	q := set.Questions[i]
+	var b strings.Builder
+	b.WriteString("\n")
+	head := ""
+	if len(set.Questions) > 1 {
+		head = fmt.Sprintf("(%d/%d) ", i+1, len(set.Questions))
+	}
+	if h := oneLine(q.Header); h != "" {
+		head += h + " "
+	}
+	head += "[" + q.ID + "]"
+	if s.opts.Pretty {
+		head = bold(head)
+	}
+	b.WriteString(head + "\n")
+	b.WriteString(clean(q.Text) + "\n")
+	for j, o := range q.Options {
+		line := fmt.Sprintf("  %d. %s", j+1, oneLine(o.Label))
+		if d := oneLine(o.Description); d != "" {
+			if s.opts.Pretty {
+				d = dim(d)
+			}
+			line += " - " + d
+		}
+		b.WriteString(line + "\n")
+	}
+	b.WriteString(howToAnswer(q) + "\n")
+	return b.String()
+}
+
+// howToAnswer says how to answer q.
+func howToAnswer(q questions.Question) string {
+	switch {
+	case len(q.Options) == 0:
+		return "Answer in your own words."
+	case q.MultiSelect && q.FreeText:
+		return `Answer with one or more numbers or labels, separated by commas ("1,3"), or "other: <your own words>".`
+	case q.MultiSelect:
+		return `Answer with one or more numbers or labels, separated by commas ("1,3").`
+	case q.FreeText:
+		return `Answer with a number or a label, or "other: <your own words>".`
+	default:
+		return "Answer with a number or a label."
+	}
+}
+
+func (s *Surface) renderInvalid(q questions.Question, err error) string {
+	// The questions package's message says what is valid, options included.
+	msg := "Not a valid answer: " + oneLine(err.Error())
+	var inv *questions.InvalidAnswerError
+	if !errors.As(err, &inv) {
+		msg += "\n" + howToAnswer(q)
+	}
+	return msg + "\n"
+}
+
+func (s *Surface) renderLater(set questions.Set) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nInput closed; the questions of run %s are still waiting for an answer.\n", oneLine(set.RunID))
+	b.WriteString("Answer them later with:\n")
+	for _, q := range set.Questions {
+		fmt.Fprintf(&b, "  %s answer %s <answer>\n", s.opts.Command, q.ID)
+	}
+	b.WriteString("then go on with:\n")
+	fmt.Fprintf(&b, "  %s resume %s\n", s.opts.Command, oneLine(set.RunID))
+	return b.String()
+}
+
+func (s *Surface) renderResolved(set questions.Set, resp questions.Response) string {
+	by := oneLine(resp.By)
+	if by == "" {
+		by = "someone"
+	}
+	where := oneLine(resp.Surface)
+	if where == "" {
+		where = "another surface"
+	}
+	parts := make([]string, 0, len(resp.Answers))
+	for _, a := range resp.Answers {
+		name := a.QuestionID
+		if q, ok := set.Question(a.QuestionID); ok && oneLine(q.Header) != "" {
+			name = oneLine(q.Header)
+		}
+		parts = append(parts, oneLine(name)+": "+summary(a))
+	}
+	return fmt.Sprintf("\nAnswered elsewhere by %s on %s: %s\n", by, where, strings.Join(parts, "; "))
+}
+
+// summary says what a says in one line.
+func summary(a questions.Answer) string {
+	var parts []string
+	for _, l := range a.Labels {
+		parts = append(parts, oneLine(l))
+	}
+	if t := oneLine(a.Text); t != "" {
+		parts = append(parts, strconv.Quote(t))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// clean makes model text safe to print: no escape sequences, invisible or
+// control characters but newlines.
+func clean(s string) string {
+	s = questions.Clean(stripEscapes(s))
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n':
+			return r
+		case r == '\t':
+			return ' '
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// oneLine is clean on one line, spaces collapsed.
+func oneLine(s string) string { return strings.Join(strings.Fields(clean(s)), " ") }
+
+// stripEscapes removes terminal escape sequences whole (questions.Clean
+// would leave "[31m" of "\x1b[31m" behind): CSI "ESC [ … final", OSC and
+// other strings "ESC ] … BEL or ESC \", and two-byte "ESC x".
+func stripEscapes(s string) string {
+	if !strings.ContainsRune(s, 0x1b) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c != 0x1b {
+			b.WriteByte(c)
+			i++
+			continue
+		}
+		i++ // ESC
+		if i >= len(s) {
+			break
+		}
+		switch s[i] {
+		case '[': // CSI: parameters and intermediates, then a final byte @ to ~
+			i++
+			for i < len(s) && (s[i] < 0x40 || s[i] > 0x7e) {
+				i++
+			}
+			i++
+		case ']', 'P', 'X', '^', '_': // strings, ended by BEL or ST (ESC \)
+			i++
+			for i < len(s) && s[i] != 0x07 && !(s[i] == 0x1b && i+1 < len(s) && s[i+1] == '\\') {
+				i++
+			}
+			if i < len(s) && s[i] == 0x1b {
+				i++
+			}
+			i++
+		default:
+			i++
+		}
+	}
+	return b.String()
+}
+
+// maxContext bounds how much of a set's context is printed: its end, where
+// the model leads up to its questions.
+const maxContext = 4 << 10
+
+// lastBytes keeps the last n bytes of s, from a line start when it can.
+func lastBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	for len(s) > 0 && !utf8.RuneStart(s[0]) {
+		s = s[1:]
+	}
+	if i := strings.IndexByte(s, '\n'); i >= 0 && i < len(s)-1 {
+		s = s[i+1:]
+	}
+	return "[…]\n" + s
+}
+
+func indent(s, prefix string) string {
+	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix)
+}
+
+func bold(s string) string { return "\x1b[1m" + s + "\x1b[0m" }
+func dim(s string) string  { return "\x1b[2m" + s + "\x1b[0m" }
