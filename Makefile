@@ -22,7 +22,8 @@ FUZZ_TARGETS := \
 	./internal/config:FuzzExpand \
 	./questions:FuzzDetect \
 	./questions:FuzzStreamDetector \
-	./questions:FuzzParseAnswer
+	./questions:FuzzParseAnswer \
+	./surfaces/terminal:FuzzAskOutput
 
 .PHONY: all build test vet fuzz bench demo claude clean
 
