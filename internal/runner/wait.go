@@ -123,15 +123,21 @@ func (r *Runner) wait(ctx context.Context, run store.Run, rec store.SetRecord) e
 			stored <- askResult{rec.Response, err}
 		}()
 		timer, what := r.nextPolicyEvent(pol, rec)
-		stop := func() {
+		// stop ends this round of asking. An answer a surface returned
+		// while being stopped is not dropped: it is returned.
+		stop := func() *questions.Response {
 			cancel()
+			var late *questions.Response
 			if asked != nil {
-				<-asked
+				if a := <-asked; a.err == nil {
+					late = &a.resp
+				}
 			}
 			<-stored
 			if timer != nil {
 				timer.Stop()
 			}
+			return late
 		}
 		var tick <-chan time.Time
 		if timer != nil {
@@ -155,13 +161,17 @@ func (r *Runner) wait(ctx context.Context, run store.Run, rec store.SetRecord) e
 			return fmt.Errorf("ask question set %s: %w", rec.Set.ID, a.err)
 		case s := <-stored:
 			stored <- s // stop() reads it again
-			stop()
+			late := stop()
 			if s.err != nil {
 				return s.err
 			}
-			return r.answered(ctx, run, rec.Set, surfs, nil)
+			// Answered by another process; a late answer here loses
+			// (RecordAnswer keeps the first).
+			return r.answered(ctx, run, rec.Set, surfs, late)
 		case <-tick:
-			stop()
+			if late := stop(); late != nil {
+				return r.answered(ctx, run, rec.Set, surfs, late)
+			}
 			done, err := r.policyEvent(ctx, run, &rec, &surfs, pol, what)
 			if done || err != nil {
 				return err

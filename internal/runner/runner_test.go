@@ -1,0 +1,363 @@
+package runner_test
+
+import (
+	"context"
+	"log/slog"
+	"errors"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/orchestrator-dev/orchestrator/executor"
+	"github.com/orchestrator-dev/orchestrator/internal/clitest"
+	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
+	"github.com/orchestrator-dev/orchestrator/internal/runner"
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/questions"
+	"github.com/orchestrator-dev/orchestrator/surfaces"
+)
+
+// The loop's tests run the REAL Claude Code CLI against the fake API, with
+// in-test surfaces standing for people.
+
+const authMarker = `<!--QUESTION:{"questions":[{"question":"Which auth method?","header":"Auth","options":[` +
+	`{"label":"OAuth2","description":"Use OAuth2"},{"label":"JWT","description":"Stateless"}]}]}-->`
+
+func rules() []fakeapi.Rule {
+	return []fakeapi.Rule{
+		{When: "Implement spec X", Reply: fakeapi.Reply{Text: "I need a decision.\n" + authMarker}},
+		{When: "BEGIN ANSWERS", Respond: func(r fakeapi.Request) fakeapi.Reply {
+			for _, l := range []string{"OAuth2", "JWT"} {
+				if strings.Contains(r.LastUserText, l) {
+					return fakeapi.Reply{Text: "Implemented with " + l + "."}
+				}
+			}
+			return fakeapi.Reply{Text: "Implemented my own way."}
+		}},
+	}
+}
+
+// person is a surface whose people answer when the test says so.
+type person struct {
+	name    string
+	answers chan []questions.Answer
+	mu      sync.Mutex
+	asked   []string
+	remind  int
+	resolve []questions.Response
+	resumed int
+}
+
+func newPerson(name string) *person { return &person{name: name, answers: make(chan []questions.Answer, 1)} }
+
+func (p *person) Name() string { return p.name }
+
+func (p *person) Ask(ctx context.Context, set questions.Set) (questions.Response, error) {
+	p.mu.Lock()
+	p.asked = append(p.asked, set.ID)
+	p.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return questions.Response{}, ctx.Err()
+	case a := <-p.answers:
+		return questions.Response{SetID: set.ID, Answers: a, By: p.name + "-user", Surface: p.name, At: time.Now()}, nil
+	}
+}
+
+func (p *person) Remind(ctx context.Context, set questions.Set) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.remind++
+	return nil
+}
+
+func (p *person) Resolve(ctx context.Context, set questions.Set, resp questions.Response) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.resolve = append(p.resolve, resp)
+	return nil
+}
+
+func (p *person) Resumed(ctx context.Context, set questions.Set) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.resumed++
+	return nil
+}
+
+func (p *person) stats() (asked, remind, resolve, resumed int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.asked), p.remind, len(p.resolve), p.resumed
+}
+
+var (
+	_ surfaces.Resolver       = (*person)(nil)
+	_ surfaces.Reminder       = (*person)(nil)
+	_ surfaces.ResumeNotifier = (*person)(nil)
+)
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+type harness struct {
+	t      *testing.T
+	fake   *fakeapi.Server
+	store  *store.Store
+	runner *runner.Runner
+	env    map[string]string
+	events chan runner.Event
+}
+
+func newHarness(t *testing.T, surfs []surfaces.Surface, pol runner.Policy, lim runner.Limits, rs ...fakeapi.Rule) *harness {
+	t.Helper()
+	claude := clitest.Claude(t)
+	f := fakeapi.New(rs...)
+	ts := httptest.NewServer(f)
+	t.Cleanup(func() { f.Close(); ts.Close() })
+	env := clitest.Env(t, ts.URL)
+	st, err := store.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ex, err := executor.New(executor.Config{Command: claude, Env: env, AppendSystemPrompt: questions.ProtocolPrompt(), Timeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, fake: f, store: st, env: env, events: make(chan runner.Event, 1000)}
+	h.runner, err = runner.New(runner.Config{
+		Store:    st,
+		Agent:    func(store.Run) (runner.Agent, error) { return ex, nil },
+		Surfaces: func(store.Run) ([]surfaces.Surface, error) { return surfs, nil },
+		Policy:   func(store.Run) runner.Policy { return pol },
+		Observe: func(ev runner.Event) {
+			select {
+			case h.events <- ev:
+			default:
+			}
+		},
+		Limits: lim,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Sleep:  func(ctx context.Context, d time.Duration) error { return ctx.Err() }, // no real backoff in tests
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func (h *harness) drive(prompt string) (store.Run, error) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	wd := h.t.TempDir()
+	run, err := h.runner.Create(ctx, runner.NewRun{Prompt: prompt, WorkDir: wd, Surfaces: []string{"test"}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return h.runner.Drive(ctx, run.ID)
+}
+
+func (h *harness) answersSent() []string {
+	var out []string
+	for _, r := range h.fake.Requests() {
+		if strings.Contains(r.LastUserText, "BEGIN ANSWERS") {
+			out = append(out, r.LastUserText)
+		}
+	}
+	return out
+}
+
+func TestPresetAnswerIsNeverAsked(t *testing.T) {
+	t.Parallel()
+	p := newPerson("test")
+	h := newHarness(t, []surfaces.Surface{p}, runner.Policy{Presets: []runner.Preset{{Match: "auth", Answer: "JWT"}}}, runner.Limits{}, rules()...)
+	run, err := h.drive("Implement spec X")
+	if err != nil || run.Status != store.RunDone || run.FinalText != "Implemented with JWT." {
+		t.Fatalf("run = %s %q %q, %v", run.Status, run.FinalText, run.Error, err)
+	}
+	if asked, _, _, _ := p.stats(); asked != 0 {
+		t.Fatalf("the surface was asked %d times; a preset answer must never be asked", asked)
+	}
+	if a := h.answersSent(); len(a) != 1 || !strings.Contains(a[0], "spec") {
+		t.Fatalf("answers sent: %q", a)
+	}
+}
+
+func TestReminderThenEscalation(t *testing.T) {
+	t.Parallel()
+	slow, boss := newPerson("test"), newPerson("boss")
+	pol := runner.Policy{RemindEvery: 400 * time.Millisecond, EscalateTo: boss}
+	h := newHarness(t, []surfaces.Surface{slow}, pol, runner.Limits{}, rules()...)
+	go func() {
+		for ev := range h.events {
+			if ev.Kind == runner.EventEscalated {
+				boss.answers <- []questions.Answer{{QuestionID: ev.Set.Questions[0].ID, Labels: []string{"OAuth2"}}}
+				return
+			}
+		}
+	}()
+	run, err := h.drive("Implement spec X")
+	if err != nil || run.Status != store.RunDone || run.FinalText != "Implemented with OAuth2." {
+		t.Fatalf("run = %s %q %q, %v", run.Status, run.FinalText, run.Error, err)
+	}
+	asked, remind, resolve, resumed := slow.stats()
+	if asked < 1 || remind < 1 || resolve != 1 || resumed != 1 {
+		t.Fatalf("first surface: asked %d, reminded %d, resolved %d, resumed %d", asked, remind, resolve, resumed)
+	}
+	if asked, _, resolve, _ := boss.stats(); asked != 1 || resolve != 1 {
+		t.Fatalf("escalation surface: asked %d, resolved %d", asked, resolve)
+	}
+	sets, _ := h.store.QuestionSets(context.Background(), store.SetFilter{RunID: run.ID})
+	if len(sets) != 1 || sets[0].RemindedAt.IsZero() || sets[0].EscalatedAt.IsZero() || sets[0].Response.Surface != "boss" {
+		t.Fatalf("stored set = %+v", sets)
+	}
+}
+
+func TestOnTimeout(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		action, option string
+		status         store.RunStatus
+		want           string // in the final text or the error
+	}{
+		{"fail", "", store.RunFailed, "got no answer within 300ms"},
+		{"default", "JWT", store.RunDone, "Implemented with JWT."},
+		{"skip", "", store.RunDone, "Implemented my own way."},
+	} {
+		t.Run(tc.action, func(t *testing.T) {
+			t.Parallel()
+			p := newPerson("test")
+			pol := runner.Policy{QuestionTimeout: 300 * time.Millisecond, OnTimeout: runner.OnTimeout{Action: tc.action, Option: tc.option}}
+			h := newHarness(t, []surfaces.Surface{p}, pol, runner.Limits{}, rules()...)
+			run, err := h.drive("Implement spec X")
+			if err != nil || run.Status != tc.status || !strings.Contains(run.FinalText+run.Error, tc.want) {
+				t.Fatalf("run = %s %q %q, %v; want %s with %q", run.Status, run.FinalText, run.Error, err, tc.status, tc.want)
+			}
+			if tc.action == "skip" {
+				if a := h.answersSent(); len(a) != 1 || !strings.Contains(a[0], "Nobody answered") {
+					t.Fatalf("answers sent: %q", a)
+				}
+			}
+			if _, _, resolve, _ := p.stats(); tc.action != "fail" && resolve != 1 {
+				t.Fatalf("the surface was not told the question was settled")
+			}
+		})
+	}
+}
+
+func TestRateLimitIsRetried(t *testing.T) {
+	t.Parallel()
+	p := newPerson("test")
+	h := newHarness(t, []surfaces.Surface{p}, runner.Policy{}, runner.Limits{RateLimitRetries: 2},
+		fakeapi.Rule{Times: 1, Reply: fakeapi.Reply{Status: 429}},
+		fakeapi.Rule{When: "rate limit", Reply: fakeapi.Reply{Text: "Recovered and done."}},
+	)
+	run, err := h.drive("Do the thing")
+	if err != nil || run.Status != store.RunDone || run.FinalText != "Recovered and done." {
+		t.Fatalf("run = %s %q %q, %v", run.Status, run.FinalText, run.Error, err)
+	}
+	turns, _ := h.store.Turns(context.Background(), run.ID)
+	if len(turns) != 2 || turns[0].Result.Category != "rate_limit" || turns[1].Kind != store.TurnRetry || !turns[1].Resume {
+		t.Fatalf("turns = %+v", turns)
+	}
+}
+
+func TestRateLimitGivesUp(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, runner.Policy{}, runner.Limits{RateLimitRetries: 1}, fakeapi.Rule{Reply: fakeapi.Reply{Status: 429}})
+	run, err := h.drive("Do the thing")
+	if err != nil || run.Status != store.RunFailed || !strings.Contains(run.Error, "rate limited 2 times") {
+		t.Fatalf("run = %s %q, %v", run.Status, run.Error, err)
+	}
+	if n := len(h.fake.Requests()); n != 2 {
+		t.Fatalf("%d requests, want 2", n)
+	}
+}
+
+func TestSessionNotFoundFailsClearly(t *testing.T) {
+	t.Parallel()
+	p := newPerson("test")
+	h := newHarness(t, []surfaces.Surface{p}, runner.Policy{}, runner.Limits{}, rules()...)
+	go func() {
+		for ev := range h.events {
+			if ev.Kind == runner.EventQuestion {
+				// The CLI's session store disappears while the question waits.
+				os.RemoveAll(filepath.Join(h.env["HOME"], ".claude", "projects"))
+				p.answers <- []questions.Answer{{QuestionID: ev.Set.Questions[0].ID, Labels: []string{"JWT"}}}
+				return
+			}
+		}
+	}()
+	run, err := h.drive("Implement spec X")
+	if err != nil || run.Status != store.RunFailed || !strings.Contains(run.Error, "no session") {
+		t.Fatalf("run = %s %q, %v", run.Status, run.Error, err)
+	}
+	if n := len(h.fake.Requests()); n != 1 {
+		t.Fatalf("%d requests: the resume of a missing session must not reach the model, nor loop", n)
+	}
+}
+
+func TestMaxQuestionRounds(t *testing.T) {
+	t.Parallel()
+	p := newPerson("test")
+	h := newHarness(t, []surfaces.Surface{p}, runner.Policy{}, runner.Limits{MaxQuestionRounds: 1},
+		fakeapi.Rule{Reply: fakeapi.Reply{Text: "Again?\n" + authMarker}})
+	go func() {
+		for ev := range h.events {
+			if ev.Kind == runner.EventQuestion {
+				p.answers <- []questions.Answer{{QuestionID: ev.Set.Questions[0].ID, Labels: []string{"JWT"}}}
+			}
+		}
+	}()
+	run, err := h.drive("Implement spec X")
+	if err != nil || run.Status != store.RunFailed || !strings.Contains(run.Error, "more than 1 rounds") {
+		t.Fatalf("run = %s %q, %v", run.Status, run.Error, err)
+	}
+}
+
+func TestCancelledDriveLeavesRunResumable(t *testing.T) {
+	t.Parallel()
+	p := newPerson("test")
+	h := newHarness(t, []surfaces.Surface{p}, runner.Policy{}, runner.Limits{}, rules()...)
+	ctx, cancel := context.WithCancel(context.Background())
+	run, err := h.runner.Create(ctx, runner.NewRun{Prompt: "Implement spec X", WorkDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		asked := 0
+		for ev := range h.events {
+			if ev.Kind != runner.EventQuestion {
+				continue
+			}
+			asked++
+			if asked == 1 {
+				cancel() // shut down while the question waits
+				continue
+			}
+			p.answers <- []questions.Answer{{QuestionID: ev.Set.Questions[0].ID, Labels: []string{"OAuth2"}}}
+			return
+		}
+	}()
+	got, err := h.runner.Drive(ctx, run.ID)
+	if !errors.Is(err, context.Canceled) || got.Status != store.RunWaiting {
+		t.Fatalf("after cancel: %s, %v", got.Status, err)
+	}
+	got, err = h.runner.Drive(context.Background(), run.ID)
+	if err != nil || got.Status != store.RunDone || got.FinalText != "Implemented with OAuth2." {
+		t.Fatalf("resumed: %s %q %q, %v", got.Status, got.FinalText, got.Error, err)
+	}
+	if n := len(h.answersSent()); n != 1 {
+		t.Fatalf("answers sent %d times", n)
+	}
+}
