@@ -23,7 +23,10 @@ FUZZ_TARGETS := \
 	./questions:FuzzDetect \
 	./questions:FuzzStreamDetector \
 	./questions:FuzzParseAnswer \
-	./surfaces/terminal:FuzzAskOutput
+	./surfaces/terminal:FuzzAskOutput \
+	./surfaces/github:FuzzAnswerText \
+	./surfaces/github:FuzzWebhook \
+	./surfaces/github:FuzzRenderedQuestion
 
 .PHONY: all build test vet fuzz bench demo claude clean
 

@@ -1,0 +1,43 @@
+package github
+
+import (
+	"testing"
+
+	"github.com/orchestrator-dev/orchestrator/questions"
+	"github.com/orchestrator-dev/orchestrator/surfaces"
+	"github.com/orchestrator-dev/orchestrator/surfaces/surfacetest"
+)
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		issue int  // 0: an issue per run
+		bare  bool // answer without "/answer QID"
+	}{
+		{"FixedIssue", 1, false},
+		{"IssuePerRun", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			post := func(t *testing.T, login string, set questions.Set, answers []questions.Answer) {
+				c := f.waitAsked(t, set)
+				f.srv.AddComment(testRepo, c.Issue, login, answerBody(set, answers, tc.bare))
+			}
+			surfacetest.Run(t, surfacetest.Backend{
+				New: func(t *testing.T) surfaces.Surface { return f.surface(t, f.config(tc.issue)) },
+				Answer: func(t *testing.T, set questions.Set, answers []questions.Answer) {
+					post(t, "alice", set, answers)
+				},
+				Intrude: func(t *testing.T, set questions.Set, answers []questions.Answer) {
+					post(t, "mallory", set, answers)
+				},
+				Posted: func(t *testing.T, set questions.Set) int { return len(f.questionComments(set)) },
+				Features: surfacetest.Features{
+					MultiSelect: true, FreeText: true, MultiQuestion: true, AnswerWhileDown: true,
+				},
+			})
+		})
+	}
+}

@@ -1,0 +1,719 @@
+// Package github asks questions in GitHub issue comments and reads the
+// answers people reply with.
+//
+// One comment per question set, readable on its own, carries a hidden marker
+// with the set's ID, so that asking again (a retry, a restart) finds it
+// instead of posting twice. Replies on the same issue after it are read with
+// the questions package; only people with write, maintain or admin
+// permission, or on the allowlist, may answer. Answers are found by polling
+// the repository's issue comments (one conditional request per repository
+// per interval, whatever the number of pending questions) or by the
+// issue_comment webhook.
+//
+// A Client is one GitHub (base URL and credentials); the surfaces made from
+// it share its pollers, one per repository, and its webhook handler.
+package github
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bradleyfalzon/ghinstallation/v2"
+	gh "github.com/google/go-github/v60/github"
+
+	"github.com/orchestrator-dev/orchestrator/questions"
+	"github.com/orchestrator-dev/orchestrator/surfaces"
+)
+
+const surfaceName = "github"
+
+// Compile-time checks that Surface provides what the run loop uses.
+var (
+	_ surfaces.Surface        = (*Surface)(nil)
+	_ surfaces.Resolver       = (*Surface)(nil)
+	_ surfaces.Reminder       = (*Surface)(nil)
+	_ surfaces.ResumeNotifier = (*Surface)(nil)
+)
+
+// Defaults.
+const (
+	DefaultBaseURL        = "https://api.github.com/"
+	DefaultPollInterval   = 15 * time.Second
+	DefaultPermissionTTL  = time.Minute
+	DefaultMaxAnswerBytes = 8192
+	// overlap is how far back each poll's since reaches before the newest
+	// comment seen, for comments that show up in the listing late.
+	overlap = 30 * time.Second
+	// cursorStep is the least the since cursor moves by.
+	cursorStep = 2 * time.Minute
+)
+
+// AppAuth authenticates as a GitHub App installation.
+type AppAuth struct {
+	ID             int64
+	InstallationID int64
+	// PrivateKeyFile is the app's PEM private key; PrivateKey, if set, is
+	// used instead.
+	PrivateKeyFile string
+	PrivateKey     []byte
+}
+
+// ClientConfig says how to reach one GitHub.
+type ClientConfig struct {
+	// BaseURL is the REST API root: https://api.github.com/ (the default),
+	// https://HOST/api/v3/ for GitHub Enterprise Server, or a test server.
+	BaseURL string
+	// Token is a personal access token (or any bearer token). Exactly one
+	// of Token and App.
+	Token string
+	App   *AppAuth
+	// PollInterval is how often each repository's comments are polled
+	// while questions wait. Default 15s.
+	PollInterval time.Duration
+	// WebhookSecret verifies webhook deliveries; WebhookHandler refuses to
+	// start without one.
+	WebhookSecret string
+	// PermissionTTL is how long a collaborator permission lookup is
+	// trusted. Default one minute.
+	PermissionTTL time.Duration
+	// MaxRateLimitWait is the longest rate-limit wait sat out before an
+	// API call fails instead. Default 15 minutes.
+	MaxRateLimitWait time.Duration
+	// HTTPClient sends the requests (its Transport is wrapped, not
+	// changed). Default: a client with http.DefaultTransport.
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+
+	// Test hooks: the clock and the sleep used by polling and rate-limit
+	// waits.
+	now   func() time.Time
+	sleep func(context.Context, time.Duration) error
+}
+
+// SurfaceConfig says where and from whom one surface takes answers.
+type SurfaceConfig struct {
+	// Repo is "owner/name".
+	Repo string
+	// Issue is the issue to ask in; 0 opens one issue per run (Set.RunID),
+	// titled from Set.Title, found again after a restart by a hidden marker.
+	Issue int
+	// Labels are put on the issues opened per run.
+	Labels []string
+	// Allow lists logins that may answer besides those with write,
+	// maintain or admin permission; with AllowOnly, only them.
+	Allow     []string
+	AllowOnly bool
+	// MaxAnswerBytes bounds the comment read as an answer. Default 8192.
+	MaxAnswerBytes int
+}
+
+// Config is ClientConfig and SurfaceConfig together, for New.
+type Config struct {
+	ClientConfig
+	SurfaceConfig
+}
+
+// Client is one GitHub: its API client, a poller per repository and the
+// webhook handler. Safe for concurrent use.
+type Client struct {
+	api      *gh.Client
+	log      *slog.Logger
+	interval time.Duration
+	secret   []byte
+	permTTL  time.Duration
+	now      func() time.Time
+	sleep    func(context.Context, time.Duration) error
+
+	ctx    context.Context // ends with Close; bounds pollers and webhook work
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu         sync.Mutex
+	pollers    map[string]*poller // by lower-case "owner/name"
+	locks      map[string]*sync.Mutex
+	runIssues  map[string]int    // repo + run ID → issue
+	asked      map[string]*asked // repo + set ID → where it was asked
+	perms      map[string]permEntry
+	deliveries deliveries
+}
+
+// asked is what this process knows of a set it asked.
+type asked struct {
+	issue     int
+	partIDs   []int64 // the question comments, in order
+	bodies    []string
+	htmlURL   string
+	answerID  int64 // the comment taken as the answer, 0 if none yet
+	answered  bool  // the question comment shows the answer
+	resumedOK bool
+}
+
+type permEntry struct {
+	level   string
+	expires time.Time
+}
+
+// NewClient checks cfg and returns a client. It makes no request.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	base := cfg.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("github base_url %q: want an http or https URL", cfg.BaseURL)
+	}
+	if !strings.HasSuffix(u.Path, "/") {
+		u.Path += "/"
+	}
+	if cfg.PollInterval < 0 {
+		return nil, fmt.Errorf("github poll_interval %v: must be positive", cfg.PollInterval)
+	}
+	c := &Client{
+		log:       cfg.Logger,
+		interval:  cfg.PollInterval,
+		secret:    []byte(cfg.WebhookSecret),
+		permTTL:   cfg.PermissionTTL,
+		now:       cfg.now,
+		sleep:     cfg.sleep,
+		pollers:   make(map[string]*poller),
+		locks:     make(map[string]*sync.Mutex),
+		runIssues: make(map[string]int),
+		asked:     make(map[string]*asked),
+		perms:     make(map[string]permEntry),
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.interval == 0 {
+		c.interval = DefaultPollInterval
+	}
+	if c.permTTL <= 0 {
+		c.permTTL = DefaultPermissionTTL
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.sleep == nil {
+		c.sleep = sleepCtx
+	}
+	maxWait := cfg.MaxRateLimitWait
+	if maxWait <= 0 {
+		maxWait = 15 * time.Minute
+	}
+
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	baseRT := hc.Transport
+	if baseRT == nil {
+		baseRT = http.DefaultTransport
+	}
+	var rt http.RoundTripper = &rateLimitTransport{
+		base: baseRT, sleep: c.sleep, now: c.now, log: c.log, maxWait: maxWait, retries: 5,
+	}
+	switch {
+	case cfg.Token != "" && cfg.App != nil:
+		return nil, errors.New("github: both token and app are set; use one")
+	case cfg.Token == "" && cfg.App == nil:
+		return nil, errors.New("github: neither token nor app is set")
+	case cfg.App != nil:
+		a := cfg.App
+		if a.ID == 0 || a.InstallationID == 0 {
+			return nil, errors.New("github app: id and installation_id are required")
+		}
+		key := a.PrivateKey
+		if len(key) == 0 {
+			if a.PrivateKeyFile == "" {
+				return nil, errors.New("github app: private_key_file is required")
+			}
+			key, err = os.ReadFile(a.PrivateKeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("github app: read private key: %w", err)
+			}
+		}
+		itr, err := ghinstallation.New(rt, a.ID, a.InstallationID, key)
+		if err != nil {
+			return nil, fmt.Errorf("github app %d: private key: %w", a.ID, err)
+		}
+		itr.BaseURL = strings.TrimRight(u.String(), "/")
+		rt = itr
+	}
+	client := *hc
+	client.Transport = rt
+	api := gh.NewClient(&client)
+	if cfg.Token != "" {
+		api = api.WithAuthToken(cfg.Token)
+	}
+	api.BaseURL = u
+	api.UploadURL = u
+	api.UserAgent = "orchestrator"
+	c.api = api
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c, nil
+}
+
+// Close stops the client's pollers and webhook work and waits for them.
+// Surfaces made from it stop taking answers.
+func (c *Client) Close() error {
+	c.cancel()
+	c.wg.Wait()
+	return nil
+}
+
+// Surface returns a surface on one repository of c.
+func (c *Client) Surface(cfg SurfaceConfig) (*Surface, error) {
+	owner, name, ok := strings.Cut(cfg.Repo, "/")
+	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+		return nil, fmt.Errorf("github repo %q: want owner/name", cfg.Repo)
+	}
+	if cfg.Issue < 0 {
+		return nil, fmt.Errorf("github issue %d: want a positive number, or 0 for one issue per run", cfg.Issue)
+	}
+	if cfg.AllowOnly && len(cfg.Allow) == 0 {
+		return nil, errors.New("github allow_only is set but allow is empty: nobody could answer")
+	}
+	s := &Surface{c: c, owner: owner, name: name, cfg: cfg, allow: make(map[string]bool)}
+	for _, l := range cfg.Allow {
+		s.allow[strings.ToLower(strings.TrimPrefix(strings.TrimSpace(l), "@"))] = true
+	}
+	if s.cfg.MaxAnswerBytes <= 0 {
+		s.cfg.MaxAnswerBytes = DefaultMaxAnswerBytes
+	}
+	return s, nil
+}
+
+// New returns a surface with a client of its own; closing the surface
+// closes the client.
+func New(cfg Config) (*Surface, error) {
+	c, err := NewClient(cfg.ClientConfig)
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.Surface(cfg.SurfaceConfig)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	s.owns = true
+	return s, nil
+}
+
+// Surface asks on one repository. Safe for concurrent use.
+type Surface struct {
+	c           *Client
+	owner, name string
+	cfg         SurfaceConfig
+	allow       map[string]bool // lower-case logins
+	owns        bool
+}
+
+// Name is "github".
+func (s *Surface) Name() string { return surfaceName }
+
+// Client returns the client the surface was made from.
+func (s *Surface) Client() *Client { return s.c }
+
+// WebhookHandler is the client's webhook handler.
+func (s *Surface) WebhookHandler() (http.Handler, error) { return s.c.WebhookHandler() }
+
+// Close closes the client if the surface has its own (New).
+func (s *Surface) Close() error {
+	if s.owns {
+		return s.c.Close()
+	}
+	return nil
+}
+
+func (s *Surface) repo() string { return s.owner + "/" + s.name }
+
+func (s *Surface) key(id string) string { return strings.ToLower(s.repo()) + "\x00" + id }
+
+// lock returns the mutex for key, creating it.
+func (c *Client) lock(key string) *sync.Mutex {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.locks[key]
+	if !ok {
+		m = new(sync.Mutex)
+		c.locks[key] = m
+	}
+	return m
+}
+
+func (c *Client) askedInfo(key string) *asked {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.asked[key]
+}
+
+// Ask posts set as an issue comment (unless it is there already) and waits
+// for an answer.
+func (s *Surface) Ask(ctx context.Context, set questions.Set) (questions.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return questions.Response{}, err
+	}
+	if set.ID == "" {
+		return questions.Response{}, errors.New("github: ask: set has no ID")
+	}
+	if len(set.Questions) == 0 {
+		return questions.Response{}, fmt.Errorf("github: ask %s: set has no questions", set.ID)
+	}
+	a, comments, date, err := s.post(ctx, set)
+	if err != nil {
+		if ctx.Err() != nil {
+			return questions.Response{}, ctx.Err()
+		}
+		return questions.Response{}, err
+	}
+
+	w := &waiter{
+		s:       s,
+		set:     set,
+		issue:   a.issue,
+		afterID: a.partIDs[len(a.partIDs)-1],
+		seen:    make(map[int64]bool),
+		done:    make(chan struct{}),
+	}
+	p := s.c.poller(s.owner, s.name)
+	p.add(w, date.Add(-overlap))
+	defer p.remove(w)
+
+	// Replies given before this Ask (while the process was down, or
+	// before a retry) are in the listing already.
+	var after []*gh.IssueComment
+	for _, c := range comments {
+		if c.GetID() > w.afterID {
+			after = append(after, c)
+		}
+	}
+	if len(after) > 0 {
+		p.handle(ctx, a.issue, after)
+	}
+
+	select {
+	case <-w.done:
+		if w.err != nil {
+			return questions.Response{}, w.err
+		}
+		return w.resp, nil
+	case <-ctx.Done():
+		return questions.Response{}, ctx.Err()
+	case <-s.c.ctx.Done():
+		return questions.Response{}, fmt.Errorf("github: ask %s: client closed: %w", set.ID, surfaces.ErrUnavailable)
+	}
+}
+
+// post finds set's question comment(s) on its issue, posting what is
+// missing, and returns them with the issue's comments and the server's time
+// of the listing.
+func (s *Surface) post(ctx context.Context, set questions.Set) (*asked, []*gh.IssueComment, time.Time, error) {
+	key := s.key(set.ID)
+	m := s.c.lock(key)
+	m.Lock()
+	defer m.Unlock()
+
+	issue, err := s.issueFor(ctx, set, true)
+	if err != nil {
+		return nil, nil, time.Time{}, err
+	}
+	comments, date, err := s.listIssueComments(ctx, issue)
+	if err != nil {
+		return nil, nil, time.Time{}, fmt.Errorf("github: ask %s: list comments of %s#%d: %w", set.ID, s.repo(), issue, err)
+	}
+	bodies := renderParts(set)
+	found := make(map[int]*gh.IssueComment)
+	for _, c := range comments {
+		if qp, ok := parseQuestionMarker(c.GetBody()); ok && qp.setID == markerValue(set.ID) && qp.parts == len(bodies) {
+			if _, dup := found[qp.part]; !dup {
+				found[qp.part] = c
+			}
+		}
+	}
+	a := &asked{issue: issue}
+	for i, body := range bodies {
+		c, ok := found[i+1]
+		if !ok {
+			c, _, err = s.c.api.Issues.CreateComment(ctx, s.owner, s.name, issue, &gh.IssueComment{Body: gh.String(body)})
+			if err != nil {
+				return nil, nil, time.Time{}, fmt.Errorf("github: ask %s: post question on %s#%d: %w", set.ID, s.repo(), issue, err)
+			}
+			s.c.log.Info("github: question posted", "set", set.ID, "repo", s.repo(), "issue", issue, "comment", c.GetID())
+		}
+		a.partIDs = append(a.partIDs, c.GetID())
+		a.bodies = append(a.bodies, c.GetBody())
+		if i == 0 {
+			a.htmlURL = c.GetHTMLURL()
+			if id, ok := parseAnsweredMarker(c.GetBody(), set.ID); ok {
+				a.answerID, a.answered = id, true
+			}
+		}
+	}
+	s.c.mu.Lock()
+	if old := s.c.asked[key]; old != nil && old.answerID != 0 && a.answerID == 0 {
+		a.answerID, a.answered, a.resumedOK = old.answerID, old.answered, old.resumedOK
+	}
+	s.c.asked[key] = a
+	s.c.mu.Unlock()
+	return a, comments, date, nil
+}
+
+// listIssueComments lists all comments of an issue and returns the server's
+// time of the first response.
+func (s *Surface) listIssueComments(ctx context.Context, issue int) ([]*gh.IssueComment, time.Time, error) {
+	var all []*gh.IssueComment
+	var date time.Time
+	opts := &gh.IssueListCommentsOptions{ListOptions: gh.ListOptions{PerPage: 100}}
+	for page := 0; page < 100; page++ {
+		cs, resp, err := s.c.api.Issues.ListComments(ctx, s.owner, s.name, issue, opts)
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		if date.IsZero() {
+			date = serverTime(resp, s.c.now())
+		}
+		all = append(all, cs...)
+		if resp.NextPage == 0 {
+			break
+		}
+		opts.Page = resp.NextPage
+	}
+	return all, date, nil
+}
+
+// serverTime is the Date of resp, or now if it has none or it is ahead.
+func serverTime(resp *gh.Response, now time.Time) time.Time {
+	if resp != nil && resp.Response != nil {
+		if t, err := http.ParseTime(resp.Header.Get("Date")); err == nil && t.Before(now) {
+			return t
+		}
+	}
+	return now
+}
+
+// issueFor returns the issue set is asked in: the configured one, or the
+// run's, found by its marker or (create) opened.
+func (s *Surface) issueFor(ctx context.Context, set questions.Set, create bool) (int, error) {
+	if s.cfg.Issue > 0 {
+		return s.cfg.Issue, nil
+	}
+	runID := set.RunID
+	if runID == "" {
+		runID = set.ID
+	}
+	key := s.key("run\x00" + runID)
+	m := s.c.lock(key)
+	m.Lock()
+	defer m.Unlock()
+	s.c.mu.Lock()
+	n, ok := s.c.runIssues[key]
+	s.c.mu.Unlock()
+	if ok {
+		return n, nil
+	}
+	n, err := s.findRunIssue(ctx, runID)
+	if err != nil {
+		return 0, fmt.Errorf("github: find the issue of run %s in %s: %w", runID, s.repo(), err)
+	}
+	if n == 0 && create {
+		title := truncate(cleanLine(set.Title), 200)
+		if title == "" {
+			title = "Questions from run " + truncate(cleanLine(runID), 100)
+		}
+		body := fmt.Sprintf("The orchestrator asks the questions of run `%s` here. Reply to a question comment to answer it.\n\n%s",
+			strings.ReplaceAll(cleanLine(runID), "`", "'"), runMarker(runID))
+		req := &gh.IssueRequest{Title: gh.String(title), Body: gh.String(body)}
+		if len(s.cfg.Labels) > 0 {
+			req.Labels = &s.cfg.Labels
+		}
+		is, _, err := s.c.api.Issues.Create(ctx, s.owner, s.name, req)
+		if err != nil {
+			return 0, fmt.Errorf("github: open an issue for run %s in %s: %w", runID, s.repo(), err)
+		}
+		n = is.GetNumber()
+		s.c.log.Info("github: issue opened", "run", runID, "repo", s.repo(), "issue", n)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	s.c.mu.Lock()
+	s.c.runIssues[key] = n
+	s.c.mu.Unlock()
+	return n, nil
+}
+
+// findRunIssue looks for the issue carrying the run's marker among the
+// repository's issues (with the configured labels), newest first.
+func (s *Surface) findRunIssue(ctx context.Context, runID string) (int, error) {
+	marker := runMarker(runID)
+	opts := &gh.IssueListByRepoOptions{
+		State: "all", Sort: "created", Direction: "desc",
+		Labels:      s.cfg.Labels,
+		ListOptions: gh.ListOptions{PerPage: 100},
+	}
+	for page := 0; page < 10; page++ {
+		issues, resp, err := s.c.api.Issues.ListByRepo(ctx, s.owner, s.name, opts)
+		if err != nil {
+			return 0, err
+		}
+		for _, is := range issues {
+			if strings.Contains(is.GetBody(), marker) {
+				return is.GetNumber(), nil
+			}
+		}
+		if resp.NextPage == 0 {
+			break
+		}
+		opts.Page = resp.NextPage
+	}
+	return 0, nil
+}
+
+// find returns what is known of where set was asked, reading the issue if
+// this process did not ask it.
+func (s *Surface) find(ctx context.Context, set questions.Set) (*asked, error) {
+	key := s.key(set.ID)
+	if a := s.c.askedInfo(key); a != nil {
+		return a, nil
+	}
+	issue, err := s.issueFor(ctx, set, false)
+	if err != nil || issue == 0 {
+		return nil, err
+	}
+	comments, _, err := s.listIssueComments(ctx, issue)
+	if err != nil {
+		return nil, fmt.Errorf("github: list comments of %s#%d: %w", s.repo(), issue, err)
+	}
+	a := &asked{issue: issue}
+	for _, c := range comments {
+		qp, ok := parseQuestionMarker(c.GetBody())
+		if !ok || qp.setID != markerValue(set.ID) {
+			continue
+		}
+		if len(a.partIDs) == 0 {
+			a.htmlURL = c.GetHTMLURL()
+			if id, ok := parseAnsweredMarker(c.GetBody(), set.ID); ok {
+				a.answerID, a.answered = id, true
+			}
+		}
+		a.partIDs = append(a.partIDs, c.GetID())
+		a.bodies = append(a.bodies, c.GetBody())
+	}
+	if len(a.partIDs) == 0 {
+		return nil, nil
+	}
+	s.c.mu.Lock()
+	if old := s.c.asked[key]; old != nil {
+		a = old
+	} else {
+		s.c.asked[key] = a
+	}
+	s.c.mu.Unlock()
+	return a, nil
+}
+
+// Resolve edits the question comment to show the answer, wherever it came
+// from. It does nothing if the comment shows it already.
+func (s *Surface) Resolve(ctx context.Context, set questions.Set, resp questions.Response) error {
+	a, err := s.find(ctx, set)
+	if err != nil {
+		return fmt.Errorf("github: resolve %s: %w", set.ID, err)
+	}
+	if a == nil {
+		return nil // never asked here
+	}
+	return s.markAnswered(ctx, set, a, resp, 0)
+}
+
+// markAnswered edits the first question comment of set to show resp.
+func (s *Surface) markAnswered(ctx context.Context, set questions.Set, a *asked, resp questions.Response, answerID int64) error {
+	key := s.key(set.ID)
+	m := s.c.lock(key)
+	m.Lock()
+	defer m.Unlock()
+	s.c.mu.Lock()
+	done := a.answered
+	body := ""
+	if len(a.bodies) > 0 {
+		body = a.bodies[0]
+	}
+	id := a.partIDs[0]
+	if answerID != 0 {
+		a.answerID = answerID
+	}
+	answerID = a.answerID
+	s.c.mu.Unlock()
+	if done {
+		return nil
+	}
+	// The marker records the answer comment (0 if answered elsewhere), for
+	// Resumed after a restart.
+	newBody := renderAnswered(set, resp) + body + "\n" + answeredMarker(set.ID, answerID)
+	if _, _, err := s.c.api.Issues.EditComment(ctx, s.owner, s.name, id, &gh.IssueComment{Body: gh.String(newBody)}); err != nil {
+		return fmt.Errorf("github: edit question comment %d of %s: %w", id, s.repo(), err)
+	}
+	s.c.mu.Lock()
+	a.answered = true
+	if len(a.bodies) > 0 {
+		a.bodies[0] = newBody
+	}
+	s.c.mu.Unlock()
+	return nil
+}
+
+// Resumed puts 🚀 on the comment taken as the answer.
+func (s *Surface) Resumed(ctx context.Context, set questions.Set) error {
+	a, err := s.find(ctx, set)
+	if err != nil {
+		return fmt.Errorf("github: resumed %s: %w", set.ID, err)
+	}
+	if a == nil {
+		return nil
+	}
+	s.c.mu.Lock()
+	id, done := a.answerID, a.resumedOK
+	s.c.mu.Unlock()
+	if id == 0 || done {
+		return nil // answered elsewhere
+	}
+	if _, _, err := s.c.api.Reactions.CreateIssueCommentReaction(ctx, s.owner, s.name, id, "rocket"); err != nil {
+		return fmt.Errorf("github: react to comment %d of %s: %w", id, s.repo(), err)
+	}
+	s.c.mu.Lock()
+	a.resumedOK = true
+	s.c.mu.Unlock()
+	return nil
+}
+
+// Remind posts a comment pointing at the question still waiting.
+func (s *Surface) Remind(ctx context.Context, set questions.Set) error {
+	a, err := s.find(ctx, set)
+	if err != nil {
+		return fmt.Errorf("github: remind %s: %w", set.ID, err)
+	}
+	if a == nil {
+		return fmt.Errorf("github: remind %s: the set was not asked in %s", set.ID, s.repo())
+	}
+	link := "the question above"
+	if a.htmlURL != "" {
+		link = "[this question](" + a.htmlURL + ")"
+	}
+	var ids []string
+	for _, q := range set.Questions {
+		ids = append(ids, "`"+q.ID+"`")
+	}
+	body := fmt.Sprintf("⏰ Still waiting for an answer to %s (%s).\n\n%s", link, strings.Join(ids, ", "), reminderMarker(set.ID))
+	if _, _, err := s.c.api.Issues.CreateComment(ctx, s.owner, s.name, a.issue, &gh.IssueComment{Body: gh.String(body)}); err != nil {
+		return fmt.Errorf("github: remind %s on %s#%d: %w", set.ID, s.repo(), a.issue, err)
+	}
+	return nil
+}

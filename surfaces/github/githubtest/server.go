@@ -1,0 +1,1055 @@
+// Package githubtest is a fake GitHub REST API for tests: an httptest server
+// that speaks the payload shapes of the endpoints the github surface uses
+// (issues, issue comments with since, ETag and 304, reactions, collaborator
+// permission, rate-limit headers, GitHub App installation tokens), and
+// helpers to act as people on it and to look at what happened.
+//
+//	srv := githubtest.NewServer(t)
+//	srv.SetPermission("octocat", "write")
+//	id := srv.AddComment("acme/app", 1, "octocat", "2")
+//	srv.Reactions("acme/app", id) // ["eyes"]
+//
+// Repositories and users exist as soon as they are named. Everything is kept
+// in memory; the server is closed when the test ends.
+package githubtest
+
+import (
+	"crypto"
+	"crypto/hmac"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Request is one request the server received.
+type Request struct {
+	Method   string
+	Path     string
+	RawQuery string
+	// IfNoneMatch is the request's If-None-Match header (an ETag).
+	IfNoneMatch string
+	// Status is the status code the server answered.
+	Status int
+	At     time.Time
+}
+
+// Comment is an issue comment as the server holds it.
+type Comment struct {
+	ID        int64
+	Repo      string
+	Issue     int
+	Login     string
+	Body      string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	Deleted   bool
+	Reactions []Reaction
+}
+
+// Edited reports whether the comment was edited after it was created.
+func (c Comment) Edited() bool { return c.UpdatedAt.After(c.CreatedAt) }
+
+// Reaction is an emoji reaction on a comment ("eyes", "rocket", "+1"...).
+type Reaction struct {
+	Content string
+	Login   string
+}
+
+// Issue is an issue as the server holds it.
+type Issue struct {
+	Number    int
+	Repo      string
+	Title     string
+	Body      string
+	Labels    []string
+	Login     string
+	CreatedAt time.Time
+}
+
+// Server is a fake GitHub REST API. Its methods are safe for concurrent use.
+type Server struct {
+	t   testing.TB
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	changed  chan struct{} // closed and replaced on every change
+	now      func() time.Time
+	nextID   int64
+	repos    map[string]*repo
+	users    map[string]*user
+	perms    map[string]string // lower login → permission
+	token    string            // required token, if any
+	apps     map[int64]app     // installation ID → app
+	appToks  map[string]bool   // installation tokens handed out
+	requests []Request
+	used     int // requests counted against the rate limit (304s are not)
+	faults   []fault
+	botLogin string
+}
+
+type repo struct {
+	fullName string
+	id       int64
+	issues   []*Issue
+	comments []*Comment // in creation order
+}
+
+type user struct {
+	login string
+	id    int64
+	typ   string // "User" or "Bot"
+}
+
+type app struct {
+	id  int64
+	key *rsa.PublicKey
+}
+
+type fault struct {
+	method, path string
+	status       int
+	header       http.Header
+	body         string
+}
+
+// NewServer starts a fake GitHub and closes it when the test ends.
+func NewServer(t testing.TB) *Server {
+	s := &Server{
+		t:       t,
+		changed: make(chan struct{}),
+		now:     time.Now,
+		nextID:  1000,
+		repos:   make(map[string]*repo),
+		users:   make(map[string]*user),
+		perms:   make(map[string]string),
+		apps:    make(map[int64]app),
+		appToks: make(map[string]bool),
+	}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// URL is the API's base URL (the surface's base_url).
+func (s *Server) URL() string { return s.srv.URL }
+
+// Client returns an HTTP client for the server.
+func (s *Server) Client() *http.Client { return s.srv.Client() }
+
+// RequireToken makes the server refuse requests (401) that do not carry
+// token (or an installation token it handed out).
+func (s *Server) RequireToken(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.token = token
+}
+
+// AddApp registers a GitHub App installation whose JWTs are signed by the
+// private key of pub. POST /app/installations/{installationID}/access_tokens
+// then hands out installation tokens, which RequireToken accepts.
+func (s *Server) AddApp(appID, installationID int64, pub *rsa.PublicKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.apps[installationID] = app{id: appID, key: pub}
+	if s.token == "" {
+		s.token = "\x00no static token"
+	}
+}
+
+// SetBotLogin sets the login the server shows as the author of comments and
+// issues created through the API (default "orchestrator-bot"). Tests of a
+// personal access token shared with a human set it to the human's login.
+func (s *Server) SetBotLogin(login string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.botLogin = login
+}
+
+// SetPermission sets login's permission on every repository: "admin",
+// "maintain", "write", "triage", "read" or "none". Unknown users have "read".
+func (s *Server) SetPermission(login, permission string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.perms[strings.ToLower(login)] = permission
+}
+
+// SetBot makes login a bot account (user type "Bot"). Logins ending in
+// "[bot]" are bots without it.
+func (s *Server) SetBot(login string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.userLocked(login).typ = "Bot"
+}
+
+// SetNow replaces the server's clock (time.Now by default).
+func (s *Server) SetNow(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = now
+}
+
+// Fail makes the next request matching method and path (exact, without the
+// query) fail with status, header and body instead of being served.
+func (s *Server) Fail(method, path string, status int, header http.Header, body string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, fault{method: method, path: path, status: status, header: header.Clone(), body: body})
+}
+
+// SecondaryRateLimit makes the next request matching method and path fail
+// the way GitHub's secondary rate limit does: status (403 or 429) with a
+// Retry-After of retryAfter seconds and GitHub's message.
+func (s *Server) SecondaryRateLimit(method, path string, status, retryAfter int) {
+	h := http.Header{}
+	h.Set("Retry-After", strconv.Itoa(retryAfter))
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	s.Fail(method, path, status, h, `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again. If you reach out to GitHub Support for help, please include the request ID 0000:0000:0000:0000:00000000.","documentation_url":"https://docs.github.com/free-pro-team@latest/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`)
+}
+
+// CreateIssue opens an issue in repo ("owner/name") and returns its number.
+func (s *Server) CreateIssue(repo, title string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notifyLocked()
+	return s.createIssueLocked(repo, title, "", nil, "octocat").Number
+}
+
+// AddComment posts a comment on issue as login and returns its ID. The issue
+// is created if it does not exist.
+func (s *Server) AddComment(repo string, issue int, login, body string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notifyLocked()
+	r := s.repoLocked(repo)
+	if s.issueLocked(r, issue) == nil {
+		for len(r.issues) < issue {
+			s.createIssueLocked(repo, fmt.Sprintf("Issue %d", len(r.issues)+1), "", nil, "octocat")
+		}
+	}
+	return s.addCommentLocked(r, issue, login, body).ID
+}
+
+// EditComment changes a comment's body, as its author editing it would.
+func (s *Server) EditComment(repo string, id int64, body string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notifyLocked()
+	c := s.commentLocked(s.repoLocked(repo), id)
+	if c == nil {
+		s.t.Errorf("githubtest: EditComment: no comment %d in %s", id, repo)
+		return
+	}
+	c.Body = body
+	c.UpdatedAt = s.tickLocked(c.UpdatedAt)
+}
+
+// DeleteComment deletes a comment.
+func (s *Server) DeleteComment(repo string, id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notifyLocked()
+	if c := s.commentLocked(s.repoLocked(repo), id); c != nil {
+		c.Deleted = true
+	}
+}
+
+// Comments returns the comments of an issue that were not deleted, oldest first.
+func (s *Server) Comments(repo string, issue int) []Comment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Comment
+	for _, c := range s.repoLocked(repo).comments {
+		if c.Issue == issue && !c.Deleted {
+			out = append(out, copyComment(c))
+		}
+	}
+	return out
+}
+
+// Comment returns one comment, deleted or not.
+func (s *Server) Comment(repo string, id int64) (Comment, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.commentLocked(s.repoLocked(repo), id)
+	if c == nil {
+		return Comment{}, false
+	}
+	return copyComment(c), true
+}
+
+// QuestionMarker starts the hidden marker the github surface puts in its
+// question comments.
+const QuestionMarker = "<!-- orchestrator:question "
+
+// Questions returns the question comments (those carrying QuestionMarker)
+// on repo, on every issue, oldest first.
+func (s *Server) Questions(repo string) []Comment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Comment
+	for _, c := range s.repoLocked(repo).comments {
+		if !c.Deleted && strings.Contains(c.Body, QuestionMarker) {
+			out = append(out, copyComment(c))
+		}
+	}
+	return out
+}
+
+// WaitQuestion waits until repo has at least n question comments and
+// returns the n-th (from 1), failing the test after timeout.
+func (s *Server) WaitQuestion(t testing.TB, repo string, n int, timeout time.Duration) Comment {
+	t.Helper()
+	var c Comment
+	s.WaitFor(t, timeout, fmt.Sprintf("question comment %d on %s", n, repo), func() bool {
+		qs := s.Questions(repo)
+		if len(qs) >= n {
+			c = qs[n-1]
+			return true
+		}
+		return false
+	})
+	return c
+}
+
+// Reactions returns the contents of the reactions on a comment, in the
+// order they were made ("eyes", "rocket"...).
+func (s *Server) Reactions(repo string, commentID int64) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.commentLocked(s.repoLocked(repo), commentID)
+	if c == nil {
+		return nil
+	}
+	var out []string
+	for _, r := range c.Reactions {
+		out = append(out, r.Content)
+	}
+	return out
+}
+
+// Issues returns the issues of repo, in number order.
+func (s *Server) Issues(repo string) []Issue {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Issue
+	for _, is := range s.repoLocked(repo).issues {
+		c := *is
+		c.Labels = slices.Clone(is.Labels)
+		out = append(out, c)
+	}
+	return out
+}
+
+// Requests returns the requests received so far, in order.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.requests)
+}
+
+// ResetRequests forgets the requests received so far.
+func (s *Server) ResetRequests() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = nil
+}
+
+// WaitFor waits until cond, evaluated after every change to the server's
+// state (comments, reactions, issues, requests), is true, and fails the test
+// after timeout. cond must not call WaitFor.
+func (s *Server) WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		ch := s.changed
+		s.mu.Unlock()
+		if cond() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("githubtest: waited %v for %s", timeout, what)
+			return
+		}
+	}
+}
+
+// Changed returns a channel closed at the next change to the server's state.
+func (s *Server) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// IssueCommentEvent returns the payload of the issue_comment webhook event
+// GitHub sends for a comment, with the given action ("created", "edited",
+// "deleted").
+func (s *Server) IssueCommentEvent(repo string, commentID int64, action string) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.repoLocked(repo)
+	c := s.commentLocked(r, commentID)
+	if c == nil {
+		s.t.Errorf("githubtest: IssueCommentEvent: no comment %d in %s", commentID, repo)
+		return nil
+	}
+	ev := map[string]any{
+		"action":     action,
+		"issue":      s.issueJSON(r, s.issueLocked(r, c.Issue)),
+		"comment":    s.commentJSON(r, c),
+		"repository": s.repoJSON(r),
+		"sender":     s.userJSON(c.Login),
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		s.t.Errorf("githubtest: %v", err)
+	}
+	return b
+}
+
+// Signature returns the X-Hub-Signature-256 header GitHub sends for body
+// signed with secret.
+func Signature(secret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// --- state helpers (s.mu held) ---
+
+func (s *Server) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// tickLocked returns the current time truncated to GitHub's one-second
+// precision, and never before after.
+func (s *Server) tickLocked(after time.Time) time.Time {
+	t := s.now().UTC().Truncate(time.Second)
+	if t.Before(after) {
+		t = after
+	}
+	return t
+}
+
+func (s *Server) newIDLocked() int64 {
+	s.nextID++
+	return s.nextID
+}
+
+func (s *Server) repoLocked(fullName string) *repo {
+	key := strings.ToLower(fullName)
+	r, ok := s.repos[key]
+	if !ok {
+		r = &repo{fullName: fullName, id: s.newIDLocked()}
+		s.repos[key] = r
+	}
+	return r
+}
+
+func (s *Server) userLocked(login string) *user {
+	key := strings.ToLower(login)
+	u, ok := s.users[key]
+	if !ok {
+		u = &user{login: login, id: s.newIDLocked(), typ: "User"}
+		if strings.HasSuffix(login, "[bot]") {
+			u.typ = "Bot"
+		}
+		s.users[key] = u
+	}
+	return u
+}
+
+func (s *Server) issueLocked(r *repo, number int) *Issue {
+	if number < 1 || number > len(r.issues) {
+		return nil
+	}
+	return r.issues[number-1]
+}
+
+func (s *Server) commentLocked(r *repo, id int64) *Comment {
+	for _, c := range r.comments {
+		if c.ID == id {
+			return c
+		}
+	}
+	return nil
+}
+
+func (s *Server) createIssueLocked(repoName, title, body string, labels []string, login string) *Issue {
+	r := s.repoLocked(repoName)
+	is := &Issue{
+		Number:    len(r.issues) + 1,
+		Repo:      r.fullName,
+		Title:     title,
+		Body:      body,
+		Labels:    labels,
+		Login:     login,
+		CreatedAt: s.tickLocked(time.Time{}),
+	}
+	r.issues = append(r.issues, is)
+	s.userLocked(login)
+	return is
+}
+
+func (s *Server) addCommentLocked(r *repo, issue int, login, body string) *Comment {
+	var last time.Time
+	if n := len(r.comments); n > 0 {
+		last = r.comments[n-1].CreatedAt
+	}
+	now := s.tickLocked(last)
+	c := &Comment{
+		ID:        s.newIDLocked(),
+		Repo:      r.fullName,
+		Issue:     issue,
+		Login:     login,
+		Body:      body,
+		CreatedAt: now,
+		UpdatedAt: now,
+	}
+	r.comments = append(r.comments, c)
+	s.userLocked(login)
+	return c
+}
+
+func (s *Server) apiLogin() string {
+	if s.botLogin != "" {
+		return s.botLogin
+	}
+	return "orchestrator-bot"
+}
+
+func copyComment(c *Comment) Comment {
+	out := *c
+	out.Reactions = slices.Clone(c.Reactions)
+	return out
+}
+
+// --- JSON shapes (as GitHub's REST API returns them) ---
+
+func ts(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func (s *Server) userJSON(login string) map[string]any {
+	u := s.userLocked(login)
+	return map[string]any{
+		"login":      u.login,
+		"id":         u.id,
+		"node_id":    "U_" + strconv.FormatInt(u.id, 10),
+		"avatar_url": "https://avatars.githubusercontent.com/u/" + strconv.FormatInt(u.id, 10) + "?v=4",
+		"url":        s.srv.URL + "/users/" + u.login,
+		"html_url":   "https://github.com/" + u.login,
+		"type":       u.typ,
+		"site_admin": false,
+	}
+}
+
+func (s *Server) repoJSON(r *repo) map[string]any {
+	owner, name, _ := strings.Cut(r.fullName, "/")
+	return map[string]any{
+		"id":        r.id,
+		"node_id":   "R_" + strconv.FormatInt(r.id, 10),
+		"name":      name,
+		"full_name": r.fullName,
+		"private":   false,
+		"owner":     s.userJSON(owner),
+		"html_url":  "https://github.com/" + r.fullName,
+		"url":       s.srv.URL + "/repos/" + r.fullName,
+	}
+}
+
+func (s *Server) issueJSON(r *repo, is *Issue) map[string]any {
+	labels := []map[string]any{}
+	for i, l := range is.Labels {
+		labels = append(labels, map[string]any{"id": i + 1, "name": l, "color": "ededed", "default": false})
+	}
+	n := 0
+	updated := is.CreatedAt
+	for _, c := range r.comments {
+		if c.Issue == is.Number && !c.Deleted {
+			n++
+			if c.UpdatedAt.After(updated) {
+				updated = c.UpdatedAt
+			}
+		}
+	}
+	num := strconv.Itoa(is.Number)
+	return map[string]any{
+		"id":                 int64(is.Number) + r.id*1000,
+		"node_id":            "I_" + num,
+		"url":                s.srv.URL + "/repos/" + r.fullName + "/issues/" + num,
+		"repository_url":     s.srv.URL + "/repos/" + r.fullName,
+		"comments_url":       s.srv.URL + "/repos/" + r.fullName + "/issues/" + num + "/comments",
+		"html_url":           "https://github.com/" + r.fullName + "/issues/" + num,
+		"number":             is.Number,
+		"state":              "open",
+		"title":              is.Title,
+		"body":               is.Body,
+		"user":               s.userJSON(is.Login),
+		"labels":             labels,
+		"locked":             false,
+		"comments":           n,
+		"created_at":         ts(is.CreatedAt),
+		"updated_at":         ts(updated),
+		"closed_at":          nil,
+		"author_association": "OWNER",
+	}
+}
+
+func (s *Server) commentJSON(r *repo, c *Comment) map[string]any {
+	id := strconv.FormatInt(c.ID, 10)
+	counts := map[string]any{
+		"url":         s.srv.URL + "/repos/" + r.fullName + "/issues/comments/" + id + "/reactions",
+		"total_count": len(c.Reactions),
+	}
+	for _, k := range []string{"+1", "-1", "laugh", "hooray", "confused", "heart", "rocket", "eyes"} {
+		counts[k] = 0
+	}
+	for _, re := range c.Reactions {
+		counts[re.Content] = counts[re.Content].(int) + 1
+	}
+	assoc := "NONE"
+	switch s.perms[strings.ToLower(c.Login)] {
+	case "admin", "maintain", "write", "triage":
+		assoc = "COLLABORATOR"
+	}
+	return map[string]any{
+		"id":                 c.ID,
+		"node_id":            "IC_" + id,
+		"url":                s.srv.URL + "/repos/" + r.fullName + "/issues/comments/" + id,
+		"html_url":           "https://github.com/" + r.fullName + "/issues/" + strconv.Itoa(c.Issue) + "#issuecomment-" + id,
+		"issue_url":          s.srv.URL + "/repos/" + r.fullName + "/issues/" + strconv.Itoa(c.Issue),
+		"body":               c.Body,
+		"user":               s.userJSON(c.Login),
+		"created_at":         ts(c.CreatedAt),
+		"updated_at":         ts(c.UpdatedAt),
+		"author_association": assoc,
+		"reactions":          counts,
+	}
+}
+
+// --- HTTP ---
+
+type apiError struct {
+	status  int
+	message string
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notifyLocked()
+	rec := Request{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, IfNoneMatch: r.Header.Get("If-None-Match"), At: time.Now()}
+	status := s.serveLocked(w, r)
+	rec.Status = status
+	if status != http.StatusNotModified {
+		s.used++
+	}
+	s.requests = append(s.requests, rec)
+}
+
+// serveLocked answers r and returns the status code.
+func (s *Server) serveLocked(w http.ResponseWriter, r *http.Request) int {
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("X-GitHub-Media-Type", "github.v3; format=json")
+	h.Set("X-GitHub-Request-Id", fmt.Sprintf("0000:%04X", len(s.requests)))
+	h.Set("Date", s.now().UTC().Format(http.TimeFormat))
+
+	for i, f := range s.faults {
+		if f.method == r.Method && f.path == r.URL.Path {
+			s.faults = slices.Delete(s.faults, i, i+1)
+			for k, v := range f.header {
+				h[k] = v
+			}
+			w.WriteHeader(f.status)
+			fmt.Fprint(w, f.body)
+			return f.status
+		}
+	}
+
+	segs := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if r.Method == http.MethodPost && len(segs) == 4 && segs[0] == "app" && segs[1] == "installations" && segs[3] == "access_tokens" {
+		return s.accessToken(w, r, segs[2])
+	}
+	if err := s.authLocked(r); err != nil {
+		return writeError(w, err)
+	}
+	s.rateHeaders(h)
+
+	body, err := s.route(h, r, segs)
+	if err != nil {
+		return writeError(w, err)
+	}
+	status := http.StatusOK
+	if r.Method == http.MethodPost {
+		status = http.StatusCreated
+	}
+	if r.Method == http.MethodDelete {
+		w.WriteHeader(http.StatusNoContent)
+		return http.StatusNoContent
+	}
+	data, jerr := json.Marshal(body)
+	if jerr != nil {
+		return writeError(w, &apiError{http.StatusInternalServerError, jerr.Error()})
+	}
+	if r.Method == http.MethodGet {
+		sum := sha256.Sum256(append([]byte(r.URL.RawQuery+"\n"), data...))
+		etag := `W/"` + hex.EncodeToString(sum[:16]) + `"`
+		h.Set("ETag", etag)
+		h.Set("Cache-Control", "private, max-age=60, s-maxage=60")
+		if inm := r.Header.Get("If-None-Match"); inm != "" && inm == etag {
+			h.Del("Content-Type")
+			w.WriteHeader(http.StatusNotModified)
+			return http.StatusNotModified
+		}
+	}
+	w.WriteHeader(status)
+	w.Write(data)
+	return status
+}
+
+func writeError(w http.ResponseWriter, e error) int {
+	ae, ok := e.(*apiError)
+	if !ok {
+		ae = &apiError{http.StatusInternalServerError, e.Error()}
+	}
+	w.WriteHeader(ae.status)
+	data, _ := json.Marshal(map[string]string{
+		"message":           ae.message,
+		"documentation_url": "https://docs.github.com/rest",
+	})
+	w.Write(data)
+	return ae.status
+}
+
+func (e *apiError) Error() string { return e.message }
+
+func (s *Server) rateHeaders(h http.Header) {
+	reset := s.now().Add(time.Hour).Unix()
+	h.Set("X-RateLimit-Limit", "5000")
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(max(0, 4999-s.used)))
+	h.Set("X-RateLimit-Used", strconv.Itoa(min(5000, s.used+1)))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
+	h.Set("X-RateLimit-Resource", "core")
+}
+
+func (s *Server) authLocked(r *http.Request) error {
+	if s.token == "" {
+		return nil
+	}
+	auth := r.Header.Get("Authorization")
+	for _, p := range []string{"Bearer ", "token "} {
+		if tok, ok := strings.CutPrefix(auth, p); ok && (tok == s.token || s.appToks[tok]) {
+			return nil
+		}
+	}
+	return &apiError{http.StatusUnauthorized, "Bad credentials"}
+}
+
+// accessToken serves POST /app/installations/{id}/access_tokens: it checks
+// the app's RS256 JWT and hands out an installation token.
+func (s *Server) accessToken(w http.ResponseWriter, r *http.Request, inst string) int {
+	id, err := strconv.ParseInt(inst, 10, 64)
+	a, ok := s.apps[id]
+	if err != nil || !ok {
+		return writeError(w, &apiError{http.StatusNotFound, "Not Found"})
+	}
+	jwt, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if err := verifyJWT(jwt, a); err != nil {
+		return writeError(w, &apiError{http.StatusUnauthorized, "A JSON web token could not be decoded: " + err.Error()})
+	}
+	tok := fmt.Sprintf("ghs_fake%d", s.newIDLocked())
+	s.appToks[tok] = true
+	data, _ := json.Marshal(map[string]any{
+		"token":                tok,
+		"expires_at":           ts(s.now().Add(time.Hour)),
+		"permissions":          map[string]string{"issues": "write", "metadata": "read"},
+		"repository_selection": "all",
+	})
+	w.WriteHeader(http.StatusCreated)
+	w.Write(data)
+	return http.StatusCreated
+}
+
+func verifyJWT(tok string, a app) error {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return fmt.Errorf("not a JWT")
+	}
+	var header struct {
+		Alg string `json:"alg"`
+	}
+	var claims struct {
+		Iss json.RawMessage `json:"iss"`
+		Exp int64           `json:"exp"`
+	}
+	for i, v := range []any{&header, &claims} {
+		raw, err := base64.RawURLEncoding.DecodeString(parts[i])
+		if err != nil {
+			return fmt.Errorf("part %d: %w", i, err)
+		}
+		if err := json.Unmarshal(raw, v); err != nil {
+			return fmt.Errorf("part %d: %w", i, err)
+		}
+	}
+	if header.Alg != "RS256" {
+		return fmt.Errorf("alg %q, want RS256", header.Alg)
+	}
+	if iss := strings.Trim(string(claims.Iss), `"`); iss != strconv.FormatInt(a.id, 10) {
+		return fmt.Errorf("iss %s, want the app ID %d", claims.Iss, a.id)
+	}
+	if time.Unix(claims.Exp, 0).Before(time.Now()) {
+		return fmt.Errorf("expired")
+	}
+	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil {
+		return fmt.Errorf("signature: %w", err)
+	}
+	sum := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
+	return rsa.VerifyPKCS1v15(a.key, crypto.SHA256, sum[:], sig)
+}
+
+// route serves the REST endpoints; segs is the path split on "/".
+func (s *Server) route(h http.Header, r *http.Request, segs []string) (any, error) {
+	notFound := &apiError{http.StatusNotFound, "Not Found"}
+	if len(segs) < 4 || segs[0] != "repos" {
+		return nil, notFound
+	}
+	rp := s.repoLocked(segs[1] + "/" + segs[2])
+	rest := segs[3:]
+	q := r.URL.Query()
+	switch {
+	// /collaborators/{user}/permission
+	case len(rest) == 3 && rest[0] == "collaborators" && rest[2] == "permission" && r.Method == http.MethodGet:
+		perm := s.perms[strings.ToLower(rest[1])]
+		if perm == "" {
+			perm = "read"
+		}
+		legacy := perm
+		switch perm {
+		case "maintain":
+			legacy = "write"
+		case "triage":
+			legacy = "read"
+		}
+		return map[string]any{"permission": legacy, "role_name": perm, "user": s.userJSON(rest[1])}, nil
+
+	case rest[0] != "issues":
+		return nil, notFound
+
+	// /issues
+	case len(rest) == 1 && r.Method == http.MethodGet:
+		var items []map[string]any
+		want := splitNonEmpty(q.Get("labels"))
+		for _, is := range rp.issues {
+			if hasAll(is.Labels, want) {
+				items = append(items, s.issueJSON(rp, is))
+			}
+		}
+		if q.Get("direction") != "asc" {
+			slices.Reverse(items)
+		}
+		return s.page(h, r, items)
+	case len(rest) == 1 && r.Method == http.MethodPost:
+		var in struct {
+			Title  string   `json:"title"`
+			Body   string   `json:"body"`
+			Labels []string `json:"labels"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Title == "" {
+			return nil, &apiError{http.StatusUnprocessableEntity, "Validation Failed"}
+		}
+		is := s.createIssueLocked(rp.fullName, in.Title, in.Body, in.Labels, s.apiLogin())
+		return s.issueJSON(rp, is), nil
+
+	// /issues/comments
+	case len(rest) == 2 && rest[1] == "comments" && r.Method == http.MethodGet:
+		return s.listComments(h, r, rp, 0)
+
+	// /issues/comments/{id}[/reactions]
+	case len(rest) >= 3 && rest[1] == "comments":
+		id, err := strconv.ParseInt(rest[2], 10, 64)
+		c := s.commentLocked(rp, id)
+		if err != nil || c == nil || c.Deleted {
+			return nil, notFound
+		}
+		switch {
+		case len(rest) == 3 && r.Method == http.MethodGet:
+			return s.commentJSON(rp, c), nil
+		case len(rest) == 3 && r.Method == http.MethodPatch:
+			var in struct {
+				Body *string `json:"body"`
+			}
+			if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Body == nil {
+				return nil, &apiError{http.StatusUnprocessableEntity, "Validation Failed"}
+			}
+			if err := checkBody(*in.Body); err != nil {
+				return nil, err
+			}
+			c.Body = *in.Body
+			c.UpdatedAt = s.tickLocked(c.UpdatedAt)
+			return s.commentJSON(rp, c), nil
+		case len(rest) == 3 && r.Method == http.MethodDelete:
+			c.Deleted = true
+			return nil, nil
+		case len(rest) == 4 && rest[3] == "reactions" && r.Method == http.MethodPost:
+			var in struct {
+				Content string `json:"content"`
+			}
+			if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+				return nil, &apiError{http.StatusUnprocessableEntity, "Validation Failed"}
+			}
+			switch in.Content {
+			case "+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes":
+			default:
+				return nil, &apiError{http.StatusUnprocessableEntity, "Validation Failed"}
+			}
+			login := s.apiLogin()
+			if !slices.Contains(c.Reactions, Reaction{in.Content, login}) {
+				c.Reactions = append(c.Reactions, Reaction{in.Content, login})
+			}
+			return map[string]any{
+				"id":         s.newIDLocked(),
+				"node_id":    "REA_x",
+				"user":       s.userJSON(login),
+				"content":    in.Content,
+				"created_at": ts(s.now()),
+			}, nil
+		case len(rest) == 4 && rest[3] == "reactions" && r.Method == http.MethodGet:
+			var items []map[string]any
+			for i, re := range c.Reactions {
+				items = append(items, map[string]any{"id": i + 1, "user": s.userJSON(re.Login), "content": re.Content})
+			}
+			return s.page(h, r, items)
+		}
+		return nil, notFound
+
+	// /issues/{number}[/comments]
+	default:
+		n, err := strconv.Atoi(rest[1])
+		is := s.issueLocked(rp, n)
+		if err != nil || is == nil {
+			return nil, notFound
+		}
+		switch {
+		case len(rest) == 2 && r.Method == http.MethodGet:
+			return s.issueJSON(rp, is), nil
+		case len(rest) == 3 && rest[2] == "comments" && r.Method == http.MethodGet:
+			return s.listComments(h, r, rp, n)
+		case len(rest) == 3 && rest[2] == "comments" && r.Method == http.MethodPost:
+			var in struct {
+				Body string `json:"body"`
+			}
+			if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Body == "" {
+				return nil, &apiError{http.StatusUnprocessableEntity, "Validation Failed"}
+			}
+			if err := checkBody(in.Body); err != nil {
+				return nil, err
+			}
+			return s.commentJSON(rp, s.addCommentLocked(rp, n, s.apiLogin(), in.Body)), nil
+		}
+		return nil, notFound
+	}
+}
+
+// checkBody enforces GitHub's limit on a comment's length.
+func checkBody(body string) error {
+	if n := len([]rune(body)); n > 65536 {
+		return &apiError{http.StatusUnprocessableEntity, fmt.Sprintf("Validation Failed: body is too long (maximum is 65536 characters, got %d)", n)}
+	}
+	return nil
+}
+
+// listComments lists the comments of one issue, or of the whole repository
+// when issue is 0, honouring since, sort and direction.
+func (s *Server) listComments(h http.Header, r *http.Request, rp *repo, issue int) (any, error) {
+	q := r.URL.Query()
+	var since time.Time
+	if v := q.Get("since"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return nil, &apiError{http.StatusUnprocessableEntity, "Validation Failed: since"}
+		}
+		since = t
+	}
+	cs := slices.Clone(rp.comments)
+	if issue == 0 && q.Get("sort") == "updated" {
+		slices.SortStableFunc(cs, func(a, b *Comment) int { return a.UpdatedAt.Compare(b.UpdatedAt) })
+	}
+	if issue == 0 && q.Get("sort") != "" && q.Get("direction") == "desc" {
+		slices.Reverse(cs)
+	}
+	items := []map[string]any{}
+	for _, c := range cs {
+		if c.Deleted || (issue != 0 && c.Issue != issue) || c.UpdatedAt.Before(since) {
+			continue
+		}
+		items = append(items, s.commentJSON(rp, c))
+	}
+	return s.page(h, r, items)
+}
+
+// page applies per_page and page to items and sets the Link header.
+func (s *Server) page(h http.Header, r *http.Request, items []map[string]any) (any, error) {
+	q := r.URL.Query()
+	per := 30
+	if v, err := strconv.Atoi(q.Get("per_page")); err == nil && v > 0 {
+		per = min(v, 100)
+	}
+	pg := 1
+	if v, err := strconv.Atoi(q.Get("page")); err == nil && v > 0 {
+		pg = v
+	}
+	last := max(1, (len(items)+per-1)/per)
+	from := min(len(items), (pg-1)*per)
+	to := min(len(items), from+per)
+	out := items[from:to]
+	if out == nil {
+		out = []map[string]any{}
+	}
+	if pg < last {
+		link := func(p int, rel string) string {
+			u := url.URL{Scheme: "http", Host: r.Host, Path: r.URL.Path}
+			qq := r.URL.Query()
+			qq.Set("page", strconv.Itoa(p))
+			u.RawQuery = qq.Encode()
+			return fmt.Sprintf("<%s>; rel=%q", u.String(), rel)
+		}
+		h.Set("Link", link(pg+1, "next")+", "+link(last, "last"))
+	}
+	return out, nil
+}
+
+func splitNonEmpty(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func hasAll(have, want []string) bool {
+	for _, w := range want {
+		if !slices.ContainsFunc(have, func(h string) bool { return strings.EqualFold(h, w) }) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,76 @@
+package githubtest_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	gh "github.com/google/go-github/v60/github"
+
+	"github.com/orchestrator-dev/orchestrator/surfaces/github/githubtest"
+)
+
+func newClient(t *testing.T, srv *githubtest.Server) *gh.Client {
+	t.Helper()
+	c, err := gh.NewClient(srv.Client()).WithAuthToken("tok").WithEnterpriseURLs(srv.URL()+"/", srv.URL()+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// WithEnterpriseURLs appends /api/v3/; the fake serves at the root.
+	c.BaseURL.Path = "/"
+	return c
+}
+
+func TestServer(t *testing.T) {
+	t.Parallel()
+	srv := githubtest.NewServer(t)
+	srv.RequireToken("tok")
+	srv.SetPermission("alice", "maintain")
+	ctx := context.Background()
+	c := newClient(t, srv)
+
+	is, _, err := c.Issues.Create(ctx, "acme", "app", &gh.IssueRequest{Title: gh.String("T"), Labels: &[]string{"x"}})
+	if err != nil || is.GetNumber() != 1 {
+		t.Fatalf("create issue = %v, %v", is, err)
+	}
+	for i := 0; i < 3; i++ {
+		srv.AddComment("acme/app", 1, "alice", "hi")
+	}
+	cs, resp, err := c.Issues.ListComments(ctx, "acme", "app", 0, &gh.IssueListCommentsOptions{ListOptions: gh.ListOptions{PerPage: 2}})
+	if err != nil || len(cs) != 2 || resp.NextPage != 2 {
+		t.Fatalf("list page 1 = %d comments, next %d, %v", len(cs), resp.NextPage, err)
+	}
+	if cs[0].GetUser().GetLogin() != "alice" || cs[0].GetIssueURL() == "" || cs[0].GetCreatedAt().IsZero() {
+		t.Errorf("comment shape: %+v", cs[0])
+	}
+
+	// ETag and 304.
+	req, _ := c.NewRequest("GET", "repos/acme/app/issues/comments?since="+time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), nil)
+	resp, err = c.Do(ctx, req, &cs)
+	if err != nil || resp.Header.Get("ETag") == "" {
+		t.Fatalf("list = %v, ETag %q", err, resp.Header.Get("ETag"))
+	}
+	req.Header.Set("If-None-Match", resp.Header.Get("ETag"))
+	resp, _ = c.Do(ctx, req, &cs)
+	if resp.StatusCode != http.StatusNotModified {
+		t.Errorf("conditional list: status %d, want 304", resp.StatusCode)
+	}
+
+	perm, _, err := c.Repositories.GetPermissionLevel(ctx, "acme", "app", "alice")
+	if err != nil || perm.GetPermission() != "write" {
+		t.Errorf("permission = %v, %v; want write (maintain's legacy name)", perm, err)
+	}
+	if _, _, err := c.Reactions.CreateIssueCommentReaction(ctx, "acme", "app", cs[0].GetID(), "eyes"); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.Reactions("acme/app", cs[0].GetID()); len(got) != 1 || got[0] != "eyes" {
+		t.Errorf("reactions = %v", got)
+	}
+
+	bad := gh.NewClient(srv.Client())
+	bad.BaseURL = c.BaseURL
+	if _, _, err := bad.Issues.Get(ctx, "acme", "app", 1); err == nil {
+		t.Errorf("request without a token succeeded")
+	}
+}

@@ -1,0 +1,179 @@
+package github
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orchestrator-dev/orchestrator/questions"
+	"github.com/orchestrator-dev/orchestrator/surfaces/github/githubtest"
+)
+
+const (
+	testRepo  = "acme/app"
+	testToken = "ghp_testtoken"
+	waitLong  = time.Minute
+)
+
+// fixture is a fake GitHub with the people tests act as: alice may answer
+// (write), mallory may not (read).
+type fixture struct {
+	t   *testing.T
+	srv *githubtest.Server
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	srv := githubtest.NewServer(t)
+	srv.RequireToken(testToken)
+	srv.SetPermission("alice", "write")
+	srv.SetPermission("maintainer-mo", "maintain")
+	srv.SetPermission("mallory", "read")
+	srv.CreateIssue(testRepo, "Questions") // issue 1
+	return &fixture{t: t, srv: srv}
+}
+
+// config is a surface configuration for the fake, polling fast.
+func (f *fixture) config(issue int) Config {
+	return Config{
+		ClientConfig: ClientConfig{
+			BaseURL:      f.srv.URL(),
+			Token:        testToken,
+			PollInterval: 20 * time.Millisecond,
+		},
+		SurfaceConfig: SurfaceConfig{Repo: testRepo, Issue: issue},
+	}
+}
+
+// surface returns a new surface (a new process, as far as state goes).
+func (f *fixture) surface(t *testing.T, cfg Config) *Surface {
+	t.Helper()
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// questionComments returns the question comments of set, wherever posted.
+func (f *fixture) questionComments(set questions.Set) []githubtest.Comment {
+	marker := questionMarker(set.ID, 1, 1)
+	var out []githubtest.Comment
+	for _, is := range f.srv.Issues(testRepo) {
+		for _, c := range f.srv.Comments(testRepo, is.Number) {
+			if strings.Contains(c.Body, marker) {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// waitAsked waits until set is posted and returns its question comment.
+func (f *fixture) waitAsked(t testing.TB, set questions.Set) githubtest.Comment {
+	t.Helper()
+	var c githubtest.Comment
+	f.srv.WaitFor(t, waitLong, "question "+set.ID+" posted", func() bool {
+		cs := f.questionComments(set)
+		if len(cs) > 0 {
+			c = cs[0]
+		}
+		return len(cs) > 0
+	})
+	return c
+}
+
+// answerBody writes answers the way a person would: "/answer QID answer",
+// one line per question, or bare lines when bare is set.
+func answerBody(set questions.Set, answers []questions.Answer, bare bool) string {
+	var lines []string
+	for i, a := range answers {
+		v := a.Text
+		if len(a.Labels) > 0 {
+			v = strings.Join(a.Labels, ", ")
+		}
+		switch {
+		case bare:
+			lines = append(lines, v)
+		default:
+			lines = append(lines, fmt.Sprintf("/answer %s %s", set.Questions[i].ID, v))
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// startAsk runs Ask in a goroutine.
+type askResult struct {
+	resp questions.Response
+	err  error
+}
+
+func startAsk(ctx context.Context, s *Surface, set questions.Set) <-chan askResult {
+	ch := make(chan askResult, 1)
+	go func() {
+		r, err := s.Ask(ctx, set)
+		ch <- askResult{r, err}
+	}()
+	return ch
+}
+
+func waitResult(t *testing.T, ch <-chan askResult) askResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(waitLong):
+		t.Fatal("Ask did not return")
+		return askResult{}
+	}
+}
+
+// notReturned checks that Ask is still waiting after the surface had time
+// to poll a few times.
+func notReturned(t *testing.T, ch <-chan askResult, f *fixture) {
+	t.Helper()
+	f.waitPolls(t, 3)
+	select {
+	case r := <-ch:
+		t.Fatalf("Ask returned %+v, %v; want it still waiting", r.resp, r.err)
+	default:
+	}
+}
+
+// waitPolls waits for n more repository-wide comment listings.
+func (f *fixture) waitPolls(t testing.TB, n int) {
+	t.Helper()
+	start := f.polls()
+	f.srv.WaitFor(t, waitLong, fmt.Sprintf("%d polls", n), func() bool { return f.polls() >= start+n })
+}
+
+func (f *fixture) polls() int {
+	n := 0
+	for _, r := range f.srv.Requests() {
+		if r.Method == "GET" && r.Path == "/repos/"+testRepo+"/issues/comments" {
+			n++
+		}
+	}
+	return n
+}
+
+func ctxTimeout(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// eventually waits for cond on state outside the fake server.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitLong)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", waitLong, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,270 @@
+package github
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	gh "github.com/google/go-github/v60/github"
+
+	"github.com/orchestrator-dev/orchestrator/questions"
+)
+
+// waiter is one Ask waiting for an answer.
+type waiter struct {
+	s       *Surface
+	set     questions.Set
+	issue   int
+	afterID int64          // answers are comments after this one (the last question part)
+	seen    map[int64]bool // comments already considered (guarded by poller.proc)
+
+	once sync.Once
+	done chan struct{}
+	resp questions.Response
+	err  error
+}
+
+func (w *waiter) finish(resp questions.Response, err error) {
+	w.once.Do(func() {
+		w.resp, w.err = resp, err
+		close(w.done)
+	})
+}
+
+// poller watches the issue comments of one repository while questions wait:
+// one request per interval, whatever the number of waiters.
+type poller struct {
+	c           *Client
+	owner, name string
+
+	mu      sync.Mutex
+	waiters map[*waiter]bool
+	running bool
+	cursor  time.Time // since, for the next poll
+	etag    string    // of the last listing...
+	etagURL string    // ...of this query
+
+	proc     sync.Mutex                 // serialises handling comments
+	notified map[string]bool            // notices posted (guarded by proc)
+	retry    map[int][]*gh.IssueComment // by issue: to read again (guarded by proc)
+}
+
+// poller returns the repository's poller, creating it.
+func (c *Client) poller(owner, name string) *poller {
+	key := strings.ToLower(owner + "/" + name)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.pollers[key]
+	if !ok {
+		p = &poller{c: c, owner: owner, name: name, waiters: make(map[*waiter]bool),
+			notified: make(map[string]bool), retry: make(map[int][]*gh.IssueComment)}
+		c.pollers[key] = p
+	}
+	return p
+}
+
+// lookupPoller returns the repository's poller if it exists.
+func (c *Client) lookupPoller(fullName string) *poller {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pollers[strings.ToLower(fullName)]
+}
+
+// add registers w; comments updated since since will be polled for it.
+func (p *poller) add(w *waiter, since time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.waiters[w] = true
+	if p.cursor.IsZero() || since.Before(p.cursor) {
+		p.cursor = since.UTC().Truncate(time.Second)
+	}
+	if !p.running {
+		p.running = true
+		p.c.wg.Add(1)
+		go p.run()
+	}
+}
+
+func (p *poller) remove(w *waiter) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.waiters, w)
+}
+
+// waitersFor returns the waiters on issue that still wait.
+func (p *poller) waitersFor(issue int) []*waiter {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ws []*waiter
+	for w := range p.waiters {
+		if w.issue == issue && !w.finished() {
+			ws = append(ws, w)
+		}
+	}
+	slices.SortFunc(ws, func(a, b *waiter) int { return int(a.afterID - b.afterID) })
+	return ws
+}
+
+func (w *waiter) finished() bool {
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// run polls every interval while there are waiters.
+func (p *poller) run() {
+	defer p.c.wg.Done()
+	ctx := p.c.ctx
+	for {
+		if err := p.c.sleep(ctx, p.c.interval); err != nil {
+			p.stop()
+			return
+		}
+		p.mu.Lock()
+		if len(p.waiters) == 0 {
+			p.running = false
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		if err := p.poll(ctx); err != nil && ctx.Err() == nil {
+			p.c.log.Warn("github: poll failed", "repo", p.owner+"/"+p.name, "err", err)
+			if fatal(err) {
+				p.failAll(err)
+			}
+		}
+	}
+}
+
+func (p *poller) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.running = false
+}
+
+// fatal reports whether a poll error will not go away by itself: bad
+// credentials, or a repository that is not there.
+func fatal(err error) bool {
+	var er *gh.ErrorResponse
+	if errors.As(err, &er) && er.Response != nil {
+		switch er.Response.StatusCode {
+		case http.StatusUnauthorized, http.StatusNotFound:
+			return true
+		}
+	}
+	return false
+}
+
+func (p *poller) failAll(err error) {
+	p.mu.Lock()
+	ws := make([]*waiter, 0, len(p.waiters))
+	for w := range p.waiters {
+		ws = append(ws, w)
+	}
+	p.mu.Unlock()
+	for _, w := range ws {
+		w.finish(questions.Response{}, fmt.Errorf("github: wait for an answer to %s in %s/%s: %w", w.set.ID, p.owner, p.name, err))
+	}
+}
+
+// poll lists the repository's comments updated since the cursor (one
+// conditional request; more pages only when more than 100 came in) and
+// hands them to the waiters of their issues.
+func (p *poller) poll(ctx context.Context) error {
+	p.mu.Lock()
+	since := p.cursor
+	etag, etagURL := p.etag, p.etagURL
+	p.mu.Unlock()
+
+	u := fmt.Sprintf("repos/%s/%s/issues/comments?sort=updated&direction=asc&per_page=100&since=%s",
+		p.owner, p.name, since.UTC().Format(time.RFC3339))
+	var all []*gh.IssueComment
+	for page := 1; page <= 50; page++ {
+		pu := u
+		if page > 1 {
+			pu += "&page=" + strconv.Itoa(page)
+		}
+		req, err := p.c.api.NewRequest(http.MethodGet, pu, nil)
+		if err != nil {
+			return err
+		}
+		if page == 1 && etag != "" && etagURL == pu {
+			req.Header.Set("If-None-Match", etag)
+		}
+		var cs []*gh.IssueComment
+		resp, err := p.c.api.Do(ctx, req, &cs)
+		if resp != nil && resp.StatusCode == http.StatusNotModified {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("list comments since %s: %w", since.Format(time.RFC3339), err)
+		}
+		if page == 1 {
+			p.mu.Lock()
+			p.etag, p.etagURL = resp.Header.Get("ETag"), pu
+			p.mu.Unlock()
+		}
+		all = append(all, cs...)
+		if resp.NextPage == 0 {
+			break
+		}
+	}
+
+	newest := since
+	byIssue := make(map[int][]*gh.IssueComment)
+	var issues []int
+	for _, c := range all {
+		if t := c.GetUpdatedAt().Time; t.After(newest) {
+			newest = t
+		}
+		n := issueNumber(c.GetIssueURL())
+		if n == 0 {
+			continue
+		}
+		if _, ok := byIssue[n]; !ok {
+			issues = append(issues, n)
+		}
+		byIssue[n] = append(byIssue[n], c)
+	}
+	p.mu.Lock()
+	// The cursor moves in steps: each move changes the query, so the next
+	// poll cannot be conditional; a few minutes of comments listed again
+	// cost less than that.
+	if next := newest.Add(-overlap).UTC().Truncate(time.Second); next.Sub(p.cursor) >= cursorStep && since.Equal(p.cursor) {
+		p.cursor = next
+	}
+	p.mu.Unlock()
+	p.proc.Lock()
+	for n := range p.retry {
+		if _, ok := byIssue[n]; !ok {
+			issues = append(issues, n)
+		}
+	}
+	p.proc.Unlock()
+	for _, n := range issues {
+		p.handle(ctx, n, byIssue[n])
+	}
+	return nil
+}
+
+// issueNumber is the number at the end of an issue API URL.
+func issueNumber(issueURL string) int {
+	i := strings.LastIndexByte(issueURL, '/')
+	if i < 0 {
+		return 0
+	}
+	n, err := strconv.Atoi(issueURL[i+1:])
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return n
+}

@@ -1,0 +1,182 @@
+package github
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// rateLimitTransport waits out GitHub's rate limits below go-github:
+//
+//   - a 403 or 429 with Retry-After waits that long and retries;
+//   - a 403 or 429 with X-RateLimit-Remaining: 0 (the primary limit) waits
+//     until X-RateLimit-Reset and retries;
+//   - a 429, or a 403 whose message speaks of a secondary rate limit, without
+//     either header waits a minute, doubling on each retry (GitHub's advice);
+//   - a success with X-RateLimit-Remaining: 0 holds every later request
+//     until X-RateLimit-Reset instead of spending it on a certain 403.
+//
+// While a wait is on, every request through the transport waits too: GitHub
+// asks clients not to send more requests during a secondary limit.
+//
+// go-github v60 recognises neither 429 nor a secondary limit without
+// documentation_url, and gofri/go-github-ratelimit retries by sending the same
+// *http.Request again, whose body was consumed (a retried POST would send an
+// empty comment), on the wall clock only; hence this small transport, which
+// rewinds bodies with GetBody and sleeps through an injectable function.
+type rateLimitTransport struct {
+	base    http.RoundTripper
+	sleep   func(context.Context, time.Duration) error
+	now     func() time.Time
+	log     *slog.Logger
+	maxWait time.Duration // a longer wait is not waited: the response is returned
+	retries int
+
+	mu    sync.Mutex
+	until time.Time // no request before
+}
+
+func (t *rateLimitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	for attempt := 0; ; attempt++ {
+		if err := t.waitTurn(ctx); err != nil {
+			return nil, err
+		}
+		resp, err := t.base.RoundTrip(req)
+		if err != nil {
+			return nil, err
+		}
+		wait, limited := t.limitWait(resp, attempt)
+		if !limited {
+			t.noteRemaining(resp)
+			return resp, nil
+		}
+		rewindable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+		if attempt >= t.retries || wait > t.maxWait || !rewindable {
+			t.log.Warn("github rate limit: giving up", "method", req.Method, "path", req.URL.Path,
+				"status", resp.StatusCode, "wait", wait, "attempt", attempt+1)
+			return resp, nil
+		}
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		t.log.Info("github rate limit: waiting", "method", req.Method, "path", req.URL.Path,
+			"status", resp.StatusCode, "wait", wait)
+		t.hold(t.now().Add(wait))
+		if req.GetBody != nil {
+			body, err := req.GetBody()
+			if err != nil {
+				return nil, err
+			}
+			req = req.Clone(ctx)
+			req.Body = body
+		}
+	}
+}
+
+// waitTurn waits until no rate limit holds requests back.
+func (t *rateLimitTransport) waitTurn(ctx context.Context) error {
+	t.mu.Lock()
+	until := t.until
+	t.mu.Unlock()
+	if d := until.Sub(t.now()); d > 0 {
+		return t.sleep(ctx, d)
+	}
+	return ctx.Err()
+}
+
+func (t *rateLimitTransport) hold(until time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if until.After(t.until) {
+		t.until = until
+	}
+}
+
+// noteRemaining holds later requests until the reset when a response says
+// the primary limit is spent.
+func (t *rateLimitTransport) noteRemaining(resp *http.Response) {
+	if resp.StatusCode == http.StatusNotModified || resp.Header.Get("X-RateLimit-Remaining") != "0" {
+		return
+	}
+	if reset, ok := t.resetTime(resp.Header); ok {
+		t.hold(reset)
+		// The transport holds requests until the reset itself; go-github
+		// v60, seeing Remaining 0 with a Reset, would instead fail them
+		// without sending.
+		resp.Header.Del("X-RateLimit-Reset")
+	}
+}
+
+func (t *rateLimitTransport) resetTime(h http.Header) (time.Time, bool) {
+	sec, err := strconv.ParseInt(h.Get("X-RateLimit-Reset"), 10, 64)
+	if err != nil || sec <= 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(sec, 0).Add(time.Second), true
+}
+
+// limitWait says whether resp is a rate limit and how long to wait before
+// trying again.
+func (t *rateLimitTransport) limitWait(resp *http.Response, attempt int) (time.Duration, bool) {
+	if resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusTooManyRequests {
+		return 0, false
+	}
+	h := resp.Header
+	if d, ok := retryAfter(h.Get("Retry-After"), t.now()); ok {
+		return d, true
+	}
+	if h.Get("X-RateLimit-Remaining") == "0" {
+		if reset, ok := t.resetTime(h); ok {
+			return max(reset.Sub(t.now()), time.Second), true
+		}
+	}
+	backoff := time.Minute << min(attempt, 4)
+	if resp.StatusCode == http.StatusTooManyRequests {
+		return backoff, true
+	}
+	// A 403 is a rate limit only if it says so; otherwise it is a real
+	// permission error and is returned as is.
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	if err == nil && strings.Contains(strings.ToLower(string(data)), "rate limit") {
+		return backoff, true
+	}
+	return 0, false
+}
+
+// retryAfter parses a Retry-After header: seconds, or an HTTP date.
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+		return max(time.Duration(s)*time.Second, time.Second), true
+	}
+	if at, err := http.ParseTime(v); err == nil {
+		return max(at.Sub(now), time.Second), true
+	}
+	return 0, false
+}
+
+// sleepCtx sleeps for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

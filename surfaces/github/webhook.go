@@ -1,0 +1,152 @@
+package github
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+
+	gh "github.com/google/go-github/v60/github"
+)
+
+// maxWebhookBody is GitHub's cap on a delivery's payload.
+const maxWebhookBody = 25 << 20
+
+// maxDeliveries is how many delivery IDs are remembered for deduplication.
+const maxDeliveries = 10000
+
+// deliveries remembers recent X-GitHub-Delivery IDs (guarded by Client.mu).
+type deliveries struct {
+	seen  map[string]bool
+	order []string
+}
+
+// add reports whether id is new, remembering it.
+func (d *deliveries) add(id string) bool {
+	if d.seen == nil {
+		d.seen = make(map[string]bool)
+	}
+	if d.seen[id] {
+		return false
+	}
+	d.seen[id] = true
+	d.order = append(d.order, id)
+	if len(d.order) > maxDeliveries {
+		delete(d.seen, d.order[0])
+		d.order = d.order[1:]
+	}
+	return true
+}
+
+// WebhookHandler returns the handler for GitHub's issue_comment webhook, to
+// be mounted by the serve daemon. Deliveries must carry a valid
+// X-Hub-Signature-256 (HMAC-SHA256 of the body with the webhook secret,
+// checked in constant time): others get 401 and change nothing. Each
+// X-GitHub-Delivery is handled once. The handler answers 202 at once and
+// reads the comment afterwards. It refuses to start without a secret.
+func (c *Client) WebhookHandler() (http.Handler, error) {
+	if len(c.secret) == 0 {
+		return nil, errors.New("github webhook: no webhook_secret configured; refusing to accept unsigned deliveries")
+	}
+	return http.HandlerFunc(c.serveWebhook), nil
+}
+
+func (c *Client) serveWebhook(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxWebhookBody+1))
+	if err != nil {
+		http.Error(w, "read body", http.StatusBadRequest)
+		return
+	}
+	if len(body) > maxWebhookBody {
+		http.Error(w, "payload too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	if !validSignature(c.secret, body, r.Header.Get("X-Hub-Signature-256")) {
+		c.log.Warn("github webhook: bad signature", "remote", r.RemoteAddr, "delivery", r.Header.Get("X-GitHub-Delivery"))
+		http.Error(w, "invalid signature", http.StatusUnauthorized)
+		return
+	}
+	event := r.Header.Get("X-GitHub-Event")
+	delivery := r.Header.Get("X-GitHub-Delivery")
+	if event == "ping" {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if event != "issue_comment" {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	payload, err := webhookPayload(r.Header.Get("Content-Type"), body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var ev gh.IssueCommentEvent
+	if err := json.Unmarshal(payload, &ev); err != nil {
+		http.Error(w, "invalid issue_comment payload", http.StatusBadRequest)
+		return
+	}
+	if delivery != "" {
+		c.mu.Lock()
+		fresh := c.deliveries.add(delivery)
+		c.mu.Unlock()
+		if !fresh {
+			w.WriteHeader(http.StatusOK) // a redelivery: already handled
+			return
+		}
+	}
+	if ev.GetAction() != "created" || ev.Comment == nil || ev.Issue == nil || ev.Repo == nil {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	p := c.lookupPoller(ev.GetRepo().GetFullName())
+	w.WriteHeader(http.StatusAccepted)
+	if p == nil || c.ctx.Err() != nil {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		p.handle(c.ctx, ev.GetIssue().GetNumber(), []*gh.IssueComment{ev.Comment})
+	}()
+}
+
+// validSignature checks "sha256=<hex HMAC-SHA256 of body>" in constant time.
+func validSignature(secret, body []byte, header string) bool {
+	hexSig, ok := strings.CutPrefix(header, "sha256=")
+	if !ok {
+		return false
+	}
+	sig, err := hex.DecodeString(hexSig)
+	if err != nil {
+		return false
+	}
+	m := hmac.New(sha256.New, secret)
+	m.Write(body)
+	return hmac.Equal(sig, m.Sum(nil))
+}
+
+// webhookPayload returns the JSON of a delivery, sent as JSON or as a form
+// with a payload field.
+func webhookPayload(contentType string, body []byte) ([]byte, error) {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	if mt == "application/x-www-form-urlencoded" {
+		form, err := url.ParseQuery(string(body))
+		if err != nil {
+			return nil, errors.New("invalid form payload")
+		}
+		return []byte(form.Get("payload")), nil
+	}
+	return body, nil
+}
