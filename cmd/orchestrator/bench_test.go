@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/executor"
 	"github.com/orchestrator-dev/orchestrator/internal/clitest"
 	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
@@ -109,18 +112,25 @@ func (e *benchEnv) child(out io.Writer, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// bareCLI runs the CLI as the orchestrator would, without it: a print-mode
-// stream-json run of prompt on the same fake, and fails on a bad exit.
+// bareCLI runs the CLI without the orchestrator: a print-mode stream-json
+// run of prompt on the same fake.
 func (e *benchEnv) bareCLI(prompt string) time.Duration {
 	e.tb.Helper()
-	cmd := clitest.Command(e.tb, e.cliEnv, "-p", "--output-format", "stream-json", "--verbose", "--", prompt)
+	return e.cli([]string{"-p", "--output-format", "stream-json", "--verbose", "--", prompt})
+}
+
+// cli runs the CLI with args on the fake, returns its wall time, and fails
+// on a bad exit or a missing result.
+func (e *benchEnv) cli(args []string) time.Duration {
+	e.tb.Helper()
+	cmd := clitest.Command(e.tb, e.cliEnv, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
 	err := cmd.Run()
 	took := time.Since(start)
 	if err != nil {
-		e.tb.Fatalf("bare CLI: %v\n%s", err, out.String())
+		e.tb.Fatalf("CLI %q: %v\n%s", args, err, out.String())
 	}
 	clitest.Result(e.tb, out.Bytes())
 	return took
@@ -146,22 +156,22 @@ func (e *benchEnv) orchestratorRun(prompt string) (time.Duration, int64) {
 	return took, peak.hwm
 }
 
-// memory is what watchMemory saw of a process: the highest VmHWM and VmRSS
+// procMemory is what watchMemory saw of a process: the highest VmHWM and VmRSS
 // read from /proc/<pid>/status, in bytes.
-type memory struct{ hwm, rss int64 }
+type procMemory struct{ hwm, rss int64 }
 
 type memoryWatch struct {
 	done chan struct{}
-	got  chan memory
+	got  chan procMemory
 }
 
 // watchMemory samples a process's memory every few milliseconds until stop.
 // VmHWM is the kernel's own high-water mark of the process, so sampling only
 // has to catch its last value before the process exits.
 func watchMemory(pid int) *memoryWatch {
-	w := &memoryWatch{done: make(chan struct{}), got: make(chan memory, 1)}
+	w := &memoryWatch{done: make(chan struct{}), got: make(chan procMemory, 1)}
 	go func() {
-		var peak memory
+		var peak procMemory
 		t := time.NewTicker(5 * time.Millisecond)
 		defer t.Stop()
 		for {
@@ -179,17 +189,17 @@ func watchMemory(pid int) *memoryWatch {
 	return w
 }
 
-func (w *memoryWatch) stop() memory {
+func (w *memoryWatch) stop() procMemory {
 	close(w.done)
 	return <-w.got
 }
 
 // readMemory reads VmHWM and VmRSS of a process. A process that has exited
 // (a zombie has no memory lines) is an error.
-func readMemory(pid int) (memory, error) {
+func readMemory(pid int) (procMemory, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return memory{}, err
+		return procMemory{}, err
 	}
 	defer f.Close()
 	return parseStatus(f)
@@ -197,8 +207,8 @@ func readMemory(pid int) (memory, error) {
 
 // parseStatus reads the VmHWM and VmRSS lines ("VmHWM:   12345 kB") of a
 // /proc/<pid>/status file.
-func parseStatus(r io.Reader) (memory, error) {
-	var m memory
+func parseStatus(r io.Reader) (procMemory, error) {
+	var m procMemory
 	var seen int
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
@@ -208,11 +218,11 @@ func parseStatus(r io.Reader) (memory, error) {
 		}
 		fields := strings.Fields(value)
 		if len(fields) != 2 || fields[1] != "kB" {
-			return memory{}, fmt.Errorf("proc status: %s: unexpected value %q", name, value)
+			return procMemory{}, fmt.Errorf("proc status: %s: unexpected value %q", name, value)
 		}
 		kb, err := strconv.ParseInt(fields[0], 10, 64)
 		if err != nil {
-			return memory{}, fmt.Errorf("proc status: %s: %w", name, err)
+			return procMemory{}, fmt.Errorf("proc status: %s: %w", name, err)
 		}
 		if name == "VmHWM" {
 			m.hwm = kb << 10
@@ -222,17 +232,17 @@ func parseStatus(r io.Reader) (memory, error) {
 		seen++
 	}
 	if err := sc.Err(); err != nil {
-		return memory{}, fmt.Errorf("proc status: %w", err)
+		return procMemory{}, fmt.Errorf("proc status: %w", err)
 	}
 	if seen != 2 {
-		return memory{}, errors.New("proc status: no VmHWM and VmRSS (has the process exited?)")
+		return procMemory{}, errors.New("proc status: no VmHWM and VmRSS (has the process exited?)")
 	}
 	return m, nil
 }
 
-func mb(bytes int64) float64 { return float64(bytes) / (1 << 20) }
+func mebibytes(bytes int64) float64 { return float64(bytes) / (1 << 20) }
 
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // BenchmarkRunVsBareCLI compares the wall time of `orchestrator run` (one
 // turn, no question) with the bare `claude -p` it wraps, on the same fake,
@@ -240,49 +250,83 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 //
 // Targets: orchestrator/bare ≤ 1.05; orchestrator-peak-RSS-MB ≤ 30.
 //
-// One op is runPairs pairs of runs, in alternating order (bare first, then
-// orchestrator first), so that neither side always runs on a warmer machine.
+// One op is runRounds rounds of three runs, in rotating order so that none
+// always runs on a warmer machine: the bare CLI (`claude -p --output-format
+// stream-json --verbose -- PROMPT`), the CLI with exactly the arguments the
+// orchestrator gives it (its question protocol as --append-system-prompt,
+// --session-id, --permission-mode: "same-args"), and `orchestrator run`.
 // On a shared machine single runs vary a lot: the times reported are
-// medians, and the ratio is that of the medians. overhead-ms is the
+// medians, and the ratios those of the medians. overhead-ms is the
 // orchestrator's wall time minus the span of its CLI turn as its store
-// recorded it (process start, configuration, store, exit).
+// recorded it (process start, configuration, store, exit):
+// orchestrator/same-args is the orchestrator's own cost, same-args/bare
+// the cost of what it asks of the CLI.
 func BenchmarkRunVsBareCLI(b *testing.B) {
 	e := newBenchEnv(b, benchEnvOptions{})
+	sameArgs := e.orchestratorArgs(benchPrompt)
 	// Warm the page cache for both programs before measuring.
 	e.bareCLI(benchPrompt)
 	e.orchestratorRun(benchPrompt)
 	b.ResetTimer()
-	var bare, orch, overhead []time.Duration
+	var bare, same, orch, overhead []time.Duration
 	var peak int64
-	for i := 0; i < b.N; i++ {
-		for pair := range runPairs {
-			if pair%2 == 0 {
-				bare = append(bare, e.bareCLI(benchPrompt))
-			}
+	steps := []func(){
+		func() { bare = append(bare, e.bareCLI(benchPrompt)) },
+		func() { same = append(same, e.cli(sameArgs())) },
+		func() {
 			d, hwm := e.orchestratorRun(benchPrompt)
 			orch = append(orch, d)
 			overhead = append(overhead, d-e.lastTurnSpan())
 			peak = max(peak, hwm)
-			if pair%2 == 1 {
-				bare = append(bare, e.bareCLI(benchPrompt))
+		},
+	}
+	for i := 0; i < b.N; i++ {
+		for round := range runRounds {
+			for k := range steps {
+				steps[(round+k)%len(steps)]()
 			}
 		}
 	}
 	b.StopTimer()
 	b.Logf("bare CLI runs: %v", bare)
+	b.Logf("same-args CLI runs: %v", same)
 	b.Logf("orchestrator runs: %v", orch)
 	b.Logf("orchestrator overhead: %v", overhead)
-	medBare, medOrch := percentile(bare, 50), percentile(orch, 50)
-	b.ReportMetric(ms(medBare), "bare-ms")
-	b.ReportMetric(ms(medOrch), "orchestrator-ms")
+	medBare, medSame, medOrch := percentile(bare, 50), percentile(same, 50), percentile(orch, 50)
+	b.ReportMetric(millis(medBare), "bare-ms")
+	b.ReportMetric(millis(medSame), "same-args-ms")
+	b.ReportMetric(millis(medOrch), "orchestrator-ms")
 	b.ReportMetric(float64(medOrch)/float64(medBare), "orchestrator/bare")
-	b.ReportMetric(ms(percentile(overhead, 50)), "overhead-ms")
-	b.ReportMetric(mb(peak), "orchestrator-peak-RSS-MB")
+	b.ReportMetric(float64(medOrch)/float64(medSame), "orchestrator/same-args")
+	b.ReportMetric(millis(percentile(overhead, 50)), "overhead-ms")
+	b.ReportMetric(mebibytes(peak), "orchestrator-peak-RSS-MB")
 }
 
-// runPairs is how many bare/orchestrator pairs BenchmarkRunVsBareCLI runs
-// per op.
-const runPairs = 6
+// orchestratorArgs returns a function that returns the CLI arguments the
+// orchestrator gives a run's first turn of prompt, from its own wiring, each
+// time with a new session ID.
+func (e *benchEnv) orchestratorArgs(prompt string) func() []string {
+	e.tb.Helper()
+	m := &Main{Stderr: io.Discard, Dir: e.work, LookupEnv: func(string) (string, bool) { return "", false }, configFlag: e.config}
+	if err := m.loadConfig(); err != nil {
+		e.tb.Fatal(err)
+	}
+	ex, err := executor.New(m.executorConfig(nil, nil))
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	return func() []string {
+		var id [16]byte
+		rand.Read(id[:]) //nolint:errcheck // crypto/rand.Read never fails
+		id[6], id[8] = id[6]&0x0f|0x40, id[8]&0x3f|0x80
+		h := hex.EncodeToString(id[:])
+		session := h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+		return ex.Args(executor.Request{Prompt: prompt, SessionID: session, WorkDir: e.work})
+	}
+}
+
+// runRounds is how many rounds of runs BenchmarkRunVsBareCLI makes per op.
+const runRounds = 6
 
 // lastTurnSpan returns how long the newest run's last turn took, from its
 // start (just before the CLI is spawned) to its end (stored after the CLI
@@ -401,11 +445,11 @@ func BenchmarkAnswerToResume(b *testing.B) {
 	}
 	b.StopTimer()
 	b.Logf("answer → resumed CLI spawned: %v", latencies)
-	b.ReportMetric(ms(percentile(latencies, 50)), "p50-ms")
-	b.ReportMetric(ms(percentile(latencies, 90)), "p90-ms")
-	b.ReportMetric(ms(percentile(answerCmd, 50)), "answer-cmd-p50-ms")
-	b.ReportMetric(ms(percentile(claims, 50)), "claimed-p50-ms")
-	b.ReportMetric(mb(peak), "orchestrator-peak-RSS-MB")
+	b.ReportMetric(millis(percentile(latencies, 50)), "p50-ms")
+	b.ReportMetric(millis(percentile(latencies, 90)), "p90-ms")
+	b.ReportMetric(millis(percentile(answerCmd, 50)), "answer-cmd-p50-ms")
+	b.ReportMetric(millis(percentile(claims, 50)), "claimed-p50-ms")
+	b.ReportMetric(mebibytes(peak), "orchestrator-peak-RSS-MB")
 }
 
 // answerRoundsOnce runs one orchestrator child through answerRounds question
@@ -616,20 +660,20 @@ func BenchmarkWaitingRunsRSS(b *testing.B) {
 	if runtime.GOOS != "linux" {
 		b.Skip("the whole-program benchmarks read /proc: Linux only")
 	}
-	var one, many memory
+	var one, many procMemory
 	for i := 0; i < b.N; i++ {
 		one = waitingRunsRSS(b, 1)
 		many = waitingRunsRSS(b, waitingRuns)
 	}
 	b.StopTimer()
-	b.ReportMetric(mb(many.rss), "waiting-RSS-MB")
-	b.ReportMetric(mb(many.hwm), "peak-RSS-MB")
+	b.ReportMetric(mebibytes(many.rss), "waiting-RSS-MB")
+	b.ReportMetric(mebibytes(many.hwm), "peak-RSS-MB")
 	b.ReportMetric(float64(many.rss-one.rss)/float64(waitingRuns-1)/1024, "KB/extra-run")
 }
 
 // waitingRunsRSS prepares n waiting runs, starts serve on them and returns
 // its memory once they all wait.
-func waitingRunsRSS(b *testing.B, n int) memory {
+func waitingRunsRSS(b *testing.B, n int) procMemory {
 	b.Helper()
 	dir := b.TempDir()
 	state := filepath.Join(dir, "state")
@@ -674,7 +718,7 @@ func waitingRunsRSS(b *testing.B, n int) memory {
 		b.Fatalf("the runs never all waited: %v\n%s", err, out.String())
 	}
 	// Let the answer watcher poll a while (it ticks every 20ms), sampling.
-	var got memory
+	var got procMemory
 	for range 50 {
 		m, err := readMemory(cmd.Process.Pid)
 		if err != nil {
@@ -736,13 +780,13 @@ func TestParseStatus(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, in string
-		want     memory
+		want     procMemory
 		wantErr  bool
 	}{
-		{"running", "Name:\tx\nVmPeak:\t 9 kB\nVmHWM:\t   2048 kB\nVmRSS:\t    1024 kB\nThreads:\t5\n", memory{hwm: 2 << 20, rss: 1 << 20}, false},
-		{"zombie", "Name:\tx\nState:\tZ (zombie)\nThreads:\t1\n", memory{}, true},
-		{"bad number", "VmHWM:\t x kB\nVmRSS:\t 1 kB\n", memory{}, true},
-		{"bad unit", "VmHWM:\t 1 MB\nVmRSS:\t 1 kB\n", memory{}, true},
+		{"running", "Name:\tx\nVmPeak:\t 9 kB\nVmHWM:\t   2048 kB\nVmRSS:\t    1024 kB\nThreads:\t5\n", procMemory{hwm: 2 << 20, rss: 1 << 20}, false},
+		{"zombie", "Name:\tx\nState:\tZ (zombie)\nThreads:\t1\n", procMemory{}, true},
+		{"bad number", "VmHWM:\t x kB\nVmRSS:\t 1 kB\n", procMemory{}, true},
+		{"bad unit", "VmHWM:\t 1 MB\nVmRSS:\t 1 kB\n", procMemory{}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

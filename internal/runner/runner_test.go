@@ -2,8 +2,8 @@ package runner_test
 
 import (
 	"context"
-	"log/slog"
 	"errors"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -52,7 +52,9 @@ type person struct {
 	resumed int
 }
 
-func newPerson(name string) *person { return &person{name: name, answers: make(chan []questions.Answer, 1)} }
+func newPerson(name string) *person {
+	return &person{name: name, answers: make(chan []questions.Answer, 1)}
+}
 
 func (p *person) Name() string { return p.name }
 
