@@ -16,6 +16,7 @@ export ORCHESTRATOR_TEST_CLAUDE := $(CLAUDE)
 # Fuzz targets run briefly on every `make test`: package:Target.
 FUZZ_TARGETS := \
 	./executor:FuzzParseLine \
+	./executor:FuzzReader \
 	./specs:FuzzParse \
 	./internal/fakeapi:FuzzParseRequest \
 	./internal/config:FuzzParse \

@@ -1,0 +1,350 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Harness names the agent CLI's output protocol.
+const (
+	HarnessClaude = "claude" // --output-format stream-json --verbose (the default)
+	HarnessClaw   = "claw"   // --output-format json: one envelope at the end (seed 003)
+)
+
+// Defaults applied by New to zero fields.
+const (
+	DefaultCommand     = "claude"
+	DefaultResultGrace = 5 * time.Second
+	DefaultKillGrace   = 5 * time.Second
+	DefaultStderrLimit = 64 << 10
+)
+
+// MCPConfigPlaceholder stands in Args for the temporary file Start writes
+// Config.MCPServers to.
+const MCPConfigPlaceholder = "<mcp-config-file>"
+
+// Config configures an Executor. Zero fields get the defaults above; a zero
+// Timeout or IdleTimeout means none.
+type Config struct {
+	// Command is the CLI to run: a name looked up in PATH (the child's PATH
+	// when Env sets one) or a path. Default "claude".
+	Command string
+	// Harness is HarnessClaude (default) or HarnessClaw.
+	Harness string
+
+	Model           string
+	AllowedTools    []string // passed one argv element each, never re-quoted: "Bash(go test:*)" stays intact
+	DisallowedTools []string
+	PermissionMode  string // acceptEdits, plan, dontAsk, …
+	// MCPConfig is the path of an MCP config file ({"mcpServers":{…}}).
+	MCPConfig string
+	// MCPServers, when set, are written as {"mcpServers": MCPServers} to a
+	// 0600 temporary file for each run (removed after it) and passed with
+	// --mcp-config, so their secrets never appear on a command line.
+	MCPServers      map[string]any
+	StrictMCPConfig bool
+	MaxTurns        int
+	// AppendSystemPrompt is sent on every call, --resume included (the
+	// CLI does not remember it).
+	AppendSystemPrompt string
+	// DangerouslySkipPermissions adds --dangerously-skip-permissions. Only
+	// ever by explicit opt-in. (As root the CLI also wants IS_SANDBOX=1.)
+	DangerouslySkipPermissions bool
+
+	// Env holds extra variables for the child; they override inherited
+	// ones. See Environ for what is inherited.
+	Env map[string]string
+	// DropEnv names more variables not to inherit; a trailing "*" makes a
+	// prefix ("MYCORP_*").
+	DropEnv []string
+	// BaseEnv replaces os.Environ() as the inherited environment (tests).
+	BaseEnv []string
+
+	// Timeout bounds a whole run (CategoryTimeout); IdleTimeout bounds a
+	// stretch without any output while the caller waits in Next
+	// (CategoryIdleTimeout; not applied to the claw harness, which prints
+	// only at the end).
+	Timeout     time.Duration
+	IdleTimeout time.Duration
+	// ResultGrace is how long the CLI may keep running after its result
+	// line before it is stopped. KillGrace is the time between the
+	// interrupt and the kill, and how long the stream may stay open after
+	// the process ended (a descendant holding it). Negative: no grace.
+	ResultGrace time.Duration
+	KillGrace   time.Duration
+
+	MaxLineBytes int // default DefaultMaxLineBytes (64 MiB)
+	StderrLimit  int // bytes of stderr kept, head and tail; default 64 KiB
+
+	// TranscriptDir receives the raw output of runs whose Request has no
+	// TranscriptPath. Empty: such runs are not saved.
+	TranscriptDir string
+
+	Logger *slog.Logger
+}
+
+// Executor runs the agent CLI. It is safe for concurrent use: each Start
+// makes an independent Run.
+type Executor struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New checks cfg and fills in defaults.
+func New(cfg Config) (*Executor, error) {
+	if cfg.Command == "" {
+		cfg.Command = DefaultCommand
+	}
+	switch cfg.Harness {
+	case "":
+		cfg.Harness = HarnessClaude
+	case HarnessClaude, HarnessClaw:
+	default:
+		return nil, fmt.Errorf("executor config: harness %q: want %q or %q", cfg.Harness, HarnessClaude, HarnessClaw)
+	}
+	if cfg.ResultGrace == 0 {
+		cfg.ResultGrace = DefaultResultGrace
+	}
+	if cfg.KillGrace == 0 {
+		cfg.KillGrace = DefaultKillGrace
+	}
+	if cfg.ResultGrace < 0 {
+		cfg.ResultGrace = 0
+	}
+	if cfg.KillGrace < 0 {
+		cfg.KillGrace = 0
+	}
+	if cfg.MaxLineBytes <= 0 {
+		cfg.MaxLineBytes = DefaultMaxLineBytes
+	}
+	if cfg.StderrLimit <= 0 {
+		cfg.StderrLimit = DefaultStderrLimit
+	}
+	if cfg.MaxTurns < 0 {
+		return nil, fmt.Errorf("executor config: max turns %d is negative", cfg.MaxTurns)
+	}
+	if cfg.Timeout < 0 || cfg.IdleTimeout < 0 {
+		return nil, errors.New("executor config: negative timeout")
+	}
+	for _, list := range [][]string{cfg.AllowedTools, cfg.DisallowedTools} {
+		for _, t := range list {
+			if t == "" || strings.HasPrefix(t, "-") {
+				return nil, fmt.Errorf("executor config: tool %q: empty or starts with '-'", t)
+			}
+		}
+	}
+	if cfg.MCPConfig != "" && strings.HasPrefix(cfg.MCPConfig, "-") {
+		return nil, fmt.Errorf("executor config: mcp config path %q starts with '-'", cfg.MCPConfig)
+	}
+	for k := range cfg.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return nil, fmt.Errorf("executor config: env name %q is invalid", k)
+		}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Executor{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// Config returns the configuration with defaults filled in.
+func (e *Executor) Config() Config { return e.cfg }
+
+// Request is one call of the CLI.
+type Request struct {
+	// Prompt is required. It goes after "--", so a prompt starting with
+	// "-" is not read as a flag (claude harness).
+	Prompt string
+	// Resume continues a session (--resume); SessionID fixes the id of a
+	// new one (--session-id, a UUID). At most one of them.
+	Resume    string
+	SessionID string
+	// WorkDir is the CLI's working directory (default: the current one).
+	WorkDir string
+	// TranscriptPath is where the raw output is saved as it streams
+	// (default: a new file under Config.TranscriptDir, if set).
+	TranscriptPath string
+}
+
+func (e *Executor) validate(req Request) error {
+	if strings.TrimSpace(req.Prompt) == "" {
+		return errors.New("executor request: empty prompt")
+	}
+	if strings.ContainsRune(req.Prompt, 0) {
+		return errors.New("executor request: prompt contains a NUL byte")
+	}
+	if req.Resume != "" && req.SessionID != "" {
+		return errors.New("executor request: both resume and session id set")
+	}
+	for name, v := range map[string]string{"resume": req.Resume, "session id": req.SessionID} {
+		if strings.HasPrefix(v, "-") || strings.ContainsRune(v, 0) {
+			return fmt.Errorf("executor request: %s %q is not a session id", name, v)
+		}
+	}
+	if req.WorkDir != "" {
+		fi, err := os.Stat(req.WorkDir)
+		if err != nil {
+			return fmt.Errorf("executor request: work dir: %w", err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("executor request: work dir %s is not a directory", req.WorkDir)
+		}
+	}
+	return nil
+}
+
+// Args returns the CLI's arguments (without the command) for req. When
+// Config.MCPServers is set, the temporary file's path shows as
+// MCPConfigPlaceholder.
+func (e *Executor) Args(req Request) []string {
+	return e.args(req, MCPConfigPlaceholder)
+}
+
+func (e *Executor) args(req Request, mcpTemp string) []string {
+	c := &e.cfg
+	if c.Harness == HarnessClaw {
+		return e.clawArgs(req)
+	}
+	a := []string{"-p", "--output-format", "stream-json", "--verbose"}
+	if c.Model != "" {
+		a = append(a, "--model", c.Model)
+	}
+	if c.PermissionMode != "" {
+		a = append(a, "--permission-mode", c.PermissionMode)
+	}
+	if c.MaxTurns > 0 {
+		a = append(a, "--max-turns", strconv.Itoa(c.MaxTurns))
+	}
+	if req.Resume != "" {
+		a = append(a, "--resume", req.Resume)
+	}
+	if req.SessionID != "" {
+		a = append(a, "--session-id", req.SessionID)
+	}
+	if c.MCPConfig != "" {
+		a = append(a, "--mcp-config", c.MCPConfig)
+	}
+	if len(c.MCPServers) > 0 {
+		a = append(a, "--mcp-config", mcpTemp)
+	}
+	if c.StrictMCPConfig {
+		a = append(a, "--strict-mcp-config")
+	}
+	if len(c.AllowedTools) > 0 {
+		a = append(a, "--allowedTools")
+		a = append(a, c.AllowedTools...)
+	}
+	if len(c.DisallowedTools) > 0 {
+		a = append(a, "--disallowedTools")
+		a = append(a, c.DisallowedTools...)
+	}
+	if c.AppendSystemPrompt != "" {
+		a = append(a, "--append-system-prompt", c.AppendSystemPrompt)
+	}
+	if c.DangerouslySkipPermissions {
+		a = append(a, "--dangerously-skip-permissions")
+	}
+	return append(a, "--", req.Prompt)
+}
+
+// clawArgs follows claw's global flags (seed 003 and claw's CLI): one
+// envelope on stdout; the prompt goes last with -p. claw resumes from a
+// session file path given to --resume. These arguments are written from
+// claw's documentation, not verified against a claw binary.
+func (e *Executor) clawArgs(req Request) []string {
+	c := &e.cfg
+	a := []string{"--output-format", "json"}
+	if c.Model != "" {
+		a = append(a, "--model", c.Model)
+	}
+	if c.PermissionMode != "" {
+		a = append(a, "--permission-mode", c.PermissionMode)
+	}
+	if len(c.AllowedTools) > 0 {
+		a = append(a, "--allowedTools", strings.Join(c.AllowedTools, ","))
+	}
+	if c.DangerouslySkipPermissions {
+		a = append(a, "--dangerously-skip-permissions")
+	}
+	if req.Resume != "" {
+		a = append(a, "--resume", req.Resume)
+	}
+	return append(a, "-p", req.Prompt)
+}
+
+// droppedEnv are never inherited: the markers that make the CLI refuse to
+// start as a nested session.
+var droppedEnv = []string{"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"}
+
+// droppedEnvPrefixes are the orchestrator's own credentials (GitHub,
+// Discord) and settings; they are not the agent's.
+var droppedEnvPrefixes = []string{"GITHUB_", "GH_", "DISCORD_", "ORCHESTRATOR_"}
+
+// Environ returns the child's environment, built on purpose: the inherited
+// environment (Config.BaseEnv, or os.Environ()) without CLAUDECODE,
+// CLAUDE_CODE_ENTRYPOINT, anything starting with GITHUB_, GH_, DISCORD_ or
+// ORCHESTRATOR_ (the orchestrator's own tokens) and the names in
+// Config.DropEnv; ANTHROPIC_*, CLAUDE_CODE_*, DISABLE_* and the rest pass
+// through; then Config.Env, which wins. The result is sorted by name.
+func (e *Executor) Environ() []string {
+	base := e.cfg.BaseEnv
+	if base == nil {
+		base = os.Environ()
+	}
+	env := make(map[string]string, len(base)+len(e.cfg.Env))
+	for _, kv := range base {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || e.dropped(k) {
+			continue
+		}
+		env[k] = v
+	}
+	for k, v := range e.cfg.Env {
+		env[k] = v
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (e *Executor) dropped(name string) bool {
+	for _, d := range droppedEnv {
+		if name == d {
+			return true
+		}
+	}
+	for _, p := range droppedEnvPrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	for _, d := range e.cfg.DropEnv {
+		if p, ok := strings.CutSuffix(d, "*"); ok {
+			if strings.HasPrefix(name, p) {
+				return true
+			}
+		} else if name == d {
+			return true
+		}
+	}
+	return false
+}
+
+// envValue returns a variable of the child's environment.
+func envValue(env []string, name string) (string, bool) {
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v, true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,162 @@
+package executor
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fixtureDir is the recorded output of the real CLI, beside the repository.
+func fixtureDir() string {
+	return filepath.Join("..", "..", "shared", "fixtures", "claude-code-2.1.330")
+}
+
+// fixtureFiles lists the .ndjson fixtures; it fails clearly when they are
+// missing.
+func fixtureFiles(t testing.TB) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(fixtureDir(), "*.ndjson"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no fixtures in %s (the shared/ directory must sit beside the repository): %v", fixtureDir(), err)
+	}
+	return files
+}
+
+func readFixture(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read fixture: %v", err)
+	}
+	return b
+}
+
+// TestFixtureReplay replays every recorded transcript of the real CLI and
+// checks what it comes to. A fixture missing from the table fails the test.
+func TestFixtureReplay(t *testing.T) {
+	t.Parallel()
+	type want struct {
+		session  string
+		status   Status
+		category Category
+		turns    int
+		mcpWarn  bool
+	}
+	ok := func(session string, turns int) want { return want{session, StatusSuccess, "", turns, false} }
+	table := map[string]want{
+		"ask_tool.ndjson":                     ok("4b8c04d8-dff9-4cef-a26c-06941a0bc66c", 2),
+		"ask_tool_streamjson_answered.ndjson": ok("c9abb930-63b7-42a1-8a46-154e4a3f509c", 2),
+		"ask_tool_streamjson_denied.ndjson":   ok("6649d9ac-bf0b-4b83-946f-8150101bc1b6", 2),
+		"ask_tool_streamjson_ppt.ndjson":      ok("4bb63135-e2bb-4dd9-88c3-02f7486d3585", 2),
+		"bash_perm_streamjson_ppt.ndjson":     ok("59aeac41-fc87-41ee-83b6-9a9f87d8274a", 2),
+		"err_401_maxretries0.ndjson":          {"c969b65c-d175-44d7-a73f-4ffa0fdc9854", StatusError, CategoryAuth, 1, false},
+		"err_429_maxretries0.ndjson":          {"9d576f6f-0d9d-49a6-a340-63b8a34a7381", StatusError, CategoryRateLimit, 1, false},
+		"err_429_once.ndjson":                 ok("2c3850b1-366f-4dd2-b353-08d7b8f7b0c6", 1),
+		"max_turns1.ndjson":                   {"a877d190-7e2b-423d-be2c-1a9150213863", StatusError, CategoryMaxTurns, 2, false},
+		"mcp_call.ndjson":                     {"a1c7e604-b881-4077-94c7-8d3b5941cb1e", StatusSuccess, "", 2, true},
+		"mcp_call_allowed.ndjson":             {"e48300f5-1a54-48df-8c08-86bd5c61323b", StatusSuccess, "", 2, true},
+		"mcp_echo.ndjson":                     ok("c774e39c-9c9c-4b7f-b46f-63d357597014", 1),
+		"mcp_missing.ndjson":                  {"339d558c-667c-4125-939b-02fe761a1e70", StatusSuccess, "", 1, true},
+		"partial_messages.ndjson":             ok("98a7560a-8a3b-404d-af88-d7377f9b5622", 2),
+		"resume_missing_not_uuid.ndjson":      {"7e151310-39eb-4a21-b656-f8ca0731777f", StatusError, CategorySessionNotFound, 0, false},
+		"resume_missing_uuid.ndjson":          {"00000000-0000-4000-8000-000000000000", StatusError, CategorySessionNotFound, 0, false},
+		"session_id_flag.ndjson":              ok("11111111-2222-4333-8444-555555555555", 1),
+		"sigterm.ndjson":                      {"5f4cd0f5-4556-43e1-b517-3d2c360ddd60", StatusIncomplete, CategoryNoResult, 0, false},
+		"stream_input.ndjson":                 ok("52edfd5b-f4d1-41f9-ae87-513dbf3093cd", 1),
+		"stream_input_multiturn.ndjson":       ok("819e09b5-8dcc-4002-9e0c-329ec6790d5e", 1),
+		"tool_bash_allowed.ndjson":            ok("fb58473e-0d8a-4ba5-9d3d-308b72703fe7", 2),
+		"tool_bash_denied.ndjson":             ok("eea196b2-a964-49e5-aed6-3bde5c02bbd9", 2),
+		"tool_bash_noperm.ndjson":             ok("def561c8-f135-4b36-b43a-84d9cca1ff61", 2),
+		"tool_bash_skipperm.ndjson":           ok("ea83eef9-c80d-44b0-97a6-4f336b87ed77", 2),
+		"tool_read.ndjson":                    ok("060a87f9-7c3f-4e62-b601-88e30b341169", 2),
+		"turn1.ndjson":                        ok("74bc29fb-ce4a-433e-bde1-1021a1cd2bf0", 1),
+		"turn2.ndjson":                        ok("74bc29fb-ce4a-433e-bde1-1021a1cd2bf0", 1),
+		"output_json.json":                    ok("2f677c47-b7fe-4e3b-87e3-03866e70f229", 1),
+	}
+	files := append(fixtureFiles(t), filepath.Join(fixtureDir(), "output_json.json"))
+	for _, f := range files {
+		name := filepath.Base(f)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			w, found := table[name]
+			if !found {
+				t.Fatalf("fixture %s has no expected outcome in this test", name)
+			}
+			fh, err := os.Open(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fh.Close()
+			o, err := Summarize(fh, ReaderOptions{})
+			if err != nil {
+				t.Fatalf("Summarize: %v", err)
+			}
+			if o.SessionID != w.session || o.Status != w.status || o.Category != w.category || o.NumTurns != w.turns {
+				t.Errorf("got session %s status %s category %q turns %d; want %s %s %q %d",
+					o.SessionID, o.Status, o.Category, o.NumTurns, w.session, w.status, w.category, w.turns)
+			}
+			if o.MalformedLines != 0 || o.OversizeLines != 0 {
+				t.Errorf("skipped lines in a real transcript: %v", o.Diagnostics)
+			}
+			hasMCPWarn := false
+			for _, warn := range o.Warnings {
+				if strings.HasPrefix(warn, "mcp:") {
+					hasMCPWarn = true
+				}
+			}
+			if hasMCPWarn != w.mcpWarn {
+				t.Errorf("mcp warning %v, want %v: %q", hasMCPWarn, w.mcpWarn, o.Warnings)
+			}
+			if w.status == StatusSuccess && o.FinalText == "" {
+				t.Error("no final text")
+			}
+			if w.status == StatusError && (o.Error == "" || o.FullError == "") {
+				t.Error("no error text")
+			}
+		})
+	}
+}
+
+// TestFixtureDetails checks fields the run loop relies on.
+func TestFixtureDetails(t *testing.T) {
+	t.Parallel()
+	sum := func(name string) Outcome {
+		t.Helper()
+		b := readFixture(t, filepath.Join(fixtureDir(), name))
+		o, err := Summarize(bytes.NewReader(b), ReaderOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	o := sum("turn1.ndjson")
+	if !strings.Contains(o.FinalText, "<!--QUESTION:") || o.CostUSD != 0.0008 || o.Usage.InputTokens != 100 ||
+		o.Usage.OutputTokens != 20 || o.APIKeySource != "ANTHROPIC_API_KEY" || o.Model != "claude-opus-5-5" || o.ExitCode != -1 {
+		t.Errorf("turn1: %+v", o)
+	}
+	o = sum("err_429_maxretries0.ndjson")
+	if o.APIErrorStatus != 429 || o.TerminalReason != "api_error" || !strings.Contains(o.Error, "429") {
+		t.Errorf("err_429: %+v", o)
+	}
+	var seed bool
+	for _, d := range o.Diagnostics {
+		seed = seed || (d.Kind == DiagSeed && d.Code == CodeNormalize)
+	}
+	if !seed {
+		t.Errorf("err_429: the seed 002 Normalize check is not a diagnostic: %v", o.Diagnostics)
+	}
+	o = sum("max_turns1.ndjson")
+	if !strings.Contains(o.Error, "Reached maximum number of turns") {
+		t.Errorf("max_turns1 error %q", o.Error)
+	}
+	o = sum("tool_bash_denied.ndjson")
+	if len(o.PermissionDenials) != 1 || o.PermissionDenials[0] != "Bash" {
+		t.Errorf("denials %q", o.PermissionDenials)
+	}
+	o = sum("mcp_missing.ndjson")
+	if len(o.MCPServers) != 1 || o.MCPServers[0] != (MCPServer{"ghost", "failed"}) {
+		t.Errorf("mcp servers %+v", o.MCPServers)
+	}
+}

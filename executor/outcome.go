@@ -1,0 +1,448 @@
+package executor
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Category says why a run did not succeed. It is "" on success.
+type Category string
+
+const (
+	CategoryRateLimit       Category = "rate_limit"        // HTTP 429 / "rate limit" in the error
+	CategoryAuth            Category = "auth"              // 401/403, authentication, ANTHROPIC_API_KEY
+	CategoryAPI             Category = "api"               // any other error result
+	CategoryMaxTurns        Category = "max_turns"         // --max-turns reached
+	CategorySessionNotFound Category = "session_not_found" // --resume of a session the CLI does not have
+	CategoryTimeout         Category = "timeout"           // Config.Timeout or the context's deadline
+	CategoryIdleTimeout     Category = "idle_timeout"      // no output for Config.IdleTimeout
+	CategoryCancelled       Category = "cancelled"         // the context was cancelled
+	CategoryCLINotFound     Category = "cli_not_found"     // the CLI could not be started
+	CategoryCrashed         Category = "crashed"           // non-zero exit without a result line
+	CategoryNoResult        Category = "no_result"         // the stream ended without a result line
+)
+
+// Status is the overall state of a run.
+type Status string
+
+const (
+	StatusSuccess    Status = "success"    // a result line without is_error
+	StatusError      Status = "error"      // an error result, or the process failed
+	StatusIncomplete Status = "incomplete" // no result line and no known failure (CategoryNoResult)
+)
+
+// MaxErrorBytes bounds Outcome.Error (seed 000: 4 KB).
+const MaxErrorBytes = 4096
+
+// truncatedSuffix marks a truncated Outcome.Error.
+const truncatedSuffix = " ... (truncated)"
+
+// Outcome is what a run came to. The JSON names are the ones of
+// `orchestrator inspect --json`.
+type Outcome struct {
+	SessionID string   `json:"session_id"`
+	Status    Status   `json:"status"`
+	Category  Category `json:"error_category"`
+	// Error is the error text, at most MaxErrorBytes plus a
+	// " ... (truncated)" suffix; FullError is all of it.
+	Error     string `json:"error,omitempty"`
+	FullError string `json:"full_error,omitempty"`
+	// Hint is a claw error envelope's hint.
+	Hint      string  `json:"hint,omitempty"`
+	FinalText string  `json:"final_text"`
+	NumTurns  int     `json:"num_turns"`
+	CostUSD   float64 `json:"cost_usd"`
+	Usage     Usage   `json:"usage"`
+	// TerminalReason and APIErrorStatus come from the result line.
+	TerminalReason string `json:"terminal_reason,omitempty"`
+	APIErrorStatus int    `json:"api_error_status,omitempty"`
+	// Model, APIKeySource and MCPServers come from the first init line.
+	Model        string      `json:"model,omitempty"`
+	APIKeySource string      `json:"api_key_source,omitempty"`
+	MCPServers   []MCPServer `json:"mcp_servers,omitempty"`
+	// PermissionDenials names tools the CLI refused (bounded).
+	PermissionDenials []string `json:"permission_denials,omitempty"`
+	// ExitCode is the CLI's exit code, -1 when unknown or killed by a
+	// signal (then Signal names it).
+	ExitCode       int           `json:"exit_code"`
+	Signal         string        `json:"signal,omitempty"`
+	Duration       time.Duration `json:"duration_ns"`
+	MalformedLines int           `json:"malformed_lines"`
+	OversizeLines  int           `json:"oversize_lines"`
+	// Warnings are advisory: seed 000's heuristics (prefixes
+	// "interactive-hang:" and "background-task:"), failed MCP servers,
+	// skipped lines, a process killed after its result, … Never nil.
+	Warnings []string `json:"warnings"`
+	// Diagnostics are the skipped lines and seed checks (bounded).
+	Diagnostics []Diagnostic `json:"diagnostics,omitempty"`
+	// Stderr is the CLI's standard error, bounded (head and tail kept).
+	Stderr         string `json:"stderr,omitempty"`
+	TranscriptPath string `json:"transcript_path,omitempty"`
+	// Result is the last result event, nil when there was none.
+	Result *Result `json:"-"`
+}
+
+// Exit is what the process side knows at the end of a run; Tracker.Outcome
+// combines it with the events. The zero value means "nothing known" (a
+// transcript replayed from a file).
+type Exit struct {
+	// Known is true when the process ran and was waited for.
+	Known  bool
+	Code   int    // exit code; -1 when killed by a signal
+	Signal string // the signal that ended the process, if any
+	// Stop is set when the run was ended from outside: CategoryCancelled,
+	// CategoryTimeout, CategoryIdleTimeout, or CategoryCLINotFound when
+	// the CLI could not be started. StopDetail says more.
+	Stop       Category
+	StopDetail string
+	// ResultBeforeStop is true when the result line had arrived before the
+	// run was stopped (a CLI hanging after its result): the result decides.
+	ResultBeforeStop bool
+	Stderr           string
+	Duration         time.Duration
+	// Stats and Diagnostics come from the Reader.
+	Stats       ReaderStats
+	Diagnostics []Diagnostic
+	// Warnings from the process side (killed after result, …).
+	Warnings []string
+	// TranscriptPath is where the raw stream was saved.
+	TranscriptPath string
+}
+
+// maxListed bounds the lists an Outcome carries from a long transcript.
+const maxListed = 50
+
+// Tracker accumulates a run's events into an Outcome with bounded memory:
+// it keeps the first init line, the last result, the last top-level
+// assistant message and a few counters, never the transcript. The zero
+// value is ready to use. It is not safe for concurrent use.
+type Tracker struct {
+	sessionID     string
+	init          *SystemInit
+	result        *Result
+	lastAssistant *AssistantMessage
+	// bgLaunches counts Task tool_uses with input.run_in_background true.
+	bgLaunches  int
+	denials     []string
+	apiRetries  int
+	assistantsN int
+}
+
+// Observe takes one event into account.
+func (t *Tracker) Observe(ev Event) {
+	if ev == nil {
+		return
+	}
+	if sid := ev.SessionID(); sid != "" {
+		t.sessionID = sid // latest wins
+	}
+	switch ev := ev.(type) {
+	case *SystemInit:
+		if t.init == nil {
+			t.init = ev // first init wins (seed 000, DEC-015)
+		}
+	case *SystemOther:
+		switch ev.Subtype {
+		case "api_retry":
+			t.apiRetries++
+		case "permission_denied":
+			if ev.ToolName != "" && len(t.denials) < maxListed {
+				t.denials = append(t.denials, ev.ToolName)
+			}
+		}
+	case *AssistantMessage:
+		if ev.ParentToolUseID != "" {
+			return // a sub-agent's message
+		}
+		t.assistantsN++
+		t.lastAssistant = ev
+		for _, tu := range ev.ToolUses() {
+			if tu.ToolName == "Task" && runInBackground(tu.Input) {
+				t.bgLaunches++
+			}
+		}
+	case *Result:
+		t.result = ev // latest wins
+	}
+}
+
+// SessionID returns the latest session id seen.
+func (t *Tracker) SessionID() string { return t.sessionID }
+
+// Result returns the last result event, or nil.
+func (t *Tracker) Result() *Result { return t.result }
+
+func runInBackground(input json.RawMessage) bool {
+	var in struct {
+		RunInBackground any `json:"run_in_background"`
+	}
+	if json.Unmarshal(input, &in) != nil {
+		return false
+	}
+	b, ok := in.RunInBackground.(bool)
+	return ok && b // strict `is True`
+}
+
+// Outcome turns what was observed plus the process side into an Outcome.
+func (t *Tracker) Outcome(x Exit) Outcome {
+	o := Outcome{
+		SessionID:      t.sessionID,
+		ExitCode:       -1,
+		Signal:         x.Signal,
+		Duration:       x.Duration,
+		MalformedLines: x.Stats.MalformedLines,
+		OversizeLines:  x.Stats.OversizeLines,
+		Diagnostics:    x.Diagnostics,
+		Stderr:         x.Stderr,
+		TranscriptPath: x.TranscriptPath,
+		Result:         t.result,
+		Warnings:       []string{},
+	}
+	if x.Known {
+		o.ExitCode = x.Code
+	}
+	if t.init != nil {
+		o.Model = t.init.Model
+		o.APIKeySource = t.init.APIKeySource
+		o.MCPServers = t.init.MCPServers
+		for _, s := range t.init.MCPServers {
+			if s.Status != "connected" {
+				o.Warnings = append(o.Warnings, fmt.Sprintf("mcp: server %q is %s", s.Name, s.Status))
+			}
+		}
+	}
+	o.PermissionDenials = t.denials
+	for _, d := range x.Diagnostics {
+		if d.Kind != DiagSeed && len(o.Warnings) < maxListed {
+			o.Warnings = append(o.Warnings, "skipped "+d.String())
+		}
+	}
+	if n := x.Stats.MalformedLines + x.Stats.OversizeLines; n > 0 {
+		listed := 0
+		for _, d := range x.Diagnostics {
+			if d.Kind != DiagSeed {
+				listed++
+			}
+		}
+		if n > listed {
+			o.Warnings = append(o.Warnings, fmt.Sprintf("%d more skipped lines not listed", n-listed))
+		}
+	}
+	o.Warnings = append(o.Warnings, x.Warnings...)
+	lastText := ""
+	if t.lastAssistant != nil {
+		lastText = strings.Join(t.lastAssistant.Texts(), "\n")
+	}
+
+	r := t.result
+	if r != nil {
+		o.NumTurns = r.NumTurns
+		o.CostUSD = r.TotalCostUSD
+		o.Usage = r.Usage
+	}
+	switch {
+	case x.Stop != "" && !(r != nil && x.ResultBeforeStop):
+		o.Status = StatusError
+		o.Category = x.Stop
+		detail := x.StopDetail
+		if detail == "" {
+			detail = string(x.Stop)
+		}
+		o.setError(detail)
+		o.FinalText = lastText
+	case r != nil:
+		o.NumTurns = r.NumTurns
+		o.CostUSD = r.TotalCostUSD
+		o.Usage = r.Usage
+		o.TerminalReason = r.TerminalReason
+		o.APIErrorStatus = r.APIErrorStatus
+		o.Hint = r.Hint
+		if len(r.PermissionDenials) > 0 && len(o.PermissionDenials) == 0 {
+			o.PermissionDenials = r.PermissionDenials
+		}
+		if r.IsError {
+			o.Status = StatusError
+			text := r.Text
+			if text == "" {
+				text = strings.Join(r.Errors, "\n")
+			}
+			o.Category = classifyResult(r, text)
+			if text == "" {
+				text = "API error (no detail)"
+			}
+			o.setError(text)
+			o.FinalText = lastText
+		} else {
+			o.Status = StatusSuccess
+			o.FinalText = r.Text
+			if !r.HasText {
+				o.FinalText = lastText
+			}
+			o.Warnings = append(o.Warnings, t.heuristics(r, o.FinalText)...)
+			if x.Known && x.Code > 0 && x.Stop == "" {
+				o.Warnings = append(o.Warnings, fmt.Sprintf("the CLI exited with code %d after a successful result", x.Code))
+			}
+		}
+	case x.Known && (x.Code != 0 || x.Signal != ""):
+		o.Status = StatusError
+		o.FinalText = lastText
+		tail := lastLines(x.Stderr, 5)
+		if sessionNotFound(x.Stderr) {
+			o.Category = CategorySessionNotFound
+		} else {
+			o.Category = CategoryCrashed
+		}
+		how := fmt.Sprintf("exit code %d", x.Code)
+		if x.Signal != "" {
+			how = "signal " + x.Signal
+		}
+		msg := "the CLI ended with " + how + " and no result line"
+		if tail != "" {
+			msg += ": " + tail
+		}
+		o.setError(msg)
+	default:
+		o.Status = StatusIncomplete
+		o.Category = CategoryNoResult
+		o.FinalText = lastText
+		o.setError("the stream ended without a result line")
+		o.Warnings = append(o.Warnings, "stream-json ended without a 'result' message; token usage unavailable")
+	}
+	return o
+}
+
+func (o *Outcome) setError(text string) {
+	o.FullError = text
+	o.Error = TruncateError(text)
+}
+
+// TruncateError cuts text to MaxErrorBytes (on a rune boundary) and marks
+// the cut with " ... (truncated)".
+func TruncateError(text string) string {
+	if len(text) <= MaxErrorBytes {
+		return text
+	}
+	n := MaxErrorBytes
+	for n > 0 && text[n]&0xC0 == 0x80 {
+		n--
+	}
+	return text[:n] + truncatedSuffix
+}
+
+func classifyResult(r *Result, text string) Category {
+	if r.Kind != "" {
+		if c := classifyClawKind(r.Kind); c != "" {
+			return c
+		}
+	}
+	if sessionNotFound(text) {
+		return CategorySessionNotFound
+	}
+	switch r.APIErrorStatus {
+	case 429:
+		return CategoryRateLimit
+	case 401, 403:
+		return CategoryAuth
+	}
+	// Seed 000 classifies by keywords whatever the subtype: its own example
+	// is an error_max_turns result whose text is a 429.
+	if c := ClassifyError(text); c != CategoryAPI {
+		return c
+	}
+	if r.Subtype == "error_max_turns" || r.TerminalReason == "max_turns" {
+		return CategoryMaxTurns
+	}
+	return CategoryAPI
+}
+
+// ClassifyError applies seed 000's keyword rules to an error text, case
+// insensitively: "429" / "rate limit" / "rate-limit" → rate_limit, checked
+// before "401" / "403" / "unauthorized" / "authentication" / "auth error" /
+// "ANTHROPIC_API_KEY" → auth; anything else → api. Only the first
+// MaxErrorBytes are looked at.
+func ClassifyError(text string) Category {
+	if len(text) > MaxErrorBytes {
+		text = text[:MaxErrorBytes]
+	}
+	l := strings.ToLower(text)
+	for _, k := range []string{"429", "rate limit", "rate-limit"} {
+		if strings.Contains(l, k) {
+			return CategoryRateLimit
+		}
+	}
+	for _, k := range []string{"401", "403", "unauthorized", "authentication", "auth error", "anthropic_api_key"} {
+		if strings.Contains(l, k) {
+			return CategoryAuth
+		}
+	}
+	return CategoryAPI
+}
+
+// sessionNotFound recognises the CLI's "no such session" errors: an unknown
+// UUID, or a --resume value that is neither a UUID nor a session title.
+func sessionNotFound(text string) bool {
+	return strings.Contains(text, "No conversation found with session ID") ||
+		strings.Contains(text, "does not match any session")
+}
+
+var backgroundWords = regexp.MustCompile(`(?i)\b(waiting on|still waiting|continuing|in progress|in the background)\b`)
+
+// heuristics are seed 000's advisory detectors, run on a successful result.
+// They only warn: interactive-hang wins over background-task.
+func (t *Tracker) heuristics(r *Result, finalText string) []string {
+	if a := t.lastAssistant; a != nil && r.NumTurns == 1 {
+		stop := a.StopReason
+		if stop == "" {
+			stop = r.StopReason // the real CLI puts it on the result only
+		}
+		if stop == "end_turn" {
+			text := strings.TrimSpace(strings.Join(a.Texts(), "\n"))
+			asked := false
+			for _, tu := range a.ToolUses() {
+				if tu.ToolName == "AskUserQuestion" {
+					asked = true
+				}
+			}
+			if strings.HasSuffix(text, "?") || asked {
+				return []string{"interactive-hang: a single-turn run ended by asking the user for input"}
+			}
+		}
+	}
+	if t.bgLaunches > 0 && (backgroundWords.MatchString(finalText) || r.NumTurns < t.bgLaunches+2) {
+		return []string{fmt.Sprintf("background-task: %d background Task launch(es) may not have completed", t.bgLaunches)}
+	}
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return ""
+	}
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Summarize reads a stream-json transcript (a file, or stdin for
+// `orchestrator inspect -`) and returns its Outcome with the skipped-line
+// counts. Without a process, a transcript that has no result line is
+// StatusIncomplete / CategoryNoResult. The error is a read error only.
+func Summarize(r io.Reader, opts ReaderOptions) (Outcome, error) {
+	rd := NewReader(r, opts)
+	var t Tracker
+	for rd.Next() {
+		t.Observe(rd.Event())
+	}
+	o := t.Outcome(Exit{Stats: rd.Stats(), Diagnostics: rd.Diagnostics()})
+	if err := rd.Err(); err != nil {
+		return o, fmt.Errorf("summarize transcript: %w", err)
+	}
+	return o, nil
+}

@@ -1,0 +1,651 @@
+//go:build unix
+
+package executor
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The fake claude: the test binary re-executed with fakeEnv set to a
+// scenario name (golang/go's os/exec tests do the same).
+const fakeEnv = "EXECUTOR_FAKE_CLAUDE"
+
+func TestMain(m *testing.M) {
+	if sc := os.Getenv(fakeEnv); sc != "" {
+		os.Exit(fakeClaude(sc))
+	}
+	os.Exit(m.Run())
+}
+
+const fakeSession = "f0000000-0000-4000-8000-000000000001"
+
+func fakeLine(typ string, kv ...any) {
+	m := map[string]any{"type": typ, "session_id": fakeSession}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i].(string)] = kv[i+1]
+	}
+	b, _ := json.Marshal(m)
+	os.Stdout.Write(append(b, '\n'))
+}
+
+func fakeInit() { fakeLine("system", "subtype", "init", "model", "fake") }
+func fakeResult() {
+	fakeLine("result", "subtype", "success", "is_error", false, "result", "fake done", "num_turns", 1)
+}
+func fakeText(s string) {
+	fakeLine("assistant", "message", map[string]any{"id": "m", "content": []any{map[string]any{"type": "text", "text": s}}})
+}
+
+// fakeClaude plays one scenario and returns the exit code.
+func fakeClaude(scenario string) int {
+	switch scenario {
+	case "big":
+		fakeInit()
+		fakeText(strings.Repeat("y", 5<<20))
+		fakeResult()
+	case "malformed":
+		fakeInit()
+		os.Stdout.WriteString("this is not json\n")
+		os.Stdout.WriteString(`{"type":"brand_new_type","session_id":"` + fakeSession + `"}` + "\n")
+		fakeResult()
+	case "noresult_exit1":
+		fakeInit()
+		fakeText("partial")
+		os.Stderr.WriteString("Error: something broke\n")
+		return 1
+	case "stall":
+		fakeInit()
+		time.Sleep(time.Hour)
+	case "hang_after_result":
+		signal.Ignore(syscall.SIGINT)
+		fakeInit()
+		fakeResult()
+		time.Sleep(time.Hour)
+	case "stubborn":
+		signal.Ignore(syscall.SIGINT)
+		fakeInit()
+		time.Sleep(time.Hour)
+	case "cancel":
+		// A tool-like child in the same process group; on SIGINT wait for
+		// it (it gets SIGINT too) and exit like the CLI does.
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGINT)
+		child := exec.Command(os.Args[0])
+		child.Env = append(os.Environ(), fakeEnv+"=sleeper")
+		if err := child.Start(); err != nil {
+			return 3
+		}
+		fakeInit()
+		fakeLine("grandchild", "pid", child.Process.Pid)
+		fakeText("working")
+		<-sigs
+		child.Wait()
+		return 130
+	case "sleeper":
+		time.Sleep(time.Hour)
+	case "claw_ok":
+		os.Stdout.WriteString("{\n  \"message\": \"claw done\",\n  \"model\": \"m\",\n  \"iterations\": 2,\n  \"usage\": {\"input_tokens\": 3, \"output_tokens\": 4},\n  \"estimated_cost\": \"$0.0100\"\n}\n")
+	case "claw_err":
+		os.Stdout.WriteString(`{"type":"error","error":"api failed: 429 rate limit","kind":"api_rate_limit_error","hint":"Wait and retry."}` + "\n")
+		return 1
+	case "parent":
+		// An orchestrator running a CLI; the test kills it with SIGKILL.
+		exe, _ := os.Executable()
+		e, err := New(Config{Command: exe, Env: map[string]string{fakeEnv: "stall"}})
+		if err != nil {
+			return 3
+		}
+		run, err := e.Start(context.Background(), Request{Prompt: "x"})
+		if err != nil || run.PID() == 0 {
+			return 4
+		}
+		run.Next() // the init line: the child is up
+		fmt.Printf("%d\n", run.PID())
+		time.Sleep(time.Hour)
+	case "leak_stdout":
+		// A descendant outside the process group keeps stdout open.
+		child := exec.Command(os.Args[0])
+		child.Env = append(os.Environ(), fakeEnv+"=sleeper")
+		child.Stdout = os.Stdout
+		child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := child.Start(); err != nil {
+			return 3
+		}
+		fakeInit()
+		fakeLine("grandchild", "pid", child.Process.Pid)
+		fakeResult()
+	case "echo":
+		// Report the arguments, environment and stdin as lines.
+		in, _ := os.ReadFile("/dev/stdin")
+		info := map[string]any{"args": os.Args[1:], "stdin": string(in)}
+		for i, a := range os.Args {
+			if a == "--mcp-config" && i+1 < len(os.Args) {
+				p := os.Args[i+1]
+				if fi, err := os.Stat(p); err == nil {
+					b, _ := os.ReadFile(p)
+					info["mcp_mode"] = fmt.Sprintf("%o", fi.Mode().Perm())
+					info["mcp_content"] = string(b)
+					info["mcp_path"] = p
+				}
+			}
+		}
+		env := map[string]string{}
+		for _, kv := range os.Environ() {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+		info["env"] = env
+		wd, _ := os.Getwd()
+		info["wd"] = wd
+		fakeLine("echo", "info", info)
+		fakeResult()
+	default:
+		fmt.Fprintf(os.Stderr, "unknown fake scenario %q\n", scenario)
+		return 2
+	}
+	return 0
+}
+
+// fakeExecutor runs the fake claude for scenario.
+func fakeExecutor(t *testing.T, scenario string, mod func(*Config)) *Executor {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		Command:     exe,
+		Env:         map[string]string{fakeEnv: scenario},
+		KillGrace:   500 * time.Millisecond,
+		ResultGrace: 10 * time.Second, // generous: a loaded machine is slow to exit
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// collect runs req to the end and returns the events and the outcome.
+func collect(t *testing.T, ctx context.Context, e *Executor, req Request) ([]Event, Outcome) {
+	t.Helper()
+	if req.Prompt == "" {
+		req.Prompt = "hello"
+	}
+	run, err := e.Start(ctx, req)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	var evs []Event
+	for run.Next() {
+		evs = append(evs, run.Event())
+	}
+	return evs, run.Outcome()
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestRunBigLine(t *testing.T) {
+	t.Parallel()
+	tp := filepath.Join(t.TempDir(), "run.ndjson")
+	evs, o := collect(t, testCtx(t), fakeExecutor(t, "big", nil), Request{TranscriptPath: tp})
+	if o.Status != StatusSuccess || o.ExitCode != 0 || o.SessionID != fakeSession || o.FinalText != "fake done" {
+		t.Fatalf("outcome %+v", o)
+	}
+	if len(evs) != 3 || len(evs[1].(*AssistantMessage).Texts()[0]) != 5<<20 {
+		t.Fatalf("%d events", len(evs))
+	}
+	saved, err := os.ReadFile(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 3 + len(evs[0].Raw()) + len(evs[1].Raw()) + len(evs[2].Raw()); len(saved) != want || o.TranscriptPath != tp {
+		t.Errorf("transcript %d bytes, want %d", len(saved), want)
+	}
+	if fi, _ := os.Stat(tp); fi.Mode().Perm() != 0o600 {
+		t.Errorf("transcript mode %v", fi.Mode())
+	}
+}
+
+func TestRunMalformedAndUnknown(t *testing.T) {
+	t.Parallel()
+	evs, o := collect(t, testCtx(t), fakeExecutor(t, "malformed", nil), Request{})
+	if o.Status != StatusSuccess || o.MalformedLines != 1 || len(o.Warnings) == 0 {
+		t.Fatalf("outcome %+v", o)
+	}
+	var unknown *Unknown
+	for _, ev := range evs {
+		if u, ok := ev.(*Unknown); ok {
+			unknown = u
+		}
+	}
+	if unknown == nil || unknown.Type != "brand_new_type" {
+		t.Errorf("no Unknown event in %d events", len(evs))
+	}
+}
+
+func TestRunNoResultExit1(t *testing.T) {
+	t.Parallel()
+	_, o := collect(t, testCtx(t), fakeExecutor(t, "noresult_exit1", nil), Request{})
+	if o.Status != StatusError || o.Category != CategoryCrashed || o.ExitCode != 1 {
+		t.Fatalf("outcome %+v", o)
+	}
+	if !strings.Contains(o.Stderr, "something broke") || !strings.Contains(o.Error, "something broke") || o.FinalText != "partial" {
+		t.Errorf("stderr %q error %q final %q", o.Stderr, o.Error, o.FinalText)
+	}
+}
+
+func TestRunIdleTimeout(t *testing.T) {
+	t.Parallel()
+	e := fakeExecutor(t, "stall", func(c *Config) { c.IdleTimeout = time.Second })
+	start := time.Now()
+	evs, o := collect(t, testCtx(t), e, Request{})
+	if o.Category != CategoryIdleTimeout || o.Status != StatusError || len(evs) != 1 {
+		t.Fatalf("outcome %+v after %d events", o, len(evs))
+	}
+	if d := time.Since(start); d < time.Second {
+		t.Errorf("stopped after %s, before the idle timeout", d)
+	}
+	if o.Signal == "" {
+		t.Errorf("the CLI was not ended by a signal: exit %d", o.ExitCode)
+	}
+}
+
+func TestRunTimeout(t *testing.T) {
+	t.Parallel()
+	e := fakeExecutor(t, "stall", func(c *Config) { c.Timeout = time.Second })
+	_, o := collect(t, testCtx(t), e, Request{})
+	if o.Category != CategoryTimeout {
+		t.Fatalf("outcome %+v", o)
+	}
+}
+
+func TestRunHangAfterResult(t *testing.T) {
+	t.Parallel()
+	e := fakeExecutor(t, "hang_after_result", func(c *Config) { c.ResultGrace = 500 * time.Millisecond })
+	_, o := collect(t, testCtx(t), e, Request{})
+	if o.Status != StatusSuccess || o.Category != "" || o.Signal == "" {
+		t.Fatalf("outcome %+v", o)
+	}
+	found := false
+	for _, w := range o.Warnings {
+		found = found || strings.Contains(w, "after its result line")
+	}
+	if !found {
+		t.Errorf("no warning about the hang: %q", o.Warnings)
+	}
+}
+
+func TestRunCancel(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	run, err := fakeExecutor(t, "cancel", nil).Start(ctx, Request{Prompt: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grandchild := 0
+	for run.Next() {
+		if u, ok := run.Event().(*Unknown); ok && u.Type == "grandchild" {
+			var v struct{ PID int }
+			json.Unmarshal(u.Raw(), &v)
+			grandchild = v.PID
+		}
+		if _, ok := run.Event().(*AssistantMessage); ok {
+			cancel() // mid-stream
+		}
+	}
+	o := run.Outcome()
+	if o.Category != CategoryCancelled || o.Status != StatusError || o.ExitCode != 130 {
+		t.Fatalf("outcome %+v", o)
+	}
+	if grandchild == 0 {
+		t.Fatal("no grandchild line")
+	}
+	// The process group is gone, zombies included.
+	if err := syscall.Kill(-run.PID(), 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("process group %d still exists: %v", run.PID(), err)
+	}
+	if err := syscall.Kill(grandchild, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("grandchild %d still exists: %v", grandchild, err)
+	}
+}
+
+func TestRunCancelKillsStubborn(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	run, err := fakeExecutor(t, "stubborn", nil).Start(ctx, Request{Prompt: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for run.Next() {
+		cancel()
+	}
+	o := run.Outcome()
+	if o.Category != CategoryCancelled || o.Signal != syscall.SIGKILL.String() {
+		t.Fatalf("outcome %+v", o)
+	}
+}
+
+func TestRunStdoutHeldByDescendant(t *testing.T) {
+	t.Parallel()
+	run, err := fakeExecutor(t, "leak_stdout", nil).Start(testCtx(t), Request{Prompt: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for run.Next() {
+		if u, ok := run.Event().(*Unknown); ok && u.Type == "grandchild" {
+			var v struct{ PID int }
+			json.Unmarshal(u.Raw(), &v)
+			if v.PID > 0 {
+				t.Cleanup(func() { syscall.Kill(v.PID, syscall.SIGKILL) })
+			}
+		}
+	}
+	o := run.Outcome()
+	if o.Status != StatusSuccess {
+		t.Fatalf("outcome %+v", o)
+	}
+	found := false
+	for _, w := range o.Warnings {
+		found = found || strings.Contains(w, "stayed open")
+	}
+	if !found {
+		t.Errorf("warnings %q", o.Warnings)
+	}
+}
+
+// TestRunParentKilled: when the orchestrator dies by SIGKILL, its CLI gets
+// SIGTERM (Pdeathsig) instead of running on as an orphan.
+func TestRunParentKilled(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("Pdeathsig is Linux only")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := exec.Command(exe)
+	parent.Env = append(os.Environ(), fakeEnv+"=parent")
+	out, err := parent.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { parent.Process.Kill(); parent.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("read the child's pid: %v", err)
+	}
+	child, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || child <= 0 {
+		t.Fatalf("child pid %q", line)
+	}
+	t.Cleanup(func() { syscall.Kill(child, syscall.SIGKILL) })
+	if err := parent.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	parent.Wait()
+	deadline := time.Now().Add(time.Minute)
+	for alive(child) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the CLI %d still runs a minute after its parent died", child)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state …: the state follows the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+func TestRunMissingBinary(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range []string{filepath.Join(t.TempDir(), "no-such-claude"), "no-such-claude-binary-xyz"} {
+		e, err := New(Config{Command: cmd})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run, err := e.Start(context.Background(), Request{Prompt: "x"})
+		if err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		if run.Next() {
+			t.Fatal("events from a missing binary")
+		}
+		o := run.Outcome()
+		if o.Category != CategoryCLINotFound || o.Status != StatusError || !strings.Contains(o.Error, "not found") {
+			t.Errorf("outcome %+v", o)
+		}
+	}
+}
+
+func TestRunCancelledBeforeStart(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, o := collect(t, ctx, fakeExecutor(t, "big", nil), Request{})
+	if o.Category != CategoryCancelled || o.ExitCode != -1 {
+		t.Fatalf("outcome %+v", o)
+	}
+}
+
+func TestRunEnvArgsAndMCP(t *testing.T) {
+	t.Parallel()
+	wd := t.TempDir()
+	e := fakeExecutor(t, "echo", func(c *Config) {
+		c.BaseEnv = []string{"PATH=/usr/bin:/bin", "CLAUDECODE=1", "CLAUDE_CODE_ENTRYPOINT=cli",
+			"GITHUB_TOKEN=gh-secret", "GH_TOKEN=gh2", "DISCORD_TOKEN=dc", "ANTHROPIC_BASE_URL=http://127.0.0.1:1",
+			"CLAUDE_CODE_MAX_RETRIES=0", "DISABLE_TELEMETRY=1", "MY_SECRET=s", "KEEP=1"}
+		c.DropEnv = []string{"MY_*"}
+		c.Env["EXTRA"] = "x"
+		c.Env["KEEP"] = "2"
+		c.MCPServers = map[string]any{"echo": map[string]any{"command": "echo-server", "env": map[string]string{"TOKEN": "t"}}}
+		c.AllowedTools = []string{"Bash(go test:*)", "Read"}
+		c.AppendSystemPrompt = "Ask with the marker."
+	})
+	evs, o := collect(t, testCtx(t), e, Request{Prompt: "-starts with a dash", WorkDir: wd, Resume: fakeSession})
+	if o.Status != StatusSuccess {
+		t.Fatalf("outcome %+v", o)
+	}
+	var info struct {
+		Args       []string          `json:"args"`
+		Stdin      string            `json:"stdin"`
+		Env        map[string]string `json:"env"`
+		MCPMode    string            `json:"mcp_mode"`
+		MCPContent string            `json:"mcp_content"`
+		MCPPath    string            `json:"mcp_path"`
+		WD         string            `json:"wd"`
+	}
+	for _, ev := range evs {
+		if u, ok := ev.(*Unknown); ok && u.Type == "echo" {
+			var v struct{ Info json.RawMessage }
+			json.Unmarshal(u.Raw(), &v)
+			if err := json.Unmarshal(v.Info, &info); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	args := strings.Join(info.Args, "|")
+	for _, want := range []string{"|--allowedTools|Bash(go test:*)|Read|", "|--resume|" + fakeSession + "|",
+		"|--append-system-prompt|Ask with the marker.|", "|--|-starts with a dash"} {
+		if !strings.Contains("|"+args, want) {
+			t.Errorf("args %q lack %q", args, want)
+		}
+	}
+	if info.Stdin != "" {
+		t.Errorf("stdin %q", info.Stdin)
+	}
+	for _, gone := range []string{"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "GITHUB_TOKEN", "GH_TOKEN", "DISCORD_TOKEN", "MY_SECRET"} {
+		if _, ok := info.Env[gone]; ok {
+			t.Errorf("%s inherited", gone)
+		}
+	}
+	for k, v := range map[string]string{"ANTHROPIC_BASE_URL": "http://127.0.0.1:1", "CLAUDE_CODE_MAX_RETRIES": "0",
+		"DISABLE_TELEMETRY": "1", "EXTRA": "x", "KEEP": "2", "PATH": "/usr/bin:/bin"} {
+		if info.Env[k] != v {
+			t.Errorf("%s = %q, want %q", k, info.Env[k], v)
+		}
+	}
+	if info.MCPMode != "600" || !strings.Contains(info.MCPContent, `"mcpServers"`) || !strings.Contains(info.MCPContent, "echo-server") {
+		t.Errorf("mcp file mode %s content %s", info.MCPMode, info.MCPContent)
+	}
+	if _, err := os.Stat(info.MCPPath); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("MCP temp file %s not removed: %v", info.MCPPath, err)
+	}
+	if real, _ := filepath.EvalSymlinks(wd); info.WD != real && info.WD != wd {
+		t.Errorf("work dir %s, want %s", info.WD, wd)
+	}
+}
+
+func TestRunClaw(t *testing.T) {
+	t.Parallel()
+	claw := func(c *Config) { c.Harness = HarnessClaw; c.IdleTimeout = time.Hour }
+	evs, o := collect(t, testCtx(t), fakeExecutor(t, "claw_ok", claw), Request{})
+	if o.Status != StatusSuccess || o.FinalText != "claw done" || o.NumTurns != 2 || o.CostUSD != 0.01 || o.Usage.OutputTokens != 4 || len(evs) != 1 {
+		t.Fatalf("outcome %+v, %d events", o, len(evs))
+	}
+	_, o = collect(t, testCtx(t), fakeExecutor(t, "claw_err", claw), Request{Resume: "sess.jsonl"})
+	if o.Status != StatusError || o.Category != CategoryRateLimit || o.Hint != "Wait and retry." || o.ExitCode != 1 || o.SessionID != "sess.jsonl" {
+		t.Fatalf("outcome %+v", o)
+	}
+	_, o = collect(t, testCtx(t), fakeExecutor(t, "stall", func(c *Config) { claw(c); c.Timeout = time.Second }), Request{})
+	if o.Category != CategoryTimeout {
+		t.Fatalf("outcome %+v", o)
+	}
+}
+
+func TestArgs(t *testing.T) {
+	t.Parallel()
+	e, err := New(Config{
+		Model: "opus", PermissionMode: "acceptEdits", MaxTurns: 7, MCPConfig: "mcp.json",
+		MCPServers: map[string]any{"x": map[string]any{}}, StrictMCPConfig: true,
+		AllowedTools: []string{"Bash(go test:*)", "Edit"}, DisallowedTools: []string{"WebFetch"},
+		AppendSystemPrompt: "sys", DangerouslySkipPermissions: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := e.Args(Request{Prompt: "--help me", SessionID: "u-1"})
+	want := []string{"-p", "--output-format", "stream-json", "--verbose", "--model", "opus",
+		"--permission-mode", "acceptEdits", "--max-turns", "7", "--session-id", "u-1",
+		"--mcp-config", "mcp.json", "--mcp-config", MCPConfigPlaceholder, "--strict-mcp-config",
+		"--allowedTools", "Bash(go test:*)", "Edit", "--disallowedTools", "WebFetch",
+		"--append-system-prompt", "sys", "--dangerously-skip-permissions", "--", "--help me"}
+	if strings.Join(got, "\x00") != strings.Join(want, "\x00") {
+		t.Errorf("Args:\n got %q\nwant %q", got, want)
+	}
+	plain, _ := New(Config{})
+	if got := plain.Args(Request{Prompt: "p", Resume: "r"}); strings.Join(got, " ") != "-p --output-format stream-json --verbose --resume r -- p" {
+		t.Errorf("plain args %q", got)
+	}
+	for _, a := range plain.Args(Request{Prompt: "p"}) {
+		if a == "--dangerously-skip-permissions" {
+			t.Error("skip-permissions without opt-in")
+		}
+	}
+	claw, _ := New(Config{Harness: HarnessClaw, Model: "m", AllowedTools: []string{"read", "bash"}})
+	if got := strings.Join(claw.Args(Request{Prompt: "p", Resume: "s.jsonl"}), " "); got != "--output-format json --model m --allowedTools read,bash --resume s.jsonl -p p" {
+		t.Errorf("claw args %q", got)
+	}
+}
+
+func TestConfigAndRequestValidation(t *testing.T) {
+	t.Parallel()
+	for _, c := range []Config{
+		{Harness: "codex"}, {MaxTurns: -1}, {AllowedTools: []string{"--evil"}}, {Env: map[string]string{"A=B": "x"}},
+		{Timeout: -time.Second},
+	} {
+		if _, err := New(c); err == nil {
+			t.Errorf("New(%+v) accepted", c)
+		}
+	}
+	e, _ := New(Config{})
+	notDir := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(notDir, nil, 0o600)
+	for _, r := range []Request{{}, {Prompt: "  "}, {Prompt: "x", Resume: "a", SessionID: "b"},
+		{Prompt: "x", Resume: "--evil"}, {Prompt: "x", WorkDir: notDir}, {Prompt: "x", WorkDir: filepath.Join(notDir, "no")}} {
+		if _, err := e.Start(context.Background(), r); err == nil {
+			t.Errorf("Start(%+v) accepted", r)
+		}
+	}
+}
+
+func TestRunTranscriptDir(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "transcripts")
+	_, o := collect(t, testCtx(t), fakeExecutor(t, "malformed", func(c *Config) { c.TranscriptDir = dir }), Request{})
+	if filepath.Dir(o.TranscriptPath) != dir {
+		t.Fatalf("transcript %q", o.TranscriptPath)
+	}
+	b, err := os.ReadFile(o.TranscriptPath)
+	if err != nil || !bytes.Contains(b, []byte("this is not json")) {
+		t.Errorf("transcript: %v %q", err, b)
+	}
+	// Replaying the saved transcript gives the same outcome.
+	f, _ := os.Open(o.TranscriptPath)
+	defer f.Close()
+	o2, _ := Summarize(f, ReaderOptions{})
+	if o2.SessionID != o.SessionID || o2.Status != o.Status || o2.MalformedLines != 1 {
+		t.Errorf("replay %+v", o2)
+	}
+}
+
+func TestSessionTranscriptHas(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	dir := filepath.Join(home, ".claude", "projects", "-home-dev-proj")
+	os.MkdirAll(dir, 0o700)
+	line := `{"type":"user","message":{"role":"user","content":"OAuth2 \"quoted\"\nsecond line"},"sessionId":"s1"}` + "\n"
+	os.WriteFile(filepath.Join(dir, "s1.jsonl"), []byte(strings.Repeat(`{"pad":"`+strings.Repeat("z", 1000)+`"}`+"\n", 600)+line), 0o600)
+	for needle, want := range map[string]bool{"OAuth2": true, "OAuth2 \"quoted\"\nsecond line": true, "JWT": false} {
+		got, err := SessionTranscriptHas(home, "s1", needle)
+		if err != nil || got != want {
+			t.Errorf("SessionTranscriptHas(%q) = %v, %v", needle, got, err)
+		}
+	}
+	if _, err := SessionTranscriptHas(home, "nope", "x"); !errors.Is(err, ErrSessionFileNotFound) {
+		t.Errorf("missing session: %v", err)
+	}
+	if _, err := SessionTranscriptHas(home, "../x", "x"); err == nil {
+		t.Error("path in session id accepted")
+	}
+	e, _ := New(Config{BaseEnv: []string{}, Env: map[string]string{"HOME": home}})
+	if ok, err := e.SessionTranscriptHas("s1", "OAuth2"); !ok || err != nil {
+		t.Errorf("executor lookup: %v %v", ok, err)
+	}
+}
