@@ -119,18 +119,23 @@ func (e *benchEnv) bareCLI(prompt string) time.Duration {
 	return e.cli([]string{"-p", "--output-format", "stream-json", "--verbose", "--", prompt})
 }
 
-// cli runs the CLI with args on the fake, returns its wall time, and fails
-// on a bad exit or a missing result.
+// cli runs the CLI with args on the fake, in clitest's environment.
 func (e *benchEnv) cli(args []string) time.Duration {
 	e.tb.Helper()
-	cmd := clitest.Command(e.tb, e.cliEnv, args...)
+	return e.time(clitest.Command(e.tb, e.cliEnv, args...))
+}
+
+// time runs a CLI command, returns its wall time, and fails on a bad exit
+// or a missing result.
+func (e *benchEnv) time(cmd *exec.Cmd) time.Duration {
+	e.tb.Helper()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
 	err := cmd.Run()
 	took := time.Since(start)
 	if err != nil {
-		e.tb.Fatalf("CLI %q: %v\n%s", args, err, out.String())
+		e.tb.Fatalf("CLI %q: %v\n%s", cmd.Args, err, out.String())
 	}
 	clitest.Result(e.tb, out.Bytes())
 	return took
@@ -252,18 +257,19 @@ func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisec
 //
 // One op is runRounds rounds of three runs, in rotating order so that none
 // always runs on a warmer machine: the bare CLI (`claude -p --output-format
-// stream-json --verbose -- PROMPT`), the CLI with exactly the arguments the
-// orchestrator gives it (its question protocol as --append-system-prompt,
-// --session-id, --permission-mode: "same-args"), and `orchestrator run`.
+// stream-json --verbose -- PROMPT` in clitest's environment), the CLI started
+// exactly as the orchestrator starts it (its question protocol as
+// --append-system-prompt, --session-id, --permission-mode, and the
+// environment it builds: "same-args"), and `orchestrator run`.
 // On a shared machine single runs vary a lot: the times reported are
 // medians, and the ratios those of the medians. overhead-ms is the
 // orchestrator's wall time minus the span of its CLI turn as its store
 // recorded it (process start, configuration, store, exit):
 // orchestrator/same-args is the orchestrator's own cost, same-args/bare
-// the cost of what it asks of the CLI.
+// the cost of how it starts the CLI.
 func BenchmarkRunVsBareCLI(b *testing.B) {
 	e := newBenchEnv(b, benchEnvOptions{})
-	sameArgs := e.orchestratorArgs(benchPrompt)
+	sameCLI := e.sameCLI(benchPrompt)
 	// Warm the page cache for both programs before measuring.
 	e.bareCLI(benchPrompt)
 	e.orchestratorRun(benchPrompt)
@@ -272,7 +278,7 @@ func BenchmarkRunVsBareCLI(b *testing.B) {
 	var peak int64
 	steps := []func(){
 		func() { bare = append(bare, e.bareCLI(benchPrompt)) },
-		func() { same = append(same, e.cli(sameArgs())) },
+		func() { same = append(same, sameCLI()) },
 		func() {
 			d, hwm := e.orchestratorRun(benchPrompt)
 			orch = append(orch, d)
@@ -302,10 +308,11 @@ func BenchmarkRunVsBareCLI(b *testing.B) {
 	b.ReportMetric(mebibytes(peak), "orchestrator-peak-RSS-MB")
 }
 
-// orchestratorArgs returns a function that returns the CLI arguments the
-// orchestrator gives a run's first turn of prompt, from its own wiring, each
-// time with a new session ID.
-func (e *benchEnv) orchestratorArgs(prompt string) func() []string {
+// sameCLI returns a function that runs the CLI exactly as the orchestrator
+// starts a run's first turn of prompt — its arguments and environment, from
+// its own wiring (executor.Args, executor.Environ) — each time with a new
+// session ID, and returns the wall time.
+func (e *benchEnv) sameCLI(prompt string) func() time.Duration {
 	e.tb.Helper()
 	m := &Main{Stderr: io.Discard, Dir: e.work, LookupEnv: func(string) (string, bool) { return "", false }, configFlag: e.config}
 	if err := m.loadConfig(); err != nil {
@@ -315,18 +322,22 @@ func (e *benchEnv) orchestratorArgs(prompt string) func() []string {
 	if err != nil {
 		e.tb.Fatal(err)
 	}
-	return func() []string {
+	env := ex.Environ()
+	return func() time.Duration {
+		e.tb.Helper()
 		var id [16]byte
 		rand.Read(id[:]) //nolint:errcheck // crypto/rand.Read never fails
 		id[6], id[8] = id[6]&0x0f|0x40, id[8]&0x3f|0x80
 		h := hex.EncodeToString(id[:])
 		session := h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
-		return ex.Args(executor.Request{Prompt: prompt, SessionID: session, WorkDir: e.work})
+		cmd := exec.Command(m.Config.Agent.Command, ex.Args(executor.Request{Prompt: prompt, SessionID: session, WorkDir: e.work})...)
+		cmd.Env, cmd.Dir = env, e.work
+		return e.time(cmd)
 	}
 }
 
 // runRounds is how many rounds of runs BenchmarkRunVsBareCLI makes per op.
-const runRounds = 6
+const runRounds = 8
 
 // lastTurnSpan returns how long the newest run's last turn took, from its
 // start (just before the CLI is spawned) to its end (stored after the CLI

@@ -53,6 +53,7 @@ func standardRules(answerDelay time.Duration) []fakeapi.Rule {
 }
 
 type e2e struct {
+	base   string // the config file's common part
 	t      *testing.T
 	fake   *fakeapi.Server
 	dir    string
@@ -75,13 +76,21 @@ func newE2E(t *testing.T, rules ...fakeapi.Rule) *e2e {
 		fmt.Fprintf(&b, "    %s: %q\n", k, v)
 	}
 	fmt.Fprintf(&b, "run:\n  rate_limit_backoff: 1s\nsurfaces:\n  terminal:\n    enabled: true\n")
-	if err := os.WriteFile(e.config, []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	e.base = b.String()
+	e.writeConfig("")
 	if err := os.MkdirAll(filepath.Join(dir, "work"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// writeConfig writes the config file: the common part, then more (YAML
+// indented as under "surfaces:", or top-level keys after a blank line).
+func (e *e2e) writeConfig(more string) {
+	e.t.Helper()
+	if err := os.WriteFile(e.config, []byte(e.base+more), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // run runs the orchestrator in-process with stdin and returns its exit code
@@ -387,3 +396,5 @@ func TestSecondProcessFailsFast(t *testing.T) {
 	}
 	t.Logf("second process refused in %s", time.Since(start))
 }
+
+func storeFilterRun(id string) store.SetFilter { return store.SetFilter{RunID: id} }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/orchestrator-dev/orchestrator/internal/config"
 	"github.com/orchestrator-dev/orchestrator/internal/daemon"
+	"github.com/orchestrator-dev/orchestrator/surfaces/github"
 )
 
 // EnvConfig names the environment variable that gives the configuration
@@ -63,6 +64,8 @@ type Main struct {
 	// are instrumented, and their webhook handlers mounted.
 	metrics  *daemon.Metrics
 	handlers serveHandlers
+	// github is the one GitHub client of the process, built on first use.
+	github *github.Client
 	// serveReady, when set (tests), is called with serve's bound address.
 	serveReady func(addr string)
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/specs"
 	"github.com/orchestrator-dev/orchestrator/surfaces"
+	"github.com/orchestrator-dev/orchestrator/surfaces/github"
 	"github.com/orchestrator-dev/orchestrator/surfaces/terminal"
 )
 
@@ -182,9 +184,61 @@ func (m *Main) buildSurface(name string, ref *specs.SurfaceRef, st *store.Store)
 		}
 		return terminal.New(m.Stdin, out, terminal.Options{Logger: m.Logger, Pretty: pretty, Echo: echo,
 			Command: "orchestrator", By: whoami()}), nil
+	case specs.SurfaceGitHub:
+		return m.buildGitHub(ref)
 	default:
 		return nil, fmt.Errorf("unknown surface %q (want terminal, github or discord)", name)
 	}
+}
+
+// buildGitHub makes a GitHub surface for the configured repository and
+// issue, or a spec's. All of them share one client: one poller per
+// repository, one webhook handler.
+func (m *Main) buildGitHub(ref *specs.SurfaceRef) (surfaces.Surface, error) {
+	gc := m.Config.Surfaces.GitHub
+	if m.github == nil {
+		cc := github.ClientConfig{
+			BaseURL:       gc.BaseURL,
+			Token:         gc.Token,
+			PollInterval:  gc.PollInterval.Std(),
+			WebhookSecret: gc.WebhookSecret,
+			Logger:        m.Logger.With("surface", "github"),
+		}
+		if gc.App.Configured() {
+			cc.App = &github.AppAuth{ID: gc.App.ID, InstallationID: gc.App.InstallationID, PrivateKeyFile: gc.App.PrivateKeyFile}
+		}
+		if m.metrics != nil {
+			cc.HTTPClient = &http.Client{Transport: m.metrics.InstrumentTransport("github", http.DefaultTransport)}
+		}
+		client, err := github.NewClient(cc)
+		if err != nil {
+			return nil, fmt.Errorf("github: %w", err)
+		}
+		m.github = client
+		m.OnClose(client.Close)
+		if m.handlers != nil && gc.WebhookSecret != "" {
+			h, err := client.WebhookHandler()
+			if err != nil {
+				return nil, fmt.Errorf("github webhook: %w", err)
+			}
+			m.handlers["POST /webhooks/github"] = h
+		}
+	}
+	sc := github.SurfaceConfig{Repo: gc.Repo, Issue: gc.Issue, Labels: gc.Labels, Allow: gc.Allow, AllowOnly: gc.AllowOnly,
+		MaxAnswerBytes: m.Config.Run.AnswerMaxBytes.Int()}
+	if ref != nil && ref.GitHub != nil {
+		o := ref.GitHub
+		if o.Repo != "" {
+			sc.Repo = o.Repo
+		}
+		if o.Issue != 0 {
+			sc.Issue = o.Issue
+		}
+		if o.Labels != nil {
+			sc.Labels = o.Labels
+		}
+	}
+	return m.github.Surface(sc)
 }
 
 // surfacesFor returns the surfaces a run asks on.
