@@ -148,8 +148,6 @@ type GitHub struct {
 	// WebhookSecret verifies webhook deliveries (serve); empty turns
 	// webhooks off and polling alone is used.
 	WebhookSecret string `yaml:"webhook_secret"`
-	// Progress comments on the issue as the run advances.
-	Progress bool `yaml:"progress"`
 }
 
 // GitHubApp authenticates as a GitHub App installation.
@@ -178,8 +176,9 @@ type Discord struct {
 	// at least one of them must be set.
 	AllowUsers []string `yaml:"allow_users"`
 	AllowRoles []string `yaml:"allow_roles"`
-	// AcceptReplies takes typed replies as answers, besides the buttons.
-	// Default: true.
+	// AcceptReplies takes typed replies to a question message as free-text
+	// answers, besides the buttons; it needs the privileged Message Content
+	// intent. Default: false.
 	AcceptReplies bool `yaml:"accept_replies"`
 	// APIURL and GatewayURL override Discord's endpoints (tests, proxies).
 	APIURL     string `yaml:"api_url"`
@@ -260,7 +259,7 @@ func DefaultEnv(lookup LookupFunc) Config {
 				BaseURL:      DefaultGitHubBaseURL,
 				PollInterval: DefaultPollInterval,
 			},
-			Discord: Discord{ThreadPerRun: true, AcceptReplies: true},
+			Discord: Discord{ThreadPerRun: true},
 		},
 		Specs: Specs{Dir: DefaultSpecsDir},
 		Serve: Serve{
