@@ -58,10 +58,9 @@ func (m *Main) runValidate() error {
 				problems = append(problems, &config.Error{File: path, Line: cfg.Line("specs.dir"), Key: "specs.dir", Err: err})
 			}
 		}
-		// LEAD: check the specs against the configuration here (the
-		// surfaces a spec names are enabled, its escalate_to exists, ...),
-		// appending to problems.
-		if err == nil {
+		against := checkSpecsAgainst(cfg, list)
+		problems = append(problems, against...)
+		if err == nil && len(against) == 0 {
 			names := make([]string, len(list))
 			for i, s := range list {
 				names[i] = s.Name
@@ -85,4 +84,48 @@ func (m *Main) runValidate() error {
 		word = "problem"
 	}
 	return &exitError{code: exitUsage, err: fmt.Errorf("%d %s found", len(problems), word)}
+}
+
+// checkSpecsAgainst checks what a spec needs from the configuration: the
+// surfaces it asks on are enabled, escalation has reminders to follow.
+func checkSpecsAgainst(cfg config.Config, list []specs.Spec) []error {
+	enabled := map[string]bool{
+		specs.SurfaceTerminal: cfg.Surfaces.Terminal.Enabled,
+		specs.SurfaceGitHub:   cfg.Surfaces.GitHub.Enabled,
+		specs.SurfaceDiscord:  cfg.Surfaces.Discord.Enabled,
+	}
+	var problems []error
+	bad := func(sp specs.Spec, key, format string, args ...any) {
+		problems = append(problems, specs.Error{File: sp.Path, Key: key, Msg: fmt.Sprintf(format, args...)})
+	}
+	for _, sp := range list {
+		names := make([]string, 0, len(sp.Surfaces))
+		for _, s := range sp.Surfaces {
+			names = append(names, s.Name)
+		}
+		if len(sp.Surfaces) == 0 {
+			for _, n := range []string{specs.SurfaceTerminal, specs.SurfaceGitHub, specs.SurfaceDiscord} {
+				if enabled[n] {
+					names = append(names, n)
+				}
+			}
+			if len(names) == 0 {
+				bad(sp, "surfaces", "names no surface and none is enabled in the configuration: nobody could answer its questions")
+			}
+		}
+		for _, n := range names {
+			if !enabled[n] {
+				bad(sp, "surfaces", "asks on %s, which is not enabled in the configuration (surfaces.%s.enabled)", n, n)
+			}
+		}
+		if sp.EscalateTo != "" {
+			if !enabled[sp.EscalateTo] {
+				bad(sp, "escalate_to", "escalates to %s, which is not enabled in the configuration (surfaces.%s.enabled)", sp.EscalateTo, sp.EscalateTo)
+			}
+			if sp.RemindEvery == 0 {
+				bad(sp, "escalate_to", "escalation happens when a reminder goes unanswered: set remind_every")
+			}
+		}
+	}
+	return problems
 }
