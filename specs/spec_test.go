@@ -368,8 +368,11 @@ func TestLoadDirExamples(t *testing.T) {
 	for _, s := range specs {
 		names[s.Name] = s
 	}
-	if len(specs) != 3 || len(names) != 3 {
-		t.Fatalf("got %d specs %v, want 3", len(specs), names)
+	if len(specs) != 4 || len(names) != 4 {
+		t.Fatalf("got %d specs %v, want 4", len(specs), names)
+	}
+	if demo := names["add-login-page"]; demo.Schedule != "" || len(demo.Surfaces) != 1 || demo.Surfaces[0].Name != SurfaceTerminal {
+		t.Errorf("add-login-page (make demo's spec) = %+v", demo)
 	}
 	deps, refactor, notes := names["nightly-deps"], names["refactor-payments"], names["release-notes"]
 	if deps.Schedule == "" || deps.Surfaces[0].GitHub == nil || deps.OnTimeout.Action != OnTimeoutSkip {
@@ -382,7 +385,7 @@ func TestLoadDirExamples(t *testing.T) {
 		t.Errorf("release-notes = %+v", notes)
 	}
 	for _, s := range specs {
-		if s.Body == "" || s.WorkDir == "" {
+		if s.Body == "" || s.WorkDir == "" && s.Name != "add-login-page" { // the demo spec runs where it is started
 			t.Errorf("%s: body %q, workdir %q", s.Name, s.Body, s.WorkDir)
 		}
 		if _, err := NewScheduler([]Spec{s}, func(context.Context, Spec) error { return nil }, SchedulerOptions{}); err != nil {
