@@ -113,8 +113,8 @@ func (e *e2e) child(stdin string, failpoint string, args ...string) *exec.Cmd {
 	cmd.Dir = filepath.Join(e.dir, "work")
 	cmd.Env = append(os.Environ(), envChild+"=1", "ORCHESTRATOR_FAILPOINT="+failpoint)
 	cmd.Stdin = strings.NewReader(stdin)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
 	e.t.Cleanup(func() {
 		if e.t.Failed() {
 			e.t.Logf("child %s output:\n%s", strings.Join(args, " "), out.String())
@@ -398,3 +398,5 @@ func TestSecondProcessFailsFast(t *testing.T) {
 }
 
 func storeFilterRun(id string) store.SetFilter { return store.SetFilter{RunID: id} }
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }

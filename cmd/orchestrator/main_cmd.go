@@ -64,6 +64,9 @@ type Main struct {
 	// are instrumented, and their webhook handlers mounted.
 	metrics  *daemon.Metrics
 	handlers serveHandlers
+	// serving is set by serve: runs keep waiting for answers from other
+	// processes when no surface of this one can take them.
+	serving bool
 	// github is the one GitHub client of the process, built on first use.
 	github *github.Client
 	// serveReady, when set (tests), is called with serve's bound address.

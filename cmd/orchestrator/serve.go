@@ -48,6 +48,7 @@ func (m *Main) runServe(ctx context.Context) error {
 	}
 	metrics := daemon.NewMetrics(st)
 	m.metrics = metrics
+	m.serving = true
 	m.handlers = serveHandlers{}
 	r, ss, err := m.newRunner(st, func(ev runner.Event) {
 		metrics.Observe(ev)

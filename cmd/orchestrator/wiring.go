@@ -305,6 +305,9 @@ func (m *Main) newRunner(st *store.Store, observe func(runner.Event)) (*runner.R
 		},
 		Observe:   observe,
 		Failpoint: m.failpoint(),
+		// serve keeps waiting when its terminal has no input; run and
+		// resume exit 3 instead.
+		KeepWaiting: m.serving,
 		Limits: runner.Limits{
 			MaxQuestionRounds: rc.MaxQuestionRounds,
 			MaxCorrections:    rc.MaxCorrections,

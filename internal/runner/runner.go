@@ -105,6 +105,11 @@ type Config struct {
 	// Now and Sleep are the clock, replaceable in tests.
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration) error
+	// KeepWaiting makes a run whose surfaces can no longer take an answer
+	// (the terminal's input ended) keep waiting for one from another
+	// process (`orchestrator answer`), as the daemon wants, instead of
+	// returning ErrWaiting, as a foreground `run` wants.
+	KeepWaiting bool
 	// Failpoint, when set, is called at each step that changes what a crash
 	// would leave behind ("question-stored", "answer-stored", "claimed",
 	// "turn-started"): the crash tests kill the process there.

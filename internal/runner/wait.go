@@ -106,10 +106,11 @@ func (r *Runner) wait(ctx context.Context, run store.Run, rec store.SetRecord) e
 	}
 	ask := unanswered(rec.Set, rec.Response)
 	r.cfg.Observe(Event{Kind: EventQuestion, RunID: run.ID, Set: &ask, Surfaces: names(surfs)})
+	gone := false // every surface said it cannot take an answer any more
 	for {
 		actx, cancel := context.WithCancel(ctx)
 		asked := make(chan askResult, 1)
-		if len(surfs) > 0 {
+		if len(surfs) > 0 && !gone {
 			go func() {
 				resp, err := surfaces.Ask(actx, r.log, ask, surfs...)
 				asked <- askResult{resp, err}
@@ -156,6 +157,10 @@ func (r *Runner) wait(ctx context.Context, run store.Run, rec store.SetRecord) e
 			}
 			if errors.Is(a.err, surfaces.ErrUnavailable) {
 				r.log.Info("no surface can take an answer now; the question stays pending", "run", run.ID, "set", rec.Set.ID)
+				if r.cfg.KeepWaiting {
+					gone = true // an answer can still come from another process
+					continue
+				}
 				return fmt.Errorf("question set %s: %w", rec.Set.ID, ErrWaiting)
 			}
 			return fmt.Errorf("ask question set %s: %w", rec.Set.ID, a.err)
@@ -175,6 +180,9 @@ func (r *Runner) wait(ctx context.Context, run store.Run, rec store.SetRecord) e
 			done, err := r.policyEvent(ctx, run, &rec, &surfs, pol, what)
 			if done || err != nil {
 				return err
+			}
+			if what == policyEscalate {
+				gone = false // a new surface to ask
 			}
 		}
 	}
