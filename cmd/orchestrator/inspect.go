@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
+	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
 
@@ -74,17 +75,7 @@ func inspect(r io.Reader) (inspection, error) {
 	for rd.Next() {
 		ev := rd.Event()
 		t.Observe(ev)
-		switch ev := ev.(type) {
-		case *executor.AssistantMessage:
-			if ev.ParentToolUseID != "" {
-				continue // a sub-agent's text is not the model asking
-			}
-			for _, s := range ev.Texts() {
-				col.AddAssistantText(s)
-			}
-		case *executor.Result:
-			col.AddResultText(ev.Text)
-		}
+		runner.Collect(&col, ev) // the same reading of a turn as the run loop's
 	}
 	if err := rd.Err(); err != nil {
 		return inspection{}, fmt.Errorf("read transcript: %w", err)
