@@ -27,7 +27,8 @@ FUZZ_TARGETS := \
 	./surfaces/terminal:FuzzAskOutput \
 	./surfaces/github:FuzzAnswerText \
 	./surfaces/github:FuzzWebhook \
-	./surfaces/github:FuzzRenderedQuestion
+	./surfaces/github:FuzzRenderedQuestion \
+	./surfaces/discord:FuzzParseCustomID
 
 .PHONY: all build test vet fuzz bench demo claude clean
 

@@ -1,0 +1,679 @@
+// Package discord is the Discord surface: it posts each question as a
+// message with buttons, a select menu and an "Other…" form in a channel (or a
+// thread per run), and takes the answer of an allowed person who clicks.
+//
+// It is built from a Config (plain arguments, no YAML) on
+// github.com/bwmarrin/discordgo. Every interaction is acknowledged before
+// any slow work; custom IDs carry the set and question IDs so the buttons of
+// a message posted before a restart still answer; posting is idempotent
+// through Refs. The token never reaches a log: discordgo's own logging is
+// off and the surface's log is redacted.
+package discord
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/orchestrator-dev/orchestrator/questions"
+	"github.com/orchestrator-dev/orchestrator/surfaces"
+)
+
+// name is the surface's Name.
+const name = "discord"
+
+const (
+	defaultHTTPTimeout = 20 * time.Second
+	// workTimeout bounds the work done after acknowledging an interaction.
+	workTimeout = 2 * time.Minute
+	// logOff is below discordgo.LogError: discordgo logs nothing.
+	logOff = discordgo.LogError - 1
+)
+
+var (
+	_ surfaces.Surface  = (*Surface)(nil)
+	_ surfaces.Resolver = (*Surface)(nil)
+	_ surfaces.Reminder = (*Surface)(nil)
+)
+
+// Surface is the Discord surface. It is safe for concurrent use.
+type Surface struct {
+	cfg        Config
+	token      string // without "Bot "
+	log        *slog.Logger
+	client     *http.Client
+	dg         *discordgo.Session
+	refs       Refs
+	allowUsers map[string]bool
+	allowRoles map[string]bool
+
+	ctx    context.Context // ends on Close: bounds the work after an ack
+	cancel context.CancelFunc
+
+	connMu  sync.Mutex
+	attempt *connectAttempt
+	opened  bool
+	closed  bool
+	unhook  []func()
+
+	mu       sync.Mutex
+	sets     map[string]*setState // by set ID, while some Ask waits
+	byRef    map[string]*qState   // by ref(set, question)
+	byMsg    map[string]*qState   // by message ID
+	finished map[string]string    // ref → who answered, once the set is done
+	replies  map[string]bool      // reply message IDs already handled
+	threads  sync.Mutex           // serializes thread creation
+	guilds   map[string]string    // channel ID → guild ID
+}
+
+type connectAttempt struct {
+	done chan struct{}
+	err  error
+}
+
+type setState struct {
+	set     questions.Set
+	waiters int
+	posting chan struct{} // a one-slot lock for posting
+	qs      []*qState
+	done    chan struct{} // closed with resp set once every answer is settled
+	resp    questions.Response
+}
+
+type qState struct {
+	st        *setState
+	idx       int
+	q         questions.Question
+	ref       string
+	channelID string
+	messageID string
+	ans       *answered // claimed
+	at        time.Time
+	settled   bool // persisted and shown
+}
+
+// New builds the surface. It does not connect: the first Ask does.
+func New(cfg Config) (*Surface, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("discord surface: %w", err)
+	}
+	token := strings.TrimPrefix(strings.TrimSpace(cfg.Token), "Bot ")
+	client, err := newHTTPClient(cfg.HTTPClient, cfg.APIURL, cfg.GatewayURL)
+	if err != nil {
+		return nil, fmt.Errorf("discord surface: %w", err)
+	}
+	dg, err := discordgo.New("Bot " + token)
+	if err != nil {
+		return nil, fmt.Errorf("discord surface: new session: %w", err)
+	}
+	dg.LogLevel = logOff
+	dg.Debug = false
+	dg.Client = client
+	dg.StateEnabled = false
+	dg.Compress = false
+	dg.Identify.Compress = false
+	dg.Identify.Intents = discordgo.IntentsGuilds
+	if cfg.AcceptReplies {
+		dg.Identify.Intents |= discordgo.IntentsGuildMessages | discordgo.IntentsMessageContent
+	}
+	s := &Surface{
+		cfg:        cfg,
+		token:      token,
+		log:        newRedactingLogger(cfg.Logger, token).With("surface", name),
+		client:     client,
+		dg:         dg,
+		refs:       cfg.Refs,
+		allowUsers: set(cfg.AllowUsers),
+		allowRoles: set(cfg.AllowRoles),
+		sets:       map[string]*setState{},
+		byRef:      map[string]*qState{},
+		byMsg:      map[string]*qState{},
+		finished:   map[string]string{},
+		replies:    map[string]bool{},
+		guilds:     map[string]string{},
+	}
+	if s.refs == nil {
+		s.refs = &MemoryRefs{}
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	for _, w := range cfg.Warnings() {
+		s.log.Warn(w)
+	}
+	s.unhook = append(s.unhook,
+		dg.AddHandler(s.onInteraction),
+		dg.AddHandler(s.onReady),
+		dg.AddHandler(s.onResumed),
+	)
+	if cfg.AcceptReplies {
+		s.unhook = append(s.unhook, dg.AddHandler(s.onMessage))
+	}
+	return s, nil
+}
+
+func set(ids []string) map[string]bool {
+	m := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
+}
+
+// Name implements surfaces.Surface.
+func (s *Surface) Name() string { return name }
+
+// Open connects to the gateway if not connected yet. Ask calls it; calling
+// it first surfaces a bad token or channel at start-up.
+func (s *Surface) Open(ctx context.Context) error {
+	s.connMu.Lock()
+	if s.closed {
+		s.connMu.Unlock()
+		return fmt.Errorf("discord: surface closed: %w", surfaces.ErrUnavailable)
+	}
+	if s.opened {
+		s.connMu.Unlock()
+		return nil
+	}
+	a := s.attempt
+	if a == nil {
+		a = &connectAttempt{done: make(chan struct{})}
+		s.attempt = a
+		go s.open(a)
+	}
+	s.connMu.Unlock()
+	select {
+	case <-a.done:
+		if a.err != nil {
+			return a.err
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Surface) open(a *connectAttempt) {
+	err := s.dg.Open()
+	s.connMu.Lock()
+	s.attempt = nil
+	closed := s.closed
+	if err == nil {
+		s.opened = true
+	} else {
+		a.err = s.redact(fmt.Errorf("discord: connect to the gateway: %w", err))
+		s.log.Error("connect to the gateway", "err", a.err)
+	}
+	s.connMu.Unlock()
+	if err == nil && closed {
+		s.dg.Close()
+	}
+	close(a.done)
+}
+
+// Close disconnects from Discord. Asks still waiting return an error
+// wrapping surfaces.ErrUnavailable; the questions stay posted and a new
+// surface (a restarted process) takes their answers.
+func (s *Surface) Close() error {
+	s.connMu.Lock()
+	if s.closed {
+		s.connMu.Unlock()
+		return nil
+	}
+	s.closed = true
+	opened := s.opened
+	s.opened = false
+	s.connMu.Unlock()
+	s.cancel()
+	for _, f := range s.unhook {
+		f()
+	}
+	if opened {
+		if err := s.dg.Close(); err != nil {
+			return s.redact(fmt.Errorf("discord: close: %w", err))
+		}
+	}
+	return nil
+}
+
+func (s *Surface) redact(err error) error { return redactErr(err, s.token) }
+
+// Ask implements surfaces.Surface: it posts one message per question of set
+// (or finds those already posted) and waits until each has an answer from an
+// allowed person.
+func (s *Surface) Ask(ctx context.Context, set questions.Set) (questions.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return questions.Response{}, err
+	}
+	if err := checkSet(set); err != nil {
+		return questions.Response{}, err
+	}
+	if err := s.Open(ctx); err != nil {
+		return questions.Response{}, err
+	}
+	st := s.join(set)
+	defer s.leave(st)
+	if err := s.ensurePosted(ctx, st); err != nil {
+		if ctx.Err() != nil {
+			return questions.Response{}, ctx.Err()
+		}
+		return questions.Response{}, s.redact(err)
+	}
+	if s.cfg.AcceptReplies {
+		s.catchUp(ctx, st)
+	}
+	select {
+	case <-st.done:
+		return st.resp, nil
+	case <-ctx.Done():
+		return questions.Response{}, ctx.Err()
+	case <-s.ctx.Done():
+		return questions.Response{}, fmt.Errorf("discord: ask %s: surface closed: %w", set.ID, surfaces.ErrUnavailable)
+	}
+}
+
+// checkSet rejects what Discord cannot show.
+func checkSet(set questions.Set) error {
+	if set.ID == "" {
+		return errors.New("discord: ask: set has no ID")
+	}
+	if len(set.Questions) == 0 {
+		return fmt.Errorf("discord: ask %s: set has no questions", set.ID)
+	}
+	seen := map[string]bool{}
+	for i, q := range set.Questions {
+		switch {
+		case q.ID == "":
+			return fmt.Errorf("discord: ask %s: question %d has no ID", set.ID, i+1)
+		case seen[q.ID]:
+			return fmt.Errorf("discord: ask %s: question ID %q appears twice", set.ID, q.ID)
+		case len(q.Options) > maxOptions:
+			return fmt.Errorf("discord: ask %s: question %s has %d options; Discord shows at most %d", set.ID, q.ID, len(q.Options), maxOptions)
+		}
+		seen[q.ID] = true
+	}
+	return nil
+}
+
+// join registers an Ask of set and returns the set's state.
+func (s *Surface) join(set questions.Set) *setState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.sets[set.ID]; st != nil {
+		st.waiters++
+		return st
+	}
+	st := &setState{set: set, waiters: 1, posting: make(chan struct{}, 1), done: make(chan struct{})}
+	for i, q := range set.Questions {
+		qs := &qState{st: st, idx: i, q: q, ref: ref(set.ID, q.ID)}
+		st.qs = append(st.qs, qs)
+		s.byRef[qs.ref] = qs
+	}
+	s.sets[set.ID] = st
+	return st
+}
+
+// leave unregisters an Ask; the last one out forgets the set.
+func (s *Surface) leave(st *setState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st.waiters--
+	if st.waiters > 0 {
+		return
+	}
+	if s.sets[st.set.ID] == st {
+		delete(s.sets, st.set.ID)
+	}
+	for _, qs := range st.qs {
+		if s.byRef[qs.ref] == qs {
+			delete(s.byRef, qs.ref)
+		}
+		if s.byMsg[qs.messageID] == qs {
+			delete(s.byMsg, qs.messageID)
+		}
+		if qs.ans != nil {
+			s.finished[qs.ref] = qs.ans.Name
+		}
+	}
+}
+
+// Keys under which Refs remember things, scoped by channel.
+func (s *Surface) msgKey(setID, qID string) string {
+	return "discord/" + s.cfg.ChannelID + "/message/" + setID + "/" + qID
+}
+
+func (s *Surface) answerKey(setID, qID string) string {
+	return "discord/" + s.cfg.ChannelID + "/answer/" + setID + "/" + qID
+}
+
+func (s *Surface) threadKey(runID string) string {
+	return "discord/" + s.cfg.ChannelID + "/thread/" + runID
+}
+
+// ensurePosted finds or posts the message of every question of st, and
+// loads answers taken before a restart.
+func (s *Surface) ensurePosted(ctx context.Context, st *setState) error {
+	select {
+	case st.posting <- struct{}{}:
+		defer func() { <-st.posting }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	for _, qs := range st.qs {
+		s.mu.Lock()
+		known := qs.messageID != ""
+		s.mu.Unlock()
+		if known {
+			continue
+		}
+		if err := s.postQuestion(ctx, qs); err != nil {
+			return err
+		}
+	}
+	s.maybeFinish(st)
+	return nil
+}
+
+func (s *Surface) postQuestion(ctx context.Context, qs *qState) error {
+	set, q := qs.st.set, qs.q
+	var prior *answered
+	if v, ok, err := s.refs.Ref(ctx, s.answerKey(set.ID, q.ID)); err != nil {
+		return fmt.Errorf("discord: ask %s: read answer of %s: %w", set.ID, q.ID, err)
+	} else if ok {
+		var a answered
+		if err := json.Unmarshal([]byte(v), &a); err != nil {
+			s.log.Warn("unreadable stored answer, ignoring it", "set", set.ID, "question", q.ID, "err", err)
+		} else {
+			prior = &a
+		}
+	}
+
+	channelID, messageID := "", ""
+	if v, ok, err := s.refs.Ref(ctx, s.msgKey(set.ID, q.ID)); err != nil {
+		return fmt.Errorf("discord: ask %s: read message of %s: %w", set.ID, q.ID, err)
+	} else if ok {
+		c, m, _ := strings.Cut(v, "/")
+		_, err := s.dg.ChannelMessage(c, m, discordgo.WithContext(ctx))
+		switch {
+		case err == nil:
+			channelID, messageID = c, m
+		case isNotFound(err):
+			s.log.Info("posted message is gone, posting again", "set", set.ID, "question", q.ID, "message", m)
+		default:
+			return fmt.Errorf("discord: ask %s: look up message %s: %w", set.ID, m, err)
+		}
+	}
+
+	if messageID == "" {
+		c, err := s.channelFor(ctx, set)
+		if err != nil {
+			return err
+		}
+		content, embeds, comps := render(set, qs.idx, prior)
+		m, err := s.dg.ChannelMessageSendComplex(c, &discordgo.MessageSend{
+			Content:         content,
+			Embeds:          embeds,
+			Components:      comps,
+			AllowedMentions: noMentions(),
+		}, discordgo.WithContext(ctx))
+		if err != nil {
+			return fmt.Errorf("discord: ask %s: post question %s: %w", set.ID, q.ID, err)
+		}
+		channelID, messageID = c, m.ID
+		if err := s.refs.SetRef(ctx, s.msgKey(set.ID, q.ID), c+"/"+m.ID); err != nil {
+			s.log.Error("remember posted message", "set", set.ID, "question", q.ID, "err", err)
+		}
+		s.log.Info("asked", "set", set.ID, "question", q.ID, "channel", c, "message", m.ID)
+	} else if prior != nil {
+		// Answered before a restart: show it, in case the edit was lost.
+		s.show(ctx, channelID, messageID, set, qs.idx, prior)
+	}
+
+	s.mu.Lock()
+	if qs.messageID == "" {
+		qs.channelID, qs.messageID = channelID, messageID
+		s.byMsg[messageID] = qs
+	}
+	if prior != nil && qs.ans == nil {
+		qs.ans, qs.settled, qs.at = prior, true, time.Now()
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// channelFor returns where set is asked: the configured channel, or the
+// run's thread in it.
+func (s *Surface) channelFor(ctx context.Context, set questions.Set) (string, error) {
+	if !s.cfg.ThreadPerRun {
+		return s.cfg.ChannelID, nil
+	}
+	s.threads.Lock()
+	defer s.threads.Unlock()
+	run := set.RunID
+	if run == "" {
+		run = set.ID
+	}
+	key := s.threadKey(run)
+	if id, ok, err := s.refs.Ref(ctx, key); err != nil {
+		return "", fmt.Errorf("discord: ask %s: read thread of run %s: %w", set.ID, run, err)
+	} else if ok {
+		return id, nil
+	}
+	title := set.Title
+	if strings.TrimSpace(title) == "" {
+		title = "run " + run
+	}
+	th, err := s.dg.ThreadStartComplex(s.cfg.ChannelID, &discordgo.ThreadStart{
+		Name:                clip(sanitize(title, false), 100),
+		AutoArchiveDuration: 10080,
+		Type:                discordgo.ChannelTypeGuildPublicThread,
+	}, discordgo.WithContext(ctx))
+	if err != nil {
+		return "", fmt.Errorf("discord: ask %s: start thread for run %s: %w", set.ID, run, err)
+	}
+	if err := s.refs.SetRef(ctx, key, th.ID); err != nil {
+		s.log.Error("remember thread", "run", run, "err", err)
+	}
+	s.log.Info("started thread", "run", run, "thread", th.ID)
+	return th.ID, nil
+}
+
+func noMentions() *discordgo.MessageAllowedMentions {
+	return &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}
+}
+
+func isNotFound(err error) bool {
+	var re *discordgo.RESTError
+	return errors.As(err, &re) && re.Response != nil && re.Response.StatusCode == http.StatusNotFound
+}
+
+// show edits a question's message to show it answered.
+func (s *Surface) show(ctx context.Context, channelID, messageID string, set questions.Set, idx int, a *answered) {
+	content, embeds, comps := render(set, idx, a)
+	_, err := s.dg.ChannelMessageEditComplex(&discordgo.MessageEdit{
+		ID:              messageID,
+		Channel:         channelID,
+		Content:         &content,
+		Embeds:          &embeds,
+		Components:      &comps,
+		AllowedMentions: noMentions(),
+	}, discordgo.WithContext(ctx))
+	if err != nil {
+		s.log.Error("mark question answered", "set", set.ID, "message", messageID, "err", s.redact(err))
+	}
+}
+
+// claim takes a as the answer to qs unless it already has one; it returns
+// who answered first otherwise.
+func (s *Surface) claim(qs *qState, a *answered) (bool, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if qs.ans != nil {
+		return false, qs.ans.Name
+	}
+	qs.ans, qs.at = a, time.Now()
+	return true, ""
+}
+
+// settle persists a claimed answer, shows it on the message and resumes the
+// set's Asks once every question is settled.
+func (s *Surface) settle(qs *qState) {
+	ctx, cancel := context.WithTimeout(s.ctx, workTimeout)
+	defer cancel()
+	s.mu.Lock()
+	a, set, channelID, messageID := qs.ans, qs.st.set, qs.channelID, qs.messageID
+	s.mu.Unlock()
+	if b, err := json.Marshal(a); err == nil {
+		if err := s.refs.SetRef(ctx, s.answerKey(set.ID, qs.q.ID), string(b)); err != nil {
+			s.log.Error("remember answer", "set", set.ID, "question", qs.q.ID, "err", err)
+		}
+	}
+	if messageID != "" {
+		s.show(ctx, channelID, messageID, set, qs.idx, a)
+	}
+	s.log.Info("answered", "set", set.ID, "question", qs.q.ID, "by", a.By)
+	s.mu.Lock()
+	qs.settled = true
+	s.mu.Unlock()
+	s.maybeFinish(qs.st)
+}
+
+// maybeFinish completes st once every question has a settled answer.
+func (s *Surface) maybeFinish(st *setState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-st.done:
+		return
+	default:
+	}
+	resp := questions.Response{SetID: st.set.ID, Surface: name}
+	var by []string
+	for _, qs := range st.qs {
+		if qs.ans == nil || !qs.settled {
+			return
+		}
+		a := qs.ans.Answer
+		a.QuestionID = qs.q.ID
+		resp.Answers = append(resp.Answers, a)
+		if !slices.Contains(by, qs.ans.By) {
+			by = append(by, qs.ans.By)
+		}
+		if qs.at.After(resp.At) {
+			resp.At = qs.at
+		}
+	}
+	resp.By = strings.Join(by, ", ")
+	st.resp = resp
+	close(st.done)
+}
+
+// Resolve implements surfaces.Resolver: it shows set answered (here or on
+// another surface) on each question's message and disables its components.
+func (s *Surface) Resolve(ctx context.Context, set questions.Set, resp questions.Response) error {
+	var errs []error
+	for i, q := range set.Questions {
+		a := &answered{By: resp.By, Name: resp.By, Via: resp.Surface}
+		if ans, ok := resp.Answer(q.ID); ok {
+			a.Answer = ans
+		}
+		channelID, messageID, done, err := s.locate(ctx, set, q, a)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if messageID == "" || done {
+			continue
+		}
+		content, embeds, comps := render(set, i, a)
+		_, err = s.dg.ChannelMessageEditComplex(&discordgo.MessageEdit{
+			ID: messageID, Channel: channelID, Content: &content, Embeds: &embeds,
+			Components: &comps, AllowedMentions: noMentions(),
+		}, discordgo.WithContext(ctx))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("discord: resolve %s: edit message %s: %w", set.ID, messageID, err))
+		}
+	}
+	return s.redact(errors.Join(errs...))
+}
+
+// locate finds the message of question q of set, in memory or in Refs. It
+// marks the question answered with a when it has no answer yet; done reports
+// that this surface already shows the answer it took itself.
+func (s *Surface) locate(ctx context.Context, set questions.Set, q questions.Question, a *answered) (channelID, messageID string, done bool, err error) {
+	r := ref(set.ID, q.ID)
+	s.mu.Lock()
+	if qs := s.byRef[r]; qs != nil && qs.st.set.ID == set.ID {
+		channelID, messageID = qs.channelID, qs.messageID
+		if qs.ans == nil {
+			qs.ans = a
+		} else {
+			done = qs.settled && a.Via == name
+		}
+	}
+	if _, ok := s.finished[r]; !ok {
+		s.finished[r] = a.Name
+	}
+	s.mu.Unlock()
+	if messageID != "" {
+		return channelID, messageID, done, nil
+	}
+	v, ok, err := s.refs.Ref(ctx, s.msgKey(set.ID, q.ID))
+	if err != nil {
+		return "", "", false, fmt.Errorf("discord: find message of %s/%s: %w", set.ID, q.ID, err)
+	}
+	if !ok {
+		return "", "", false, nil
+	}
+	channelID, messageID, _ = strings.Cut(v, "/")
+	return channelID, messageID, false, nil
+}
+
+// Remind implements surfaces.Reminder: it replies to the first unanswered
+// question's message.
+func (s *Surface) Remind(ctx context.Context, set questions.Set) error {
+	for _, q := range set.Questions {
+		r := ref(set.ID, q.ID)
+		s.mu.Lock()
+		qs := s.byRef[r]
+		var channelID, messageID string
+		answeredHere := false
+		if qs != nil {
+			channelID, messageID, answeredHere = qs.channelID, qs.messageID, qs.ans != nil
+		}
+		s.mu.Unlock()
+		if answeredHere {
+			continue
+		}
+		if messageID == "" {
+			v, ok, err := s.refs.Ref(ctx, s.msgKey(set.ID, q.ID))
+			if err != nil {
+				return fmt.Errorf("discord: remind %s: %w", set.ID, err)
+			}
+			if !ok {
+				continue
+			}
+			if _, done, _ := s.refs.Ref(ctx, s.answerKey(set.ID, q.ID)); done {
+				continue
+			}
+			channelID, messageID, _ = strings.Cut(v, "/")
+		}
+		_, err := s.dg.ChannelMessageSendComplex(channelID, &discordgo.MessageSend{
+			Content:         "⏰ Still waiting for an answer to this question.",
+			Reference:       &discordgo.MessageReference{MessageID: messageID, ChannelID: channelID},
+			AllowedMentions: noMentions(),
+		}, discordgo.WithContext(ctx))
+		if err != nil {
+			return s.redact(fmt.Errorf("discord: remind %s: %w", set.ID, err))
+		}
+		return nil
+	}
+	return fmt.Errorf("discord: remind %s: no unanswered question of this set was posted on Discord", set.ID)
+}

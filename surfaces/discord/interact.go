@@ -1,0 +1,254 @@
+package discord
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/orchestrator-dev/orchestrator/questions"
+)
+
+// clicker is who acted, as the surface checks and names them.
+type clicker struct {
+	id, name string
+	roles    []string
+}
+
+func (c clicker) by() string { return fmt.Sprintf("%s (discord %s)", c.name, c.id) }
+
+func interactionUser(in *discordgo.Interaction) (clicker, bool) {
+	switch {
+	case in.Member != nil && in.Member.User != nil:
+		return clicker{id: in.Member.User.ID, name: displayName(in.Member.User, in.Member.Nick), roles: in.Member.Roles}, true
+	case in.User != nil:
+		return clicker{id: in.User.ID, name: displayName(in.User, "")}, true
+	}
+	return clicker{}, false
+}
+
+func displayName(u *discordgo.User, nick string) string {
+	for _, n := range []string{nick, u.GlobalName, u.Username, u.ID} {
+		if n := sanitize(n, false); n != "" {
+			return clip(n, 64)
+		}
+	}
+	return "someone"
+}
+
+// allowed reports whether c may answer: their user ID or one of their roles
+// is allowed. Nobody is when both lists are empty.
+func (s *Surface) allowed(c clicker) bool {
+	if c.id != "" && s.allowUsers[c.id] {
+		return true
+	}
+	return slices.ContainsFunc(c.roles, func(r string) bool { return s.allowRoles[r] })
+}
+
+const (
+	msgNotAllowed = "You are not allowed to answer this question."
+	msgAnswered   = "This question was already answered by %s."
+)
+
+// onInteraction handles a click, a menu choice or a form submission.
+// discordgo runs it on its own goroutine. The interaction is acknowledged
+// (or answered with an ephemeral message or the form) before anything that
+// may be slow: storing the answer, editing the message, a rate limit.
+func (s *Surface) onInteraction(_ *discordgo.Session, ev *discordgo.InteractionCreate) {
+	in := ev.Interaction
+	if in == nil {
+		return
+	}
+	var cid string
+	switch in.Type {
+	case discordgo.InteractionMessageComponent:
+		if d, ok := in.Data.(discordgo.MessageComponentInteractionData); ok {
+			cid = d.CustomID
+		}
+	case discordgo.InteractionModalSubmit:
+		if d, ok := in.Data.(discordgo.ModalSubmitInteractionData); ok {
+			cid = d.CustomID
+		}
+	default:
+		return
+	}
+	p, ok := parseCustomID(cid)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	qs := s.byRef[p.ref]
+	doneBy, wasDone := s.finished[p.ref]
+	s.mu.Unlock()
+	if qs == nil && !wasDone {
+		// Not asked by this process (another one may be waiting for it):
+		// stay silent rather than answer for it.
+		s.log.Debug("interaction for a question not asked here", "interaction", in.ID)
+		return
+	}
+	if qs != nil && in.Message != nil {
+		// A message posted before a restart, clicked before Ask found it.
+		s.mu.Lock()
+		if qs.messageID == "" {
+			qs.channelID, qs.messageID = in.Message.ChannelID, in.Message.ID
+			s.byMsg[qs.messageID] = qs
+		}
+		s.mu.Unlock()
+	}
+	c, ok := interactionUser(in)
+	if !ok {
+		return
+	}
+	if !s.allowed(c) {
+		s.log.Info("refused an answer from someone not allowed", "user", c.id)
+		s.respond(in, ephemeral(msgNotAllowed))
+		return
+	}
+	if qs == nil {
+		s.respond(in, ephemeral(fmt.Sprintf(msgAnswered, doneBy)))
+		return
+	}
+
+	var ans questions.Answer
+	var err error
+	switch p.action {
+	case actText:
+		s.respond(in, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseModal, Data: modal(qs.q, qs.ref)})
+		return
+	case actButton:
+		if in.Type != discordgo.InteractionMessageComponent || p.index >= len(qs.q.Options) || qs.q.MultiSelect {
+			return
+		}
+		ans = questions.Answer{QuestionID: qs.q.ID, Labels: []string{qs.q.Options[p.index].Label}}
+	case actSelect:
+		d, ok := in.Data.(discordgo.MessageComponentInteractionData)
+		if !ok {
+			return
+		}
+		ans, err = selected(qs.q, d.Values)
+	case actModal:
+		d, ok := in.Data.(discordgo.ModalSubmitInteractionData)
+		if !ok {
+			return
+		}
+		ans, err = questions.ParseQuestionAnswer(qs.q, modalText(d))
+		ans.QuestionID = qs.q.ID
+	}
+	if err != nil {
+		s.respond(in, ephemeral("That answer was not taken: "+clip(sanitize(err.Error(), true), 1800)))
+		return
+	}
+	a := &answered{Answer: ans, By: c.by(), Name: c.name}
+	if ok, first := s.claim(qs, a); !ok {
+		s.respond(in, ephemeral(fmt.Sprintf(msgAnswered, first)))
+		return
+	}
+	s.respond(in, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate})
+	s.settle(qs)
+}
+
+// selected turns a select menu's values (option indexes) into an answer.
+func selected(q questions.Question, values []string) (questions.Answer, error) {
+	picked := make([]bool, len(q.Options))
+	n := 0
+	for _, v := range values {
+		i, err := strconv.Atoi(v)
+		if err != nil || i < 0 || i >= len(q.Options) || strconv.Itoa(i) != v {
+			return questions.Answer{}, &questions.InvalidAnswerError{QuestionID: q.ID, Message: fmt.Sprintf("unknown option %q", v)}
+		}
+		if !picked[i] {
+			picked[i] = true
+			n++
+		}
+	}
+	if n == 0 || (!q.MultiSelect && n > 1) {
+		return questions.Answer{}, &questions.InvalidAnswerError{QuestionID: q.ID, Message: "choose one option"}
+	}
+	a := questions.Answer{QuestionID: q.ID}
+	for i, o := range q.Options {
+		if picked[i] {
+			a.Labels = append(a.Labels, o.Label)
+		}
+	}
+	return a, nil
+}
+
+func modalText(d discordgo.ModalSubmitInteractionData) string {
+	var text string
+	var walk func([]discordgo.MessageComponent)
+	walk = func(cs []discordgo.MessageComponent) {
+		for _, c := range cs {
+			switch c := c.(type) {
+			case *discordgo.ActionsRow:
+				walk(c.Components)
+			case *discordgo.TextInput:
+				if c.CustomID == textInputID {
+					text = c.Value
+				}
+			}
+		}
+	}
+	walk(d.Components)
+	return text
+}
+
+func ephemeral(text string) *discordgo.InteractionResponse {
+	return &discordgo.InteractionResponse{
+		Type: discordgo.InteractionResponseChannelMessageWithSource,
+		Data: &discordgo.InteractionResponseData{
+			Content:         text,
+			Flags:           discordgo.MessageFlagsEphemeral,
+			AllowedMentions: noMentions(),
+		},
+	}
+}
+
+// respond answers an interaction. It goes straight to the HTTP client, not
+// through the Session's rate limiter: a global rate limit being waited out
+// there must not hold back an acknowledgement (interaction callbacks are not
+// subject to it, and Discord gives them three seconds).
+func (s *Surface) respond(in *discordgo.Interaction, resp *discordgo.InteractionResponse) {
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	if err := s.callback(ctx, in, resp); err != nil {
+		s.log.Warn("answer interaction", "interaction", in.ID, "type", int(resp.Type), "err", s.redact(err))
+	}
+}
+
+func (s *Surface) callback(ctx context.Context, in *discordgo.Interaction, resp *discordgo.InteractionResponse) error {
+	body, err := json.Marshal(resp)
+	if err != nil {
+		return fmt.Errorf("encode interaction response: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, discordgo.EndpointInteractionResponse(in.ID, in.Token), bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("interaction response request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", s.dg.UserAgent)
+	res, err := s.client.Do(req)
+	if err != nil {
+		// The URL holds the interaction's token: keep it out of the log.
+		var ue interface{ Unwrap() error }
+		if errors.As(err, &ue) && ue.Unwrap() != nil {
+			err = ue.Unwrap()
+		}
+		return fmt.Errorf("post interaction response: %w", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode/100 != 2 {
+		msg, _ := io.ReadAll(io.LimitReader(res.Body, 512))
+		return fmt.Errorf("post interaction response: HTTP %d: %s", res.StatusCode, strings.TrimSpace(string(msg)))
+	}
+	io.Copy(io.Discard, res.Body)
+	return nil
+}

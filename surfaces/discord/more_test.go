@@ -1,0 +1,426 @@
+package discord
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/orchestrator-dev/orchestrator/questions"
+	"github.com/orchestrator-dev/orchestrator/surfaces"
+	"github.com/orchestrator-dev/orchestrator/surfaces/discord/discordtest"
+	"github.com/orchestrator-dev/orchestrator/surfaces/surfacetest"
+)
+
+// TestTokenNeverLogged runs a whole session — connect, ask, a refused
+// click, a dropped gateway and its resume, an answer, failures — with the
+// surface's log at debug level and discordgo's package log captured, and
+// checks the token appears nowhere. It is not parallel: it captures the
+// standard logger, which discordgo writes to.
+func TestTokenNeverLogged(t *testing.T) {
+	std := &syncBuffer{}
+	prev, flags := log.Writer(), log.Flags()
+	log.SetOutput(std)
+	t.Cleanup(func() { log.SetOutput(prev); log.SetFlags(flags) })
+
+	srv := discordtest.NewServer(t)
+	logs := &syncBuffer{}
+	debug := func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	s := newSurface(t, srv, nil, debug)
+	if s.dg.LogLevel >= discordgo.LogError || s.dg.Debug {
+		t.Errorf("discordgo logging is on: LogLevel %d, Debug %v", s.dg.LogLevel, s.dg.Debug)
+	}
+	ctx := testCtx(t)
+	set := surfacetest.SingleChoice("token")
+	ch := asking(ctx, s, set)
+	m := questionMessage(ctx, t, srv, set, set.Questions[0])
+	act(ctx, t, srv, mallory, m, set.Questions[0], surfacetest.Choose(set.Questions[0], "MySQL"))
+	if err := srv.WaitReady(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	srv.Drop()
+	if err := srv.WaitReady(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	act(ctx, t, srv, alice, m, set.Questions[0], surfacetest.Choose(set.Questions[0], "MySQL"))
+	result(ctx, t, ch)
+
+	// Failures: a wrong token, a channel that does not exist.
+	var errs []error
+	bad := newSurface(t, srv, nil, debug, func(c *Config) { c.Token = "not-" + srv.Token() })
+	_, err := bad.Ask(ctx, surfacetest.SingleChoice("bad-token"))
+	errs = append(errs, err)
+	gone := newSurface(t, srv, nil, debug, func(c *Config) { c.ChannelID = "999" })
+	_, err = gone.Ask(ctx, surfacetest.SingleChoice("bad-channel"))
+	errs = append(errs, err)
+	for _, err := range errs {
+		if err == nil {
+			t.Fatal("Ask succeeded, want an error")
+		}
+		if strings.Contains(err.Error(), srv.Token()) {
+			t.Errorf("error shows the token: %v", err)
+		}
+	}
+	s.Close()
+	bad.Close()
+	gone.Close()
+
+	if !strings.Contains(logs.String(), "level=DEBUG") && !strings.Contains(logs.String(), "level=INFO") {
+		t.Fatalf("nothing logged:\n%s", logs)
+	}
+	for what, out := range map[string]string{"surface log": logs.String(), "standard log": std.String()} {
+		if strings.Contains(out, srv.Token()) {
+			t.Errorf("%s shows the token:\n%s", what, out)
+		}
+	}
+}
+
+func TestRedactingLogger(t *testing.T) {
+	t.Parallel()
+	const secret = "MTIzNDU2Nzg5MDEyMzQ1Njc4.GaBcDe.abcdefghijklmnopqrstuvwxyz0123"
+	var buf syncBuffer
+	l := newRedactingLogger(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), secret)
+	l = l.With("token", secret).WithGroup("g-" + secret)
+	l.Debug("msg "+secret, "err", errors.New("Bot "+secret), "s", "x"+secret, slog.Group("grp", "k", secret),
+		"any", struct{ T string }{secret}, "n", 3)
+	if strings.Contains(buf.String(), secret) {
+		t.Errorf("secret in log: %s", buf.String())
+	}
+	if !strings.Contains(buf.String(), redacted) || !strings.Contains(buf.String(), `"n":3`) {
+		t.Errorf("log lost its content: %s", buf.String())
+	}
+	err := redactErr(errors.Join(context.Canceled, errors.New("token "+secret)), secret)
+	if strings.Contains(err.Error(), secret) || !errors.Is(err, context.Canceled) {
+		t.Errorf("redactErr = %v", err)
+	}
+}
+
+func TestThreadPerRun(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.NewServer(t)
+	refs := &MemoryRefs{}
+	threads := func(c *Config) { c.ThreadPerRun = true }
+	ctx := testCtx(t)
+	turn1 := surfacetest.NewSet("threads").Title("Deploy the service").Single().Set()
+	turn2 := surfacetest.NewSet("threads").Title("Deploy the service").Turn(2).Multi().Set()
+
+	s := newSurface(t, srv, refs, threads)
+	ch := asking(ctx, s, turn1)
+	var thread string
+	for thread == "" {
+		if ths := srv.Threads(discordtest.ChannelID); len(ths) > 0 {
+			thread = ths[0]
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no thread started")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	m := questionMessage(ctx, t, srv, turn1, turn1.Questions[0], thread)
+	act(ctx, t, srv, bob, m, turn1.Questions[0], surfacetest.Choose(turn1.Questions[0], "Postgres"))
+	result(ctx, t, ch)
+
+	// The run's next turn, after a restart, goes to the same thread.
+	s.Close()
+	s = newSurface(t, srv, refs, threads)
+	ch = asking(ctx, s, turn2)
+	m = questionMessage(ctx, t, srv, turn2, turn2.Questions[0], thread)
+	act(ctx, t, srv, bob, m, turn2.Questions[0], surfacetest.Choose(turn2.Questions[0], "Linux"))
+	result(ctx, t, ch)
+	if ths := srv.Threads(discordtest.ChannelID); len(ths) != 1 {
+		t.Errorf("threads = %v, want one per run", ths)
+	}
+	if msgs := srv.Messages(discordtest.ChannelID); len(msgs) != 0 {
+		t.Errorf("%d messages in the channel itself, want all in the thread", len(msgs))
+	}
+}
+
+func TestResolveAnsweredElsewhere(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.NewServer(t)
+	s := newSurface(t, srv, nil)
+	ctx := testCtx(t)
+	set := surfacetest.TwoQuestions("resolve")
+	askCtx, cancel := context.WithCancel(ctx)
+	ch := asking(askCtx, s, set)
+	m0 := questionMessage(ctx, t, srv, set, set.Questions[0])
+	m1 := questionMessage(ctx, t, srv, set, set.Questions[1])
+	cancel()
+	<-ch
+
+	resp := questions.Response{SetID: set.ID, By: "@octocat", Surface: "github", At: time.Now(), Answers: []questions.Answer{
+		surfacetest.Choose(set.Questions[0], "MySQL"), surfacetest.Choose(set.Questions[1], "Linux", "macOS"),
+	}}
+	if err := s.Resolve(ctx, set, resp); err != nil {
+		t.Fatalf("Resolve: %v", err)
+	}
+	for _, m := range []*discordgo.Message{m0, m1} {
+		got, _ := srv.Message(m.ID)
+		if !disabled(got) || !strings.Contains(got.Content, "on github by **\\@octocat**") {
+			t.Errorf("after Resolve, message %s = %q, disabled %v", m.ID, got.Content, disabled(got))
+		}
+	}
+	// A surface that never asked (a restart) resolves through Refs.
+	other := newSurface(t, srv, s.refs)
+	if err := other.Resolve(ctx, set, resp); err != nil {
+		t.Fatalf("Resolve after restart: %v", err)
+	}
+}
+
+func TestRemind(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.NewServer(t)
+	s := newSurface(t, srv, nil)
+	ctx := testCtx(t)
+	set := surfacetest.TwoQuestions("remind")
+	if err := s.Remind(ctx, set); err == nil {
+		t.Error("Remind of a set never asked succeeded")
+	}
+	ch := asking(ctx, s, set)
+	m0 := questionMessage(ctx, t, srv, set, set.Questions[0])
+	m1 := questionMessage(ctx, t, srv, set, set.Questions[1])
+	act(ctx, t, srv, alice, m0, set.Questions[0], surfacetest.Choose(set.Questions[0], "SQLite"))
+	waitAnswered(ctx, t, srv, m0)
+	if err := s.Remind(ctx, set); err != nil {
+		t.Fatalf("Remind: %v", err)
+	}
+	msgs := srv.Messages(discordtest.ChannelID)
+	last := msgs[len(msgs)-1]
+	if last.MessageReference == nil || last.MessageReference.MessageID != m1.ID || !strings.Contains(last.Content, "Still waiting") {
+		t.Errorf("reminder = %q replying to %+v, want a reply to the unanswered question %s", last.Content, last.MessageReference, m1.ID)
+	}
+	noResult(t, ch)
+}
+
+func TestReplies(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.NewServer(t)
+	s := newSurface(t, srv, nil, func(c *Config) { c.AcceptReplies = true })
+	ctx := testCtx(t)
+	set := surfacetest.SingleChoice("replies")
+	ch := asking(ctx, s, set)
+	m := questionMessage(ctx, t, srv, set, set.Questions[0])
+
+	if _, err := srv.Reply(mallory, m.ID, "Postgres"); err != nil { // not allowed: ignored
+		t.Fatal(err)
+	}
+	bad, err := srv.Reply(bob, m.ID, "Oracle") // not an option, no free text
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.WaitMessage(ctx, discordtest.ChannelID, func(x *discordgo.Message) bool {
+		return x.MessageReference != nil && x.MessageReference.MessageID == bad && strings.Contains(x.Content, "not taken")
+	}); err != nil {
+		t.Fatalf("no explanation for an invalid reply: %v", err)
+	}
+	noResult(t, ch)
+	good, err := srv.Reply(bob, m.ID, "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := result(ctx, t, ch)
+	surfacetest.CheckResponse(t, name, set, resp, []questions.Answer{surfacetest.Choose(set.Questions[0], "SQLite")}, time.Now().Add(-timeout))
+	if got, _ := srv.Message(good); len(got.Reactions) == 0 || got.Reactions[0].Emoji.Name != "✅" {
+		t.Errorf("taken reply has reactions %+v, want ✅", got.Reactions)
+	}
+	waitAnswered(ctx, t, srv, m)
+}
+
+func TestAskErrors(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.NewServer(t)
+	s := newSurface(t, srv, nil)
+	ctx := testCtx(t)
+	many := surfacetest.NewSet("many").Question(questions.Question{Text: "Which?", Options: make([]questions.Option, 26)}).Set()
+	for i := range many.Questions[0].Options {
+		many.Questions[0].Options[i].Label = strings.Repeat("x", i+1)
+	}
+	tests := []struct {
+		name string
+		set  questions.Set
+		want string
+	}{
+		{"no questions", questions.Set{ID: "s1"}, "no questions"},
+		{"no ID", questions.Set{Questions: []questions.Question{{ID: "q1", Text: "?"}}}, "no ID"},
+		{"duplicate question", questions.Set{ID: "s1", Questions: []questions.Question{{ID: "q1", Text: "?"}, {ID: "q1", Text: "?"}}}, "twice"},
+		{"too many options", many, "at most 25"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := s.Ask(ctx, tt.set)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Ask = %v, want an error saying %q", err, tt.want)
+			}
+		})
+	}
+	if n := srv.CountRequests("POST", "/channels/"); n != 0 {
+		t.Errorf("%d messages posted for invalid sets", n)
+	}
+	s.Close()
+	_, err := s.Ask(ctx, surfacetest.SingleChoice("closed"))
+	if !errors.Is(err, surfaces.ErrUnavailable) {
+		t.Errorf("Ask on a closed surface = %v, want ErrUnavailable", err)
+	}
+}
+
+func TestManyOptionsUseASelectMenu(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.NewServer(t)
+	s := newSurface(t, srv, nil)
+	ctx := testCtx(t)
+	q := questions.Question{Header: "Region", Text: "Which region?", FreeText: true}
+	for _, l := range []string{"eu-west-1", "eu-west-2", "us-east-1", "us-east-2", "us-west-1", "ap-south-1", "sa-east-1"} {
+		q.Options = append(q.Options, questions.Option{Label: l, Description: "AWS " + l})
+	}
+	set := surfacetest.NewSet("regions").Question(q).Set()
+	ch := asking(ctx, s, set)
+	m := questionMessage(ctx, t, srv, set, set.Questions[0])
+	act(ctx, t, srv, alice, m, set.Questions[0], surfacetest.Choose(set.Questions[0], "ap-south-1"))
+	resp := result(ctx, t, ch)
+	surfacetest.CheckResponse(t, name, set, resp, []questions.Answer{surfacetest.Choose(set.Questions[0], "ap-south-1")}, time.Now().Add(-timeout))
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	ok := Config{Token: "abc.def.ghi", ChannelID: "123", AllowUsers: []string{"456"}}
+	tests := []struct {
+		name string
+		mod  func(*Config)
+		want string // "" for valid
+	}{
+		{"valid", func(*Config) {}, ""},
+		{"Bot prefix", func(c *Config) { c.Token = "Bot abc" }, ""},
+		{"overrides", func(c *Config) { c.APIURL, c.GatewayURL = "http://127.0.0.1:1/x", "wss://gw.example/" }, ""},
+		{"no token", func(c *Config) { c.Token = "" }, "token is empty"},
+		{"unset variable", func(c *Config) { c.Token = "  " }, "DISCORD_BOT_TOKEN"},
+		{"token with space", func(c *Config) { c.Token = "abc def" }, "white space"},
+		{"no channel", func(c *Config) { c.ChannelID = "" }, "channel_id is empty"},
+		{"channel name", func(c *Config) { c.ChannelID = "#general" }, `channel_id "#general"`},
+		{"user name", func(c *Config) { c.AllowUsers = []string{"456", "alice"} }, "allow_users[1]"},
+		{"role name", func(c *Config) { c.AllowRoles = []string{"ops"} }, "allow_roles[0]"},
+		{"api scheme", func(c *Config) { c.APIURL = "ftp://x" }, "api_url"},
+		{"gateway scheme", func(c *Config) { c.GatewayURL = "https://x" }, "gateway_url"},
+		{"api no host", func(c *Config) { c.APIURL = "http://" }, "no host"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := ok
+			tt.mod(&c)
+			err := c.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("Validate = %v, want nil", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("Validate = %v, want an error containing %q", err, tt.want)
+			}
+			if tt.want != "" {
+				if _, err := New(c); err == nil {
+					t.Error("New accepted an invalid config")
+				}
+			}
+		})
+	}
+	if w := ok.Warnings(); len(w) != 0 {
+		t.Errorf("Warnings = %q, want none", w)
+	}
+	nobody := ok
+	nobody.AllowUsers = nil
+	if w := nobody.Warnings(); len(w) != 1 || !strings.Contains(w[0], "nobody may answer") {
+		t.Errorf("Warnings with nobody allowed = %q", w)
+	}
+}
+
+func TestRewriteTransport(t *testing.T) {
+	t.Parallel()
+	var got []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Host+" "+r.URL.RequestURI())
+		io.WriteString(w, "{}")
+	}))
+	t.Cleanup(up.Close)
+	c, err := newHTTPClient(nil, up.URL+"/proxy/", "ws://127.0.0.1:9/gw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Get(discordgo.EndpointChannelMessages("42") + "?limit=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	res, err = c.Get(discordgo.EndpointGatewayBot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(body), "ws://127.0.0.1:9/gw") {
+		t.Errorf("gateway lookup answered %s", body)
+	}
+	host := strings.TrimPrefix(up.URL, "http://")
+	if want := []string{host + " /proxy/api/v" + discordgo.APIVersion + "/channels/42/messages?limit=5"}; !slices.Equal(got, want) {
+		t.Errorf("upstream saw %q, want %q", got, want)
+	}
+	if c.Transport == http.DefaultTransport {
+		t.Error("the client's transport was not wrapped")
+	}
+}
+
+func TestGatewayURLOverride(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.NewServer(t)
+	s := newSurface(t, srv, nil, func(c *Config) { c.GatewayURL = srv.GatewayURL })
+	ctx := testCtx(t)
+	set := surfacetest.SingleChoice("gateway-url")
+	ch := asking(ctx, s, set)
+	m := questionMessage(ctx, t, srv, set, set.Questions[0])
+	if n := srv.CountRequests("GET", "/gateway"); n != 0 {
+		t.Errorf("asked the API for the gateway %d times, want gateway_url used", n)
+	}
+	s.Close()
+	r := <-ch
+	if !errors.Is(r.err, surfaces.ErrUnavailable) {
+		t.Errorf("Ask after Close = %v, want ErrUnavailable", r.err)
+	}
+	if got, _ := srv.Message(m.ID); disabled(got) {
+		t.Error("Close disabled the question; it should stay answerable")
+	}
+}
+
+// TestRepliesWhileDisconnected: a reply sent while the gateway session was
+// lost is never dispatched; the surface fetches it after reconnecting.
+func TestRepliesWhileDisconnected(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.NewServer(t)
+	s := newSurface(t, srv, nil, func(c *Config) { c.AcceptReplies = true })
+	ctx := testCtx(t)
+	set := surfacetest.SingleChoice("lost-reply")
+	ch := asking(ctx, s, set)
+	m := questionMessage(ctx, t, srv, set, set.Questions[0])
+	if err := srv.WaitReady(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	srv.DropSession()
+	if _, err := srv.Reply(alice, m.ID, "mysql"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.WaitReady(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if srv.Identifies() != 2 {
+		t.Errorf("identifies = %d, want a new session", srv.Identifies())
+	}
+	resp := result(ctx, t, ch)
+	surfacetest.CheckResponse(t, name, set, resp, []questions.Answer{surfacetest.Choose(set.Questions[0], "MySQL")}, time.Now().Add(-timeout))
+}
