@@ -17,6 +17,7 @@ import (
 	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/specs"
 	"github.com/orchestrator-dev/orchestrator/surfaces"
+	"github.com/orchestrator-dev/orchestrator/surfaces/discord"
 	"github.com/orchestrator-dev/orchestrator/surfaces/github"
 	"github.com/orchestrator-dev/orchestrator/surfaces/terminal"
 )
@@ -186,9 +187,53 @@ func (m *Main) buildSurface(name string, ref *specs.SurfaceRef, st *store.Store)
 			Command: "orchestrator", By: whoami()}), nil
 	case specs.SurfaceGitHub:
 		return m.buildGitHub(ref)
+	case specs.SurfaceDiscord:
+		return m.buildDiscord(ref, st)
 	default:
 		return nil, fmt.Errorf("unknown surface %q (want terminal, github or discord)", name)
 	}
+}
+
+// buildDiscord makes a Discord surface for the configured channel, or a
+// spec's. Its messages are remembered in the store, so that a restarted
+// process finds them instead of posting again.
+func (m *Main) buildDiscord(ref *specs.SurfaceRef, st *store.Store) (surfaces.Surface, error) {
+	dc := m.Config.Surfaces.Discord
+	cfg := discord.Config{
+		Token:         dc.Token,
+		ChannelID:     dc.ChannelID,
+		ThreadPerRun:  dc.ThreadPerRun,
+		AllowUsers:    dc.AllowUsers,
+		AllowRoles:    dc.AllowRoles,
+		AcceptReplies: dc.AcceptReplies,
+		APIURL:        dc.APIURL,
+		GatewayURL:    dc.GatewayURL,
+		Refs:          st.RefsFor(specs.SurfaceDiscord),
+		Logger:        m.Logger.With("surface", "discord"),
+	}
+	if ref != nil && ref.Discord != nil {
+		if ref.Discord.ChannelID != "" {
+			cfg.ChannelID = ref.Discord.ChannelID
+		}
+		if ref.Discord.ThreadPerRun != nil {
+			cfg.ThreadPerRun = *ref.Discord.ThreadPerRun
+		}
+	}
+	if m.metrics != nil {
+		cfg.HTTPClient = &http.Client{Timeout: 20 * time.Second, Transport: m.metrics.InstrumentTransport("discord", http.DefaultTransport)}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("discord: %w", err)
+	}
+	for _, w := range cfg.Warnings() {
+		m.Logger.Warn("discord: " + w)
+	}
+	sf, err := discord.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("discord: %w", err)
+	}
+	m.OnClose(sf.Close)
+	return sf, nil
 }
 
 // buildGitHub makes a GitHub surface for the configured repository and
