@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -647,5 +648,38 @@ func TestSessionTranscriptHas(t *testing.T) {
 	e, _ := New(Config{BaseEnv: []string{}, Env: map[string]string{"HOME": home}})
 	if ok, err := e.SessionTranscriptHas("s1", "OAuth2"); !ok || err != nil {
 		t.Errorf("executor lookup: %v %v", ok, err)
+	}
+}
+
+// TestArgsAreRealFlags checks every flag the command builder can emit
+// against the real CLI's --help (recorded in the fixtures), so a renamed flag
+// is caught here rather than at 2 a.m. Two flags work but are not listed
+// there (CLAUDE-CLI.md): --max-turns and --permission-prompt-tool.
+func TestArgsAreRealFlags(t *testing.T) {
+	t.Parallel()
+	help, err := os.ReadFile(filepath.Join(fixtureDir(), "claude-help.txt"))
+	if err != nil {
+		t.Fatalf("the CLI's recorded --help: %v", err)
+	}
+	undocumented := map[string]bool{"--max-turns": true, "--permission-prompt-tool": true}
+	e, err := New(Config{
+		Model: "opus", PermissionMode: "acceptEdits", MaxTurns: 7, MCPConfig: "mcp.json", StrictMCPConfig: true,
+		AllowedTools: []string{"Edit"}, DisallowedTools: []string{"WebFetch"}, AppendSystemPrompt: "sys",
+		DangerouslySkipPermissions: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append(e.Args(Request{Prompt: "p", SessionID: "u"}), e.Args(Request{Prompt: "p", Resume: "r"})...)
+	for _, a := range args {
+		if a == "--" {
+			continue
+		}
+		if !strings.HasPrefix(a, "-") || undocumented[a] {
+			continue
+		}
+		if !regexp.MustCompile(`(^|[\s,])` + regexp.QuoteMeta(a) + `([\s,<\[]|$)`).Match(help) {
+			t.Errorf("flag %s is not in the CLI's --help", a)
+		}
 	}
 }

@@ -249,10 +249,13 @@ func (r *Runner) Drive(ctx context.Context, runID string) (store.Run, error) {
 	defer lock.Unlock()
 	err = r.loop(ctx, run.ID)
 	bg := context.WithoutCancel(ctx)
-	if err != nil && ctx.Err() != nil {
-		// Shut down or cancelled while working: leave the run resumable.
+	if err != nil && !errors.Is(err, ErrWaiting) {
+		// Shut down, cancelled, or stopped by an error while working: leave
+		// the run resumable, and say so in its status.
 		r.suspend(bg, run.ID)
-		err = ctx.Err()
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
 	}
 	latest, lerr := r.cfg.Store.Run(bg, run.ID)
 	if lerr != nil {
