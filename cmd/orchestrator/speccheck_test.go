@@ -1,6 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -45,5 +49,39 @@ func TestCheckSpecsAgainstConfig(t *testing.T) {
 	none.Surfaces.Terminal.Enabled = false
 	if got := checkSpecsAgainst(none, []specs.Spec{{Name: "f", Path: "f.md"}}); len(got) != 1 || !strings.Contains(got[0].Error(), "nobody could answer") {
 		t.Fatalf("no surface at all: %v", got)
+	}
+}
+
+// TestValidateReportsEveryProblem: a spec file full of mistakes is
+// reported in full by `validate`, each problem with its file and line.
+func TestValidateReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	mixed, err := os.ReadFile(filepath.Join("..", "..", "specs", "testdata", "mixed-errors.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(dir, "specs"), 0o700)
+	if err := os.WriteFile(filepath.Join(dir, "specs", "mixed.md"), mixed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	m := &Main{Stdout: &out, Stderr: &errb, Dir: dir, LookupEnv: func(string) (string, bool) { return "", false }}
+	if code := m.Exec(context.Background(), []string{"validate"}); code != exitUsage {
+		t.Fatalf("exit %d, want %d", code, exitUsage)
+	}
+	lines := 0
+	for _, l := range strings.Split(errb.String(), "\n") {
+		if strings.Contains(l, "mixed.md:") {
+			lines++
+		}
+	}
+	if lines < 15 {
+		t.Fatalf("%d problems reported with file and line, want every one (≥ 15):\n%s", lines, errb.String())
+	}
+	for _, want := range []string{"mixed.md:3: schedule", "mixed.md:6: surfaces", "permission_mode", "escalate_to", "retries"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q", want)
+		}
 	}
 }
