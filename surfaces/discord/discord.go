@@ -381,6 +381,9 @@ func (s *Surface) ensurePosted(ctx context.Context, st *setState) error {
 	return nil
 }
 
+// postTimeout bounds posting one question message.
+const postTimeout = 30 * time.Second
+
 func (s *Surface) postQuestion(ctx context.Context, qs *qState) error {
 	set, q := qs.st.set, qs.q
 	var prior *answered
@@ -417,17 +420,22 @@ func (s *Surface) postQuestion(ctx context.Context, qs *qState) error {
 			return err
 		}
 		content, embeds, comps := render(set, qs.idx, prior)
+		// A post once started is finished and remembered even if ctx ends
+		// meanwhile: a message posted but not remembered would be posted
+		// again by the next Ask.
+		pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), postTimeout)
+		defer pcancel()
 		m, err := s.dg.ChannelMessageSendComplex(c, &discordgo.MessageSend{
 			Content:         content,
 			Embeds:          embeds,
 			Components:      comps,
 			AllowedMentions: noMentions(),
-		}, discordgo.WithContext(ctx))
+		}, discordgo.WithContext(pctx))
 		if err != nil {
 			return fmt.Errorf("discord: ask %s: post question %s: %w", set.ID, q.ID, err)
 		}
 		channelID, messageID = c, m.ID
-		if err := s.refs.SetRef(ctx, s.msgKey(set.ID, q.ID), c+"/"+m.ID); err != nil {
+		if err := s.refs.SetRef(pctx, s.msgKey(set.ID, q.ID), c+"/"+m.ID); err != nil {
 			s.log.Error("remember posted message", "set", set.ID, "question", q.ID, "err", err)
 		}
 		s.log.Info("asked", "set", set.ID, "question", q.ID, "channel", c, "message", m.ID)
