@@ -409,8 +409,8 @@ func (d *Daemon) unregister(runID string) {
 // of a run that could not go on; a shutdown, a question left pending and
 // a run driven by another process are not errors.
 func (d *Daemon) drive(ctx context.Context, runID, spec, trigger string) error {
-	defer d.unregister(runID)
 	run, err := d.cfg.Runs.Drive(ctx, runID)
+	d.unregister(runID) // before logging: whoever reads the log sees the run gone
 	log := d.log.With("run", runID, "spec", spec, "trigger", trigger)
 	switch {
 	case err == nil:
