@@ -116,6 +116,11 @@ func (e *e2e) child(stdin string, failpoint string, args ...string) *exec.Cmd {
 	out := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	e.t.Cleanup(func() {
+		// A test that failed half-way leaves no orchestrator behind.
+		if cmd.Process != nil && cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
 		if e.t.Failed() {
 			e.t.Logf("child %s output:\n%s", strings.Join(args, " "), out.String())
 		}
@@ -374,7 +379,6 @@ func TestSecondProcessFailsFast(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	st := e.store()
 	deadline := time.Now().Add(2 * time.Minute)
 	var runID string

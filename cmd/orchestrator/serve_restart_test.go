@@ -83,7 +83,6 @@ func TestServeSIGTERMAndRestart(t *testing.T) {
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { serve.Process.Kill(); serve.Wait() }()
 	waitFor(t, "both runs done", func() bool {
 		a, _ := st.Run(ctx, byName["asks"].ID)
 		s, _ := st.Run(ctx, byName["slow"].ID)

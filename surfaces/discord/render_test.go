@@ -204,21 +204,19 @@ func BenchmarkAckLatency(b *testing.B) {
 	defer cancel()
 	var total time.Duration
 	n := 0
+	// Each op is a whole round (post, click, acknowledgement, answer);
+	// µs/ack is the part people wait for: click to acknowledgement.
 	for b.Loop() {
-		b.StopTimer()
 		set := surfacetest.SingleChoice(fmt.Sprintf("bench-%d", n))
 		done := make(chan error, 1)
 		go func() { _, err := s.Ask(ctx, set); done <- err }()
 		var m *discordgo.Message
 		for m == nil {
-			for _, x := range srv.Messages(discordtest.ChannelID) {
-				if hasRef(x, ref(set.ID, set.Questions[0].ID)) {
-					m = x
-				}
+			if msgs := srv.Messages(discordtest.ChannelID); len(msgs) > 0 && hasRef(msgs[len(msgs)-1], ref(set.ID, set.Questions[0].ID)) {
+				m = msgs[len(msgs)-1]
 			}
 			time.Sleep(time.Millisecond)
 		}
-		b.StartTimer()
 		id, err := srv.ClickButton(alice, m.ID, "SQLite")
 		if err != nil {
 			b.Fatal(err)
@@ -227,13 +225,11 @@ func BenchmarkAckLatency(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.StopTimer()
 		total += r.Latency
 		n++
 		if err := <-done; err != nil {
 			b.Fatal(err)
 		}
-		b.StartTimer()
 	}
 	b.ReportMetric(float64(total.Microseconds())/float64(n), "µs/ack")
 }
