@@ -272,7 +272,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		d.mu.Unlock()
 	}
 
-	runsCtx, cancelRuns := context.WithCancel(ctx)
+	// The runs stop when shutdown says so (after /healthz turned to
+	// "shutting down"), not directly with ctx.
+	runsCtx, cancelRuns := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRuns()
 
 	if err := d.takeUpRuns(runsCtx); err != nil {
