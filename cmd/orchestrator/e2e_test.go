@@ -404,3 +404,50 @@ func TestSecondProcessFailsFast(t *testing.T) {
 func storeFilterRun(id string) store.SetFilter { return store.SetFilter{RunID: id} }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// TestCancelStopsAWaitingRun: `cancel RUN` from another process ends a run
+// whose question waits on a terminal: the waiting process stops (exit 130),
+// the question expires, and nothing reaches the model any more.
+func TestCancelStopsAWaitingRun(t *testing.T) {
+	clitest.Claude(t)
+	t.Parallel()
+	e := newE2E(t, standardRules(0)...)
+	cmd := e.child("", "", "run", "--prompt", "Implement spec X")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Close()
+	cmd.Stdin = pr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	st := e.store()
+	var runID string
+	waitFor(t, "the question", func() bool {
+		sets, _ := st.QuestionSets(context.Background(), store.SetFilter{State: []store.SetState{store.SetPending}})
+		if len(sets) == 1 {
+			runID = sets[0].Set.RunID
+		}
+		return runID != ""
+	})
+	if code, out, _ := e.run("", "cancel", runID); code != 0 || !strings.Contains(out, "cancelled") {
+		t.Fatalf("cancel: exit %d", code)
+	}
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != exitCancelled {
+		t.Fatalf("the waiting run ended with %v, want exit %d", err, exitCancelled)
+	}
+	run := e.onlyRun()
+	sets, _ := st.QuestionSets(context.Background(), store.SetFilter{RunID: run.ID})
+	if run.Status != store.RunCancelled || len(sets) != 1 || sets[0].State != store.SetExpired {
+		t.Fatalf("run %s, sets %+v", run.Status, sets)
+	}
+	if code, _, errs := e.run("", "answer", sets[0].Set.Questions[0].ID, "1"); code == 0 || !strings.Contains(errs, "expired") {
+		t.Fatalf("answering a cancelled run's question: exit %d, %q", code, errs)
+	}
+	if n := len(e.fake.Requests()); n != 1 {
+		t.Fatalf("%d requests; nothing may reach the model after the cancel", n)
+	}
+}

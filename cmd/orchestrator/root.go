@@ -45,6 +45,7 @@ Exit codes: 0 done, 1 failed, 2 usage or configuration error,
 		m.newResumeCmd(),
 		m.newStatusCmd(),
 		m.newAnswerCmd(),
+		m.newCancelCmd(),
 		m.newRehearseCmd(),
 		m.newServeCmd(),
 	)

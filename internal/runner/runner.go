@@ -279,16 +279,6 @@ func (r *Runner) suspend(ctx context.Context, runID string) {
 	}
 }
 
-// Cancel gives up on a run for good: it becomes cancelled and its questions
-// expire.
-func (r *Runner) Cancel(ctx context.Context, runID string) error {
-	if err := r.cfg.Store.ExpireSets(ctx, runID); err != nil {
-		return err
-	}
-	msg := "cancelled"
-	return r.cfg.Store.UpdateRun(ctx, runID, store.RunUpdate{Status: store.RunCancelled, Error: &msg})
-}
-
 func (r *Runner) fail(ctx context.Context, run store.Run, msg string) error {
 	ctx = context.WithoutCancel(ctx)
 	if err := r.cfg.Store.ExpireSets(ctx, run.ID); err != nil {

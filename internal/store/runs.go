@@ -210,7 +210,9 @@ func updateRun(ctx context.Context, tx *sql.Tx, id string, u RunUpdate, now time
 		}
 		return fmt.Errorf("update run %s: %w", id, err)
 	}
-	if status.Final() && u.Status != status {
+	// A final run keeps its status; what a turn that was already running
+	// when it ended costs is still recorded.
+	if status.Final() && u.Status != "" && u.Status != status {
 		return fmt.Errorf("update run %s: it is already %s", id, status)
 	}
 	q := `UPDATE runs SET status = ?, updated_at = ?, cost_usd = cost_usd + ?`
@@ -272,4 +274,22 @@ func (s *Store) LastScheduled(ctx context.Context, spec string) (time.Time, bool
 		return time.Time{}, false, fmt.Errorf("last scheduled %s: %w", spec, err)
 	}
 	return fromNanos(n), true, nil
+}
+
+// CancelRun ends a run for good, in one transaction: it becomes cancelled,
+// and its questions that were not handed to the model expire, so no answer
+// resumes it any more.
+func (s *Store) CancelRun(ctx context.Context, id, reason string) error {
+	now := s.now().UTC()
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE question_sets SET state = ? WHERE run_id = ? AND state IN (?, ?)`,
+			SetExpired, id, SetPending, SetAnswered); err != nil {
+			return err
+		}
+		return updateRun(ctx, tx, id, RunUpdate{Status: RunCancelled, Error: &reason}, now)
+	})
+	if err != nil {
+		return fmt.Errorf("cancel run %s: %w", id, err)
+	}
+	return nil
 }
