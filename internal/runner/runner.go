@@ -564,16 +564,13 @@ func (r *Runner) turn(ctx context.Context, run store.Run, t store.Turn) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("transcript dir: %w", err)
 	}
+	t.TranscriptDir = dir
 	t, err = r.cfg.Store.BeginTurn(ctx, t) // claims the set of an answer turn
 	if err != nil {
 		return err
 	}
 	if t.Kind == store.TurnAnswer {
 		r.cfg.Failpoint("claimed")
-	}
-	t.TranscriptPath = filepath.Join(dir, fmt.Sprintf("%03d-%s.ndjson", t.Seq, t.Kind))
-	if err := r.cfg.Store.SetTranscriptPath(ctx, run.ID, t.Seq, t.TranscriptPath); err != nil {
-		return err
 	}
 	req := executor.Request{Prompt: t.Prompt, WorkDir: run.WorkDir, TranscriptPath: t.TranscriptPath}
 	if t.Resume {
@@ -652,11 +649,6 @@ func (r *Runner) finish(ctx context.Context, run store.Run, t store.Turn, out ex
 	}
 	if asked != nil {
 		r.cfg.Failpoint("question-stored")
-	}
-	if res.FinalText != "" && asked == nil {
-		if err := r.cfg.Store.UpdateRun(ctx, run.ID, store.RunUpdate{FinalText: &res.FinalText}); err != nil {
-			return err
-		}
 	}
 	r.cfg.Observe(Event{Kind: EventTurnFinished, RunID: run.ID, Turn: t.Seq, TurnKind: t.Kind, Outcome: &out})
 	return nil

@@ -175,6 +175,14 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close()
+	// Up to date (the usual case): nothing to write, and no commit to sync.
+	var current int
+	if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&current); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if current == len(migrations) {
+		return nil
+	}
 	// An exclusive transaction serialises concurrent openers.
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("migrate: %w", err)

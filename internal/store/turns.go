@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/questions"
@@ -36,7 +37,10 @@ type Turn struct {
 	// Resume is true when the turn resumes SessionID rather than creating it.
 	Resume         bool
 	TranscriptPath string
-	StartedAt      time.Time
+	// TranscriptDir, when set and TranscriptPath is not, makes BeginTurn
+	// name the transcript TranscriptDir/<seq>-<kind>.ndjson (not stored).
+	TranscriptDir string
+	StartedAt     time.Time
 
 	Finished   bool
 	FinishedAt time.Time
@@ -54,7 +58,9 @@ type TurnResult struct {
 	NumTurns      int
 	QuestionError string // why the turn's QUESTION block(s) could not be read, if so
 	SessionID     string
-	FinalText     string
+	// FinalText, when set and the turn asked nothing, becomes the run's
+	// final text (not stored with the turn).
+	FinalText string
 }
 
 const turnColumns = `run_id, seq, kind, prompt, set_id, session_id, resume, transcript_path, finished, status, category, error,
@@ -104,6 +110,9 @@ func (s *Store) BeginTurn(ctx context.Context, t Turn) (Turn, error) {
 			return err
 		}
 		t.StartedAt = now
+		if t.TranscriptPath == "" && t.TranscriptDir != "" {
+			t.TranscriptPath = filepath.Join(t.TranscriptDir, fmt.Sprintf("%03d-%s.ndjson", t.Seq, t.Kind))
+		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO turns (run_id, seq, kind, prompt, set_id, session_id, resume, transcript_path, started_at)
 			VALUES (?,?,?,?,?,?,?,?,?)`, t.RunID, t.Seq, t.Kind, t.Prompt, t.SetID, t.SessionID, boolInt(t.Resume), t.TranscriptPath, nanos(now))
 		if err != nil {
@@ -151,7 +160,11 @@ func (s *Store) FinishTurn(ctx context.Context, runID string, seq int, r TurnRes
 				return err
 			}
 		}
-		return updateRun(ctx, tx, runID, RunUpdate{SessionID: r.SessionID, AddCost: r.CostUSD}, now)
+		u := RunUpdate{SessionID: r.SessionID, AddCost: r.CostUSD}
+		if r.FinalText != "" && asked == nil {
+			u.FinalText = &r.FinalText
+		}
+		return updateRun(ctx, tx, runID, u, now)
 	})
 	if err != nil {
 		return fmt.Errorf("finish turn %d of run %s: %w", seq, runID, err)
@@ -228,13 +241,4 @@ func (s *Store) LastTurn(ctx context.Context, runID string) (t Turn, ok bool, er
 		return Turn{}, false, fmt.Errorf("last turn of run %s: %w", runID, err)
 	}
 	return t, true, nil
-}
-
-// SetTranscriptPath records where a turn's raw NDJSON is kept.
-func (s *Store) SetTranscriptPath(ctx context.Context, runID string, seq int, path string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE turns SET transcript_path = ? WHERE run_id = ? AND seq = ?`, path, runID, seq)
-	if err != nil {
-		return fmt.Errorf("set transcript path of turn %d of run %s: %w", seq, runID, err)
-	}
-	return nil
 }
