@@ -55,6 +55,9 @@ type benchEnv struct {
 	config string
 	state  string
 	work   string // the agent's working directory
+	// shellEnv and claude are the bare CLI's environment and path (bareCLI).
+	shellEnv []string
+	claude   string
 }
 
 // benchEnvOptions are the knobs of newBenchEnv.
@@ -113,16 +116,27 @@ func (e *benchEnv) child(out io.Writer, args ...string) *exec.Cmd {
 }
 
 // bareCLI runs the CLI without the orchestrator: a print-mode stream-json
-// run of prompt on the same fake.
+// run of prompt on the same fake, started the way a person would start it
+// from the same shell — with the environment the orchestrator hands its CLI
+// (the shell's, plus the fake's variables). A minimal environment would not
+// be a fair comparison: on this machine the CA-bundle variables alone cost
+// the CLI ~20 ms at start.
 func (e *benchEnv) bareCLI(prompt string) time.Duration {
 	e.tb.Helper()
-	return e.cli([]string{"-p", "--output-format", "stream-json", "--verbose", "--", prompt})
-}
-
-// cli runs the CLI with args on the fake, in clitest's environment.
-func (e *benchEnv) cli(args []string) time.Duration {
-	e.tb.Helper()
-	return e.time(clitest.Command(e.tb, e.cliEnv, args...))
+	if e.shellEnv == nil {
+		m := &Main{Stderr: io.Discard, Dir: e.work, LookupEnv: func(string) (string, bool) { return "", false }, configFlag: e.config}
+		if err := m.loadConfig(); err != nil {
+			e.tb.Fatal(err)
+		}
+		ex, err := executor.New(m.executorConfig(nil, nil))
+		if err != nil {
+			e.tb.Fatal(err)
+		}
+		e.shellEnv, e.claude = ex.Environ(), m.Config.Agent.Command
+	}
+	cmd := exec.Command(e.claude, "-p", "--output-format", "stream-json", "--verbose", "--", prompt)
+	cmd.Env, cmd.Dir = e.shellEnv, e.work
+	return e.time(cmd)
 }
 
 // time runs a CLI command, returns its wall time, and fails on a bad exit
