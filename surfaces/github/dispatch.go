@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"unicode"
 
 	gh "github.com/google/go-github/v60/github"
 
@@ -274,12 +275,28 @@ func answerText(body string) string {
 			rest = strings.TrimSpace(rest)
 			id, ans, _ := strings.Cut(rest, " ")
 			id = strings.TrimSuffix(id, ":")
-			t = id + ": " + strings.TrimSpace(ans)
-			line = t
+			if !isAnswerKey(id) {
+				continue // a malformed command answers nothing
+			}
+			line = id + ": " + strings.TrimSpace(ans)
 		}
 		out = append(out, line)
 	}
 	return strings.TrimSpace(strings.Join(out, "\n"))
+}
+
+// isAnswerKey reports whether s can name a question in "/answer KEY …": a
+// question ID, a number or a one-word header.
+func isAnswerKey(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '-' && r != '_' && r != '.' {
+			return false
+		}
+	}
+	return true
 }
 
 // keyedLines returns the lines of text that name a question of set by its
