@@ -9,6 +9,7 @@ package surfaces
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
@@ -57,4 +58,31 @@ type Reminder interface {
 // handed to the model and the session resumed (GitHub's 🚀 reaction).
 type ResumeNotifier interface {
 	Resumed(ctx context.Context, set questions.Set) error
+}
+
+// ProgressReporter is implemented by surfaces that show how a run is going
+// (GitHub's sticky status comment). The run loop calls Progress as the run
+// advances, from one goroutine per run and never for two runs' progress in
+// the same call; the surface decides how often it really writes. A Final
+// progress is the last one of a drive.
+type ProgressReporter interface {
+	Progress(ctx context.Context, p RunProgress) error
+}
+
+// RunProgress is where a run stands.
+type RunProgress struct {
+	RunID string
+	Title string
+	// Step says what happens now: "turn 2 running", "waiting for an
+	// answer", "done", "failed", …
+	Step     string
+	Turn     int
+	ToolUses int
+	LastTool string // the last tool used, with a short view of its input
+	CostUSD  float64
+	Elapsed  time.Duration
+	// Final is set on the last progress of a drive; Summary then holds the
+	// final text or the error (model output: surfaces clean it).
+	Final   bool
+	Summary string
 }

@@ -20,7 +20,7 @@ func TestRunAsksOnGitHub(t *testing.T) {
 	gh.SetPermission("alice", "write")
 	const repo = "acme/app"
 	issue := gh.CreateIssue(repo, "Nightly tasks")
-	e.writeConfig(fmt.Sprintf("  github:\n    enabled: true\n    base_url: %q\n    token: test-token\n    repo: %s\n    issue: %d\n    poll_interval: 100ms\n",
+	e.writeConfig(fmt.Sprintf("  github:\n    enabled: true\n    base_url: %q\n    token: test-token\n    repo: %s\n    issue: %d\n    poll_interval: 100ms\n    progress: true\n",
 		gh.URL()+"/", repo, issue))
 
 	type result struct {
@@ -69,6 +69,16 @@ func TestRunAsksOnGitHub(t *testing.T) {
 		r := strings.Join(reactions, ",")
 		return strings.Contains(r, "eyes") && strings.Contains(r, "rocket") && strings.Contains(qc.Body, "Answered by @") && strings.Contains(qc.Body, "alice:** JWT")
 	})
+	// The run's status comment ends with its summary.
+	var status []string
+	for _, c := range gh.Comments(repo, issue) {
+		if strings.Contains(c.Body, "<!-- orchestrator:progress") {
+			status = append(status, c.Body)
+		}
+	}
+	if len(status) != 1 || !strings.Contains(status[0], "✅") || !strings.Contains(status[0], "Implemented with JWT.") {
+		t.Fatalf("status comments = %q, want one, final, with the summary", status)
+	}
 	run := e.onlyRun()
 	sets, _ := e.store().QuestionSets(t.Context(), storeFilterRun(run.ID))
 	if len(sets) != 1 || sets[0].Response.By != "@alice" || sets[0].Response.Surface != "github" {

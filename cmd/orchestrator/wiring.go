@@ -270,7 +270,7 @@ func (m *Main) buildGitHub(ref *specs.SurfaceRef) (surfaces.Surface, error) {
 		}
 	}
 	sc := github.SurfaceConfig{Repo: gc.Repo, Issue: gc.Issue, Labels: gc.Labels, Allow: gc.Allow, AllowOnly: gc.AllowOnly,
-		MaxAnswerBytes: m.Config.Run.AnswerMaxBytes.Int()}
+		MaxAnswerBytes: m.Config.Run.AnswerMaxBytes.Int(), Progress: gc.Progress}
 	if ref != nil && ref.GitHub != nil {
 		o := ref.GitHub
 		if o.Repo != "" {

@@ -148,6 +148,10 @@ type GitHub struct {
 	// WebhookSecret verifies webhook deliveries (serve); empty turns
 	// webhooks off and polling alone is used.
 	WebhookSecret string `yaml:"webhook_secret"`
+	// Progress keeps one status comment per run on its issue (current
+	// step, tool uses, cost; edited at most every 10s; a summary at the
+	// end). Default: false.
+	Progress bool `yaml:"progress"`
 }
 
 // GitHubApp authenticates as a GitHub App installation.

@@ -32,6 +32,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
@@ -121,6 +122,9 @@ type Config struct {
 type Runner struct {
 	cfg Config
 	log *slog.Logger
+
+	pumpsMu sync.Mutex
+	pumps   map[string]*progressPump // by run ID, while driven here
 }
 
 // New returns a Runner.
@@ -150,7 +154,7 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Failpoint == nil {
 		cfg.Failpoint = func(string) {}
 	}
-	return &Runner{cfg: cfg, log: cfg.Logger}, nil
+	return &Runner{cfg: cfg, log: cfg.Logger, pumps: map[string]*progressPump{}}, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -247,6 +251,12 @@ func (r *Runner) Drive(ctx context.Context, runID string) (store.Run, error) {
 		return run, fmt.Errorf("run %s: %w", run.ID, err)
 	}
 	defer lock.Unlock()
+	var pump *progressPump
+	if surfs, serr := r.cfg.Surfaces(run); serr == nil {
+		if reps := reportersOf(surfs); len(reps) > 0 {
+			pump = r.startPump(run, reps)
+		}
+	}
 	err = r.loop(ctx, run.ID)
 	bg := context.WithoutCancel(ctx)
 	if err != nil && !errors.Is(err, ErrWaiting) {
@@ -262,9 +272,27 @@ func (r *Runner) Drive(ctx context.Context, runID string) (store.Run, error) {
 		return run, errors.Join(err, lerr)
 	}
 	if err == nil || errors.Is(err, ErrWaiting) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		r.cfg.Observe(Event{Kind: EventRunEnded, RunID: run.ID, Run: &latest, Err: err})
+		r.emit(Event{Kind: EventRunEnded, RunID: run.ID, Run: &latest, Err: err})
+	}
+	if pump != nil {
+		r.pumpsMu.Lock()
+		delete(r.pumps, run.ID)
+		r.pumpsMu.Unlock()
+		pump.finish(latest, err, r.cfg.Now())
 	}
 	return latest, err
+}
+
+// emit sends a progress event to the observer, and to the run's progress
+// pump when its surfaces show progress.
+func (r *Runner) emit(ev Event) {
+	r.cfg.Observe(ev)
+	r.pumpsMu.Lock()
+	pp := r.pumps[ev.RunID]
+	r.pumpsMu.Unlock()
+	if pp != nil {
+		pp.fold(ev, r.cfg.Now())
+	}
 }
 
 // suspend marks a run that was being worked on as interrupted, unless it is
@@ -347,7 +375,7 @@ func (r *Runner) step(ctx context.Context, run store.Run) error {
 		return r.correct(ctx, run, last)
 	case res.Category == "" && res.Status == "success":
 		final := last.Result.FinalText
-		r.cfg.Observe(Event{Kind: EventDone, RunID: run.ID})
+		r.emit(Event{Kind: EventDone, RunID: run.ID})
 		return st.UpdateRun(ctx, run.ID, store.RunUpdate{Status: store.RunDone, FinalText: nonEmpty(final)})
 	case res.Category == string(executor.CategorySessionNotFound):
 		return r.fail(ctx, run, fmt.Sprintf("the CLI has no session %s any more (its session store under $HOME/.claude was removed, or this is another machine or user): %s",
@@ -420,7 +448,7 @@ func (r *Runner) retry(ctx context.Context, run store.Run, last store.Turn) erro
 	if max := 30 * time.Minute; wait > max || wait <= 0 {
 		wait = max
 	}
-	r.cfg.Observe(Event{Kind: EventRetry, RunID: run.ID, Text: fmt.Sprintf("rate limited; retrying in %s (%d/%d)", wait, n, r.cfg.Limits.RateLimitRetries)})
+	r.emit(Event{Kind: EventRetry, RunID: run.ID, Text: fmt.Sprintf("rate limited; retrying in %s (%d/%d)", wait, n, r.cfg.Limits.RateLimitRetries)})
 	if err := r.cfg.Sleep(ctx, wait); err != nil {
 		return err
 	}
@@ -436,7 +464,7 @@ func (r *Runner) correct(ctx context.Context, run store.Run, last store.Turn) er
 		return r.fail(ctx, run, fmt.Sprintf("the model's QUESTION block was still not valid after %d correction prompts: %s",
 			r.cfg.Limits.MaxCorrections, last.Result.QuestionError))
 	}
-	r.cfg.Observe(Event{Kind: EventCorrection, RunID: run.ID, Text: last.Result.QuestionError})
+	r.emit(Event{Kind: EventCorrection, RunID: run.ID, Text: last.Result.QuestionError})
 	prompt := questions.CorrectionPrompt(errors.New(last.Result.QuestionError))
 	return r.turn(ctx, run, store.Turn{Kind: store.TurnCorrection, Prompt: prompt, SessionID: sessionOf(run, last), Resume: true})
 }
@@ -578,7 +606,7 @@ func (r *Runner) turn(ctx context.Context, run store.Run, t store.Turn) error {
 	} else {
 		req.SessionID = t.SessionID
 	}
-	r.cfg.Observe(Event{Kind: EventTurnStarted, RunID: run.ID, Turn: t.Seq, TurnKind: t.Kind})
+	r.emit(Event{Kind: EventTurnStarted, RunID: run.ID, Turn: t.Seq, TurnKind: t.Kind})
 	started := r.cfg.Now()
 	ex, err := agent.Start(ctx, req)
 	if err != nil {
@@ -650,7 +678,7 @@ func (r *Runner) finish(ctx context.Context, run store.Run, t store.Turn, out ex
 	if asked != nil {
 		r.cfg.Failpoint("question-stored")
 	}
-	r.cfg.Observe(Event{Kind: EventTurnFinished, RunID: run.ID, Turn: t.Seq, TurnKind: t.Kind, Outcome: &out})
+	r.emit(Event{Kind: EventTurnFinished, RunID: run.ID, Turn: t.Seq, TurnKind: t.Kind, Outcome: &out})
 	return nil
 }
 
@@ -662,15 +690,15 @@ func (r *Runner) progress(runID string, turn int, ev executor.Event, started tim
 			switch b.Type {
 			case "text":
 				if txt := strings.TrimSpace(questions.Strip(b.Text)); txt != "" {
-					r.cfg.Observe(Event{Kind: EventText, RunID: runID, Turn: turn, Text: txt, Elapsed: r.cfg.Now().Sub(started)})
+					r.emit(Event{Kind: EventText, RunID: runID, Turn: turn, Text: txt, Elapsed: r.cfg.Now().Sub(started)})
 				}
 			case "tool_use":
-				r.cfg.Observe(Event{Kind: EventToolUse, RunID: runID, Turn: turn, Tool: b.ToolName, Text: toolSummary(b.Input),
+				r.emit(Event{Kind: EventToolUse, RunID: runID, Turn: turn, Tool: b.ToolName, Text: toolSummary(b.Input),
 					Elapsed: r.cfg.Now().Sub(started)})
 			}
 		}
 	case *executor.Result:
-		r.cfg.Observe(Event{Kind: EventCost, RunID: runID, Turn: turn, CostUSD: ev.TotalCostUSD, Elapsed: r.cfg.Now().Sub(started)})
+		r.emit(Event{Kind: EventCost, RunID: runID, Turn: turn, CostUSD: ev.TotalCostUSD, Elapsed: r.cfg.Now().Sub(started)})
 	}
 }
 

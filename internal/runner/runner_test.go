@@ -363,3 +363,49 @@ func TestCancelledDriveLeavesRunResumable(t *testing.T) {
 		t.Fatalf("answers sent %d times", n)
 	}
 }
+
+// reporter is a person that also shows progress.
+type reporter struct {
+	*person
+	pmu  sync.Mutex
+	seen []surfaces.RunProgress
+}
+
+func (r *reporter) Progress(ctx context.Context, p surfaces.RunProgress) error {
+	r.pmu.Lock()
+	defer r.pmu.Unlock()
+	r.seen = append(r.seen, p)
+	return nil
+}
+
+func TestProgressIsReported(t *testing.T) {
+	t.Parallel()
+	rep := &reporter{person: newPerson("test")}
+	h := newHarness(t, []surfaces.Surface{rep}, runner.Policy{}, runner.Limits{}, rules()...)
+	go func() {
+		for ev := range h.events {
+			if ev.Kind == runner.EventQuestion {
+				rep.answers <- []questions.Answer{{QuestionID: ev.Set.Questions[0].ID, Labels: []string{"JWT"}}}
+				return
+			}
+		}
+	}()
+	run, err := h.drive("Implement spec X")
+	if err != nil || run.Status != store.RunDone {
+		t.Fatalf("run = %s %q, %v", run.Status, run.Error, err)
+	}
+	rep.pmu.Lock()
+	defer rep.pmu.Unlock()
+	if len(rep.seen) < 2 {
+		t.Fatalf("progress reported %d times", len(rep.seen))
+	}
+	last := rep.seen[len(rep.seen)-1]
+	if !last.Final || last.Step != "done" || last.Summary != "Implemented with JWT." || last.Turn != 2 || last.CostUSD <= 0 || last.RunID != run.ID {
+		t.Fatalf("final progress = %+v", last)
+	}
+	for _, p := range rep.seen[:len(rep.seen)-1] {
+		if p.Final {
+			t.Fatalf("a progress before the last is final: %+v", p)
+		}
+	}
+}

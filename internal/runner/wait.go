@@ -90,7 +90,7 @@ func (r *Runner) wait(ctx context.Context, run store.Run, rec store.SetRecord) e
 			if err != nil && !errors.Is(err, store.ErrAlreadyAnswered) {
 				return err
 			}
-			r.cfg.Observe(Event{Kind: EventAnswer, RunID: run.ID, Set: &rec.Set, Response: &resp})
+			r.emit(Event{Kind: EventAnswer, RunID: run.ID, Set: &rec.Set, Response: &resp})
 			if got.State != store.SetPending {
 				return nil
 			}
@@ -105,7 +105,7 @@ func (r *Runner) wait(ctx context.Context, run store.Run, rec store.SetRecord) e
 		surfs = append(surfs, pol.EscalateTo)
 	}
 	ask := unanswered(rec.Set, rec.Response)
-	r.cfg.Observe(Event{Kind: EventQuestion, RunID: run.ID, Set: &ask, Surfaces: names(surfs)})
+	r.emit(Event{Kind: EventQuestion, RunID: run.ID, Set: &ask, Surfaces: names(surfs)})
 	gone := false // every surface said it cannot take an answer any more
 	for {
 		actx, cancel := context.WithCancel(ctx)
@@ -222,7 +222,7 @@ func (r *Runner) answered(ctx context.Context, run store.Run, set questions.Set,
 		return nil
 	}
 	final := rec.Response
-	r.cfg.Observe(Event{Kind: EventAnswer, RunID: run.ID, Set: &rec.Set, Response: &final})
+	r.emit(Event{Kind: EventAnswer, RunID: run.ID, Set: &rec.Set, Response: &final})
 	for _, s := range surfs {
 		if res, ok := s.(surfaces.Resolver); ok {
 			if err := res.Resolve(ctx, rec.Set, final); err != nil {
@@ -310,12 +310,12 @@ func (r *Runner) policyEvent(ctx context.Context, run store.Run, rec *store.SetR
 			}
 		}
 		rec.RemindedAt = now
-		r.cfg.Observe(Event{Kind: EventReminder, RunID: run.ID, Set: &rec.Set, Surfaces: names(*surfs)})
+		r.emit(Event{Kind: EventReminder, RunID: run.ID, Set: &rec.Set, Surfaces: names(*surfs)})
 		return false, st.MarkReminded(ctx, rec.Set.ID, now)
 	case policyEscalate:
 		*surfs = append(*surfs, pol.EscalateTo)
 		rec.EscalatedAt = now
-		r.cfg.Observe(Event{Kind: EventEscalated, RunID: run.ID, Set: &rec.Set, Surfaces: []string{pol.EscalateTo.Name()}})
+		r.emit(Event{Kind: EventEscalated, RunID: run.ID, Set: &rec.Set, Surfaces: []string{pol.EscalateTo.Name()}})
 		if err := st.MarkEscalated(ctx, rec.Set.ID, now); err != nil {
 			return false, err
 		}

@@ -87,6 +87,9 @@ type ClientConfig struct {
 	// MaxRateLimitWait is the longest rate-limit wait sat out before an
 	// API call fails instead. Default 15 minutes.
 	MaxRateLimitWait time.Duration
+	// ProgressInterval is the least time between two edits of a run's
+	// status comment (SurfaceConfig.Progress). Default 10s.
+	ProgressInterval time.Duration
 	// HTTPClient sends the requests (its Transport is wrapped, not
 	// changed). Default: a client with http.DefaultTransport.
 	HTTPClient *http.Client
@@ -113,6 +116,10 @@ type SurfaceConfig struct {
 	AllowOnly bool
 	// MaxAnswerBytes bounds the comment read as an answer. Default 8192.
 	MaxAnswerBytes int
+	// Progress keeps one status comment per run on the run's issue: the
+	// current step, tool uses and cost, edited at most every
+	// ClientConfig.ProgressInterval, and a summary when the run ends.
+	Progress bool
 }
 
 // Config is ClientConfig and SurfaceConfig together, for New.
@@ -143,6 +150,8 @@ type Client struct {
 	asked      map[string]*asked // repo + set ID → where it was asked
 	perms      map[string]permEntry
 	deliveries deliveries
+	progress   map[string]*progressState // repo + run ID → its status comment
+	progressIv time.Duration
 }
 
 // asked is what this process knows of a set it asked.
@@ -178,17 +187,22 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		return nil, fmt.Errorf("github poll_interval %v: must be positive", cfg.PollInterval)
 	}
 	c := &Client{
-		log:       cfg.Logger,
-		interval:  cfg.PollInterval,
-		secret:    []byte(cfg.WebhookSecret),
-		permTTL:   cfg.PermissionTTL,
-		now:       cfg.now,
-		sleep:     cfg.sleep,
-		pollers:   make(map[string]*poller),
-		locks:     make(map[string]*sync.Mutex),
-		runIssues: make(map[string]int),
-		asked:     make(map[string]*asked),
-		perms:     make(map[string]permEntry),
+		log:        cfg.Logger,
+		interval:   cfg.PollInterval,
+		secret:     []byte(cfg.WebhookSecret),
+		permTTL:    cfg.PermissionTTL,
+		now:        cfg.now,
+		sleep:      cfg.sleep,
+		pollers:    make(map[string]*poller),
+		locks:      make(map[string]*sync.Mutex),
+		runIssues:  make(map[string]int),
+		asked:      make(map[string]*asked),
+		perms:      make(map[string]permEntry),
+		progress:   make(map[string]*progressState),
+		progressIv: cfg.ProgressInterval,
+	}
+	if c.progressIv <= 0 {
+		c.progressIv = DefaultProgressInterval
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)

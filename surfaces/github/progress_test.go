@@ -1,0 +1,91 @@
+package github
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orchestrator-dev/orchestrator/surfaces"
+	"github.com/orchestrator-dev/orchestrator/surfaces/github/githubtest"
+)
+
+func TestProgressComment(t *testing.T) {
+	t.Parallel()
+	srv := githubtest.NewServer(t)
+	const repo = "acme/app"
+	issue := srv.CreateIssue(repo, "Tasks")
+	newSurface := func() *Surface {
+		s, err := New(Config{
+			ClientConfig:  ClientConfig{BaseURL: srv.URL() + "/", Token: "t", ProgressInterval: 300 * time.Millisecond},
+			SurfaceConfig: SurfaceConfig{Repo: repo, Issue: issue, Progress: true},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	s := newSurface()
+	ctx := context.Background()
+	status := func() []githubtest.Comment {
+		var out []githubtest.Comment
+		for _, c := range srv.Comments(repo, issue) {
+			if strings.Contains(c.Body, "orchestrator:progress run=r1") {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	edits := func() int {
+		n := 0
+		for _, r := range srv.Requests() {
+			if r.Method == "PATCH" && strings.Contains(r.Path, "/issues/comments/") {
+				n++
+			}
+		}
+		return n
+	}
+	p := surfaces.RunProgress{RunID: "r1", Title: "Add @everyone a login <!-- x -->", Step: "turn 1 running", Turn: 1}
+	if err := s.Progress(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	// A burst within the interval writes nothing at once, then the latest.
+	for i := 1; i <= 5; i++ {
+		p.ToolUses, p.LastTool = i, "Bash: go test ./..."
+		if err := s.Progress(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := status(); len(c) != 1 || edits() != 0 {
+		t.Fatalf("after a burst: %d status comments, %d edits; want 1 and none yet", len(c), edits())
+	}
+	srv.WaitFor(t, 10*time.Second, "the latest progress written after the interval", func() bool {
+		c := status()
+		return len(c) == 1 && strings.Contains(c[0].Body, "5 tool uses")
+	})
+	if n := edits(); n != 1 {
+		t.Fatalf("%d edits for the burst, want 1", n)
+	}
+	body := status()[0].Body
+	if strings.Contains(body, "@everyone") || strings.Contains(body, "<!-- x") {
+		t.Fatalf("model text not cleaned:\n%s", body)
+	}
+	// After a restart the same comment is found and the final one is
+	// written at once.
+	s2 := newSurface()
+	p.Final, p.Step, p.Summary, p.Turn = true, "done", "All done.", 2
+	if err := s2.Progress(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	c := status()
+	if len(c) != 1 || !strings.Contains(c[0].Body, "✅") || !strings.Contains(c[0].Body, "All done.") {
+		t.Fatalf("final status comments = %+v", c)
+	}
+	// Off by default.
+	off, _ := New(Config{ClientConfig: ClientConfig{BaseURL: srv.URL() + "/", Token: "t"}, SurfaceConfig: SurfaceConfig{Repo: repo, Issue: issue}})
+	defer off.Close()
+	if err := off.Progress(ctx, surfaces.RunProgress{RunID: "r2", Step: "x"}); err != nil || len(srv.Comments(repo, issue)) != 1 {
+		t.Fatalf("progress off: %v, %d comments", err, len(srv.Comments(repo, issue)))
+	}
+}
