@@ -269,9 +269,8 @@ func (r *Runner) Drive(ctx context.Context, runID string) (store.Run, error) {
 	}
 	latest, lerr := r.cfg.Store.Run(bg, run.ID)
 	if lerr != nil {
-		return run, errors.Join(err, lerr)
-	}
-	if err == nil || errors.Is(err, ErrWaiting) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		latest, err = run, errors.Join(err, lerr)
+	} else if err == nil || errors.Is(err, ErrWaiting) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		r.emit(Event{Kind: EventRunEnded, RunID: run.ID, Run: &latest, Err: err})
 	}
 	if pump != nil {
