@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -140,9 +141,11 @@ func (m *Main) specOf(run store.Run) (*specs.Spec, error) {
 
 // surfaceSet builds surfaces by name once per process and hands out the same
 // values to every run (one terminal reader, one GitHub poller per repo).
+// It is safe for concurrent use: serve drives many runs at once.
 type surfaceSet struct {
 	m     *Main
 	store *store.Store
+	mu    sync.Mutex // guards built, and the building (Main's shared clients)
 	built map[string]surfaces.Surface
 }
 
@@ -157,6 +160,8 @@ func (s *surfaceSet) get(name string, ref *specs.SurfaceRef) (surfaces.Surface, 
 		b, _ := json.Marshal(ref)
 		key += string(b)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if sf, ok := s.built[key]; ok {
 		return sf, nil
 	}
