@@ -18,7 +18,6 @@ import (
 	"github.com/orchestrator-dev/orchestrator/internal/clitest"
 	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
-	"github.com/orchestrator-dev/orchestrator/questions"
 )
 
 // These tests drive the whole program — CLI commands, run loop, store,
@@ -361,7 +360,6 @@ func (e *e2e) wantDoneOnce(t *testing.T, final string) {
 	if a, ok := sets[0].Response.Answer(sets[0].Set.Questions[0].ID); !ok || len(a.Labels) != 1 || a.Labels[0] != "JWT" {
 		t.Fatalf("stored answer = %+v", sets[0].Response)
 	}
-	_ = questions.Set{}
 }
 
 func TestSecondProcessFailsFast(t *testing.T) {
@@ -369,30 +367,7 @@ func TestSecondProcessFailsFast(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, standardRules(0)...)
 	// The first process waits on the terminal, whose input never ends.
-	cmd := e.child("", "", "run", "--prompt", "Implement spec X")
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pw.Close()
-	cmd.Stdin = pr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	st := e.store()
-	deadline := time.Now().Add(2 * time.Minute)
-	var runID string
-	for time.Now().Before(deadline) {
-		sets, _ := st.QuestionSets(context.Background(), store.SetFilter{State: []store.SetState{store.SetPending}})
-		if len(sets) == 1 {
-			runID = sets[0].Set.RunID
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if runID == "" {
-		t.Fatal("the question was never asked")
-	}
+	_, runID := e.startWaitingRun()
 	start := time.Now()
 	code, _, errs := e.run("", "resume", runID)
 	if code != exitFailed || !strings.Contains(errs, "locked by another process") {
@@ -401,9 +376,31 @@ func TestSecondProcessFailsFast(t *testing.T) {
 	t.Logf("second process refused in %s", time.Since(start))
 }
 
-func storeFilterRun(id string) store.SetFilter { return store.SetFilter{RunID: id} }
-
-func errorsAs(err error, target any) bool { return errors.As(err, target) }
+// startWaitingRun starts `run` as a child process whose terminal input never
+// ends, and returns it once its question is pending, with the run's ID.
+func (e *e2e) startWaitingRun() (*exec.Cmd, string) {
+	e.t.Helper()
+	cmd := e.child("", "", "run", "--prompt", "Implement spec X")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { pw.Close() })
+	cmd.Stdin = pr
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	st := e.store()
+	var runID string
+	waitFor(e.t, "the question", func() bool {
+		sets, _ := st.QuestionSets(context.Background(), store.SetFilter{State: []store.SetState{store.SetPending}})
+		if len(sets) == 1 {
+			runID = sets[0].Set.RunID
+		}
+		return runID != ""
+	})
+	return cmd, runID
+}
 
 // TestCancelStopsAWaitingRun: `cancel RUN` from another process ends a run
 // whose question waits on a terminal: the waiting process stops (exit 130),
@@ -412,29 +409,12 @@ func TestCancelStopsAWaitingRun(t *testing.T) {
 	clitest.Claude(t)
 	t.Parallel()
 	e := newE2E(t, standardRules(0)...)
-	cmd := e.child("", "", "run", "--prompt", "Implement spec X")
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pw.Close()
-	cmd.Stdin = pr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, runID := e.startWaitingRun()
 	st := e.store()
-	var runID string
-	waitFor(t, "the question", func() bool {
-		sets, _ := st.QuestionSets(context.Background(), store.SetFilter{State: []store.SetState{store.SetPending}})
-		if len(sets) == 1 {
-			runID = sets[0].Set.RunID
-		}
-		return runID != ""
-	})
 	if code, out, _ := e.run("", "cancel", runID); code != 0 || !strings.Contains(out, "cancelled") {
 		t.Fatalf("cancel: exit %d", code)
 	}
-	err = cmd.Wait()
+	err := cmd.Wait()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != exitCancelled {
 		t.Fatalf("the waiting run ended with %v, want exit %d", err, exitCancelled)

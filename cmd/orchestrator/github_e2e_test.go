@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/surfaces/github/githubtest"
 )
 
@@ -80,7 +81,7 @@ func TestRunAsksOnGitHub(t *testing.T) {
 		t.Fatalf("status comments = %q, want one, final, with the summary", status)
 	}
 	run := e.onlyRun()
-	sets, _ := e.store().QuestionSets(t.Context(), storeFilterRun(run.ID))
+	sets, _ := e.store().QuestionSets(t.Context(), store.SetFilter{RunID: run.ID})
 	if len(sets) != 1 || sets[0].Response.By != "@alice" || sets[0].Response.Surface != "github" {
 		t.Fatalf("stored answer: %+v", sets)
 	}

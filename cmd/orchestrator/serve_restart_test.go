@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -115,7 +116,7 @@ func wantExit0(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		var exit *exec.ExitError
-		if errorsAs(err, &exit) {
+		if errors.As(err, &exit) {
 			t.Fatalf("serve exited %d", exit.ExitCode())
 		}
 		t.Fatal(err)
