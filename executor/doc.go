@@ -19,7 +19,7 @@
 //     bounded stderr and the raw output saved as it streams; Run is a pull
 //     iterator of events ending in an Outcome.
 //
-// Where the real CLI (see shared/CLAUDE-CLI.md and the recorded fixtures)
+// Where the real CLI (the recordings in testdata/claude-code-2.1.330)
 // differs from a seed document, the real CLI wins and the seed's check is a
 // Diagnostic: result subtypes "error_max_turns" / "error_during_execution",
 // and subtype "success" with is_error true on API errors.

@@ -8,9 +8,10 @@ import (
 	"testing"
 )
 
-// fixtureDir is the recorded output of the real CLI, beside the repository.
+// fixtureDir is the recorded output of the real CLI, kept in this package's
+// testdata (see its README for what each recording shows).
 func fixtureDir() string {
-	return filepath.Join("..", "..", "shared", "fixtures", "claude-code-2.1.330")
+	return filepath.Join("testdata", "claude-code-2.1.330")
 }
 
 // fixtureFiles lists the .ndjson fixtures; it fails clearly when they are
@@ -19,7 +20,7 @@ func fixtureFiles(t testing.TB) []string {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(fixtureDir(), "*.ndjson"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no fixtures in %s (the shared/ directory must sit beside the repository): %v", fixtureDir(), err)
+		t.Fatalf("no fixtures in %s (they are part of the repository: is the clone complete?): %v", fixtureDir(), err)
 	}
 	return files
 }

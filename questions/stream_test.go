@@ -210,7 +210,7 @@ func TestTurnCollector(t *testing.T) {
 // question, OAuth2 / JWT, asked once although the result line repeats it.
 func TestFixtureTurn1(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join("..", "..", "shared", "fixtures", "claude-code-2.1.330", "turn1.ndjson")
+	path := filepath.Join("..", "executor", "testdata", "claude-code-2.1.330", "turn1.ndjson")
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatalf("fixture missing (%v): the recorded CLI output is expected at %s, relative to the package", err, path)
