@@ -6,26 +6,15 @@ import (
 )
 
 // Printable makes untrusted text (the model's, or what people typed) safe
-// to print on a terminal or post anywhere: invalid UTF-8 is replaced;
-// terminal escape sequences are removed whole (CSI "ESC [ … final", OSC and
-// the other strings "ESC ] … BEL or ESC \", two-byte "ESC x"), so no clear
-// screen, window title, hidden text or hyperlink gets through; "\r\n"
-// becomes "\n"; control characters (but '\n' and '\t'), zero-width, bidi and
-// other invisible format characters are removed; secrets are redacted
-// (Redact). Unlike Clean it keeps HTML comments: it is for showing text,
-// not for handing it to the model. Every printer of model or human text
-// uses it.
+// to print on a terminal or post anywhere: terminal escape sequences are
+// removed whole (CSI "ESC [ … final", OSC and the other strings
+// "ESC ] … BEL or ESC \", two-byte "ESC x"), so no clear screen, window
+// title, hidden text or hyperlink gets through, and then the text is Clean:
+// valid UTF-8, no control characters but '\n' and '\t', no zero-width,
+// bidi or other invisible characters, no HTML comments (so no QUESTION
+// block), secrets redacted. Every printer of model or human text uses it.
 func Printable(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = StripEscapes(s)
-	s = strings.ReplaceAll(s, "\r\n", "\n")
-	s = strings.Map(func(r rune) rune {
-		if invisible(r) {
-			return -1
-		}
-		return r
-	}, s)
-	return Redact(s)
+	return Clean(StripEscapes(strings.ToValidUTF8(s, "\uFFFD")))
 }
 
 // StripEscapes removes terminal escape sequences whole, and a lone ESC at

@@ -219,10 +219,11 @@ func TestTerminalEOFThenAnswerAndResume(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Questions) != 1 || rep.Questions[0].Text != "Which auth method?" || len(rep.Runs) != 1 || rep.Runs[0].Status != "waiting" {
+	pending := pendingQuestions(rep.QuestionSets)
+	if len(pending) != 1 || pending[0].q.Text != "Which auth method?" || len(rep.Runs) != 1 || rep.Runs[0].Status != "waiting" {
 		t.Fatalf("status = %+v", rep)
 	}
-	q := rep.Questions[0]
+	q := struct{ ID, RunID string }{pending[0].q.ID, pending[0].set.RunID}
 	if code, _, errs := e.run("", "answer", q.ID, "7"); code != exitUsage || !strings.Contains(errs, "OAuth2") {
 		t.Fatalf("invalid answer: exit %d, stderr %q; want 2 and the valid choices", code, errs)
 	}

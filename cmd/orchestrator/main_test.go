@@ -364,11 +364,11 @@ func TestInspect(t *testing.T) {
 	if code := tm.exec("inspect", "--json", "-"); code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, tm.stderr.String())
 	}
-	var got inspection
+	var got inspectReport
 	if err := json.Unmarshal(tm.stdout.Bytes(), &got); err != nil {
 		t.Fatalf("%v in %s", err, tm.stdout.String())
 	}
-	if got.SessionID != "s1" || got.Status != "success" || len(got.Questions) != 1 || got.Questions[0].Text != "Which one?" {
+	if got.Outcome.SessionID != "s1" || got.Outcome.Status != "success" || len(got.Questions) != 1 || got.Questions[0].Text != "Which one?" {
 		t.Errorf("got %+v", got)
 	}
 

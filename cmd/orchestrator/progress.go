@@ -11,6 +11,7 @@ import (
 
 	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces/terminal"
 )
 
@@ -105,7 +106,8 @@ func (p *progress) statusText() string {
 	return fmt.Sprintf("\033[2m⋯ turn %d · %s · $%.4f\033[0m", p.turn, since(time.Since(p.start)), p.cost)
 }
 
-func (p *progress) emit(ev runner.Event) {
+// emit prints one NDJSON line.
+func (p *progress) emit(ev jsonEvent) {
 	b, err := json.Marshal(ev)
 	if err != nil {
 		return
@@ -117,10 +119,46 @@ func (p *progress) started(run store.Run) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.asJSON {
-		p.emit(runner.Event{Kind: "run_started", RunID: run.ID, Run: &run})
+		ev := newJSONEvent(evRunStarted, run.ID, time.Now())
+		jr := newJSONRun(run)
+		ev.Run = &jr
+		p.emit(ev)
 		return
 	}
-	p.line("run %s: %s (surfaces: %s)", run.ID, run.Title, strings.Join(orNone(run.Surfaces), ", "))
+	p.line("run %s: %s (surfaces: %s)", run.ID, questions.Printable(run.Title), strings.Join(orNone(run.Surfaces), ", "))
+}
+
+func (p *progress) resumed(run store.Run) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.asJSON {
+		ev := newJSONEvent(evRunResumed, run.ID, time.Now())
+		jr := newJSONRun(run)
+		ev.Run = &jr
+		p.emit(ev)
+		return
+	}
+	p.line("resuming run %s: %s (%s)", run.ID, questions.Printable(run.Title), run.Status)
+}
+
+// ended prints the run_ended event: the run as Drive left it, and the error
+// that stopped it, if any (the run's own error when it failed).
+func (p *progress) ended(run store.Run, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.asJSON || run.ID == "" {
+		return
+	}
+	ev := newJSONEvent(evRunEnded, run.ID, time.Now())
+	jr := newJSONRun(run)
+	ev.Run = &jr
+	switch {
+	case err != nil:
+		ev.Error = questions.Printable(err.Error())
+	case run.Status == store.RunFailed:
+		ev.Error = jr.Error
+	}
+	p.emit(ev)
 }
 
 func orNone(s []string) []string {
@@ -135,7 +173,9 @@ func (p *progress) observe(ev runner.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.asJSON {
-		p.emit(ev)
+		if jev, ok := newJSONEventOf(ev, time.Now()); ok {
+			p.emit(jev)
+		}
 		return
 	}
 	switch ev.Kind {
@@ -146,12 +186,12 @@ func (p *progress) observe(ev runner.Event) {
 		p.drawStatus()
 		p.startTicker()
 	case runner.EventText:
-		p.line("%s", indent(ev.Text))
+		p.line("%s", indent(questions.Printable(ev.Text)))
 	case runner.EventToolUse:
 		if ev.Text != "" {
-			p.line("  ⚙ %s: %s", ev.Tool, ev.Text)
+			p.line("  ⚙ %s: %s", questions.Printable(ev.Tool), oneLine(ev.Text))
 		} else {
-			p.line("  ⚙ %s", ev.Tool)
+			p.line("  ⚙ %s", questions.Printable(ev.Tool))
 		}
 	case runner.EventCost:
 		p.cost = ev.CostUSD
@@ -163,6 +203,12 @@ func (p *progress) observe(ev runner.Event) {
 				msg += fmt.Sprintf(" — %s: %s", o.Category, oneLine(o.Error))
 			}
 			p.line("%s", msg)
+			if o.MalformedLines > 0 || o.OversizeLines > 0 {
+				p.line("  ⚠ %d malformed and %d oversize line(s) of the CLI's output skipped", o.MalformedLines, o.OversizeLines)
+				for _, d := range skippedDetails(*o) {
+					p.line("    %s", oneLine(d))
+				}
+			}
 		}
 	case runner.EventQuestion:
 		p.stopTicker()
@@ -171,7 +217,7 @@ func (p *progress) observe(ev runner.Event) {
 		}
 	case runner.EventAnswer:
 		if ev.Response != nil {
-			p.line("✓ answered by %s on %s", ev.Response.By, ev.Response.Surface)
+			p.line("✓ answered by %s on %s", oneLine(ev.Response.By), ev.Response.Surface)
 		}
 	case runner.EventReminder:
 		p.line("… reminder sent for set %s", setID(ev))
@@ -195,8 +241,10 @@ func indent(s string) string {
 	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
 }
 
+// oneLine makes untrusted text printable on one line of at most 200
+// characters.
 func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = strings.Join(strings.Fields(questions.Printable(s)), " ")
 	if r := []rune(s); len(r) > 200 {
 		s = string(r[:199]) + "…"
 	}
@@ -217,7 +265,7 @@ func (p *progress) done(run store.Run) {
 	}
 	p.line("✔ run %s done in %s, $%.4f", run.ID, since(time.Since(p.start)), run.CostUSD)
 	if run.FinalText != "" {
-		p.line("%s", indent(run.FinalText))
+		p.line("%s", indent(questions.Printable(run.FinalText)))
 	}
 }
 
@@ -227,7 +275,7 @@ func (p *progress) failed(run store.Run) {
 	if p.asJSON {
 		return
 	}
-	p.line("✘ run %s failed: %s", run.ID, run.Error)
+	p.line("✘ run %s failed: %s", run.ID, questions.Printable(run.Error))
 }
 
 func (p *progress) waiting(run store.Run) {

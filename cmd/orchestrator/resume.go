@@ -46,6 +46,6 @@ func (m *Main) runResume(ctx context.Context, id string, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	p.line("resuming run %s: %s (%s)", run.ID, run.Title, run.Status)
+	p.resumed(run)
 	return m.drive(ctx, r, p, run.ID)
 }

@@ -156,6 +156,7 @@ func (m *Main) startAndDrive(ctx context.Context, n runner.NewRun, asJSON bool) 
 func (m *Main) drive(ctx context.Context, r *runner.Runner, p *progress, runID string) error {
 	run, err := r.Drive(ctx, runID)
 	p.stop()
+	p.ended(run, err)
 	switch {
 	case errors.Is(err, store.ErrLocked):
 		return fmt.Errorf("%w: only one process may drive a run; wait for it or stop it", err)

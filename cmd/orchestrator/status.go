@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -11,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/specs"
 )
 
@@ -32,37 +32,18 @@ the next run times of the scheduled specs in specs.dir.`,
 	return cmd
 }
 
-type statusQuestion struct {
-	ID       string   `json:"id"`
-	SetID    string   `json:"set_id"`
-	RunID    string   `json:"run_id"`
-	Header   string   `json:"header,omitempty"`
-	Text     string   `json:"question"`
-	Options  []string `json:"options,omitempty"`
-	Surfaces []string `json:"surfaces"`
-	Asked    string   `json:"asked_at"`
-}
-
-type statusRun struct {
-	ID        string  `json:"id"`
-	Spec      string  `json:"spec,omitempty"`
-	Title     string  `json:"title"`
-	Status    string  `json:"status"`
-	SessionID string  `json:"session_id"`
-	CostUSD   float64 `json:"cost_usd"`
-	Error     string  `json:"error,omitempty"`
-	Updated   string  `json:"updated_at"`
-}
-
+// statusNext is a scheduled spec's next run time.
 type statusNext struct {
-	Spec string `json:"spec"`
-	Next string `json:"next"`
+	Spec string    `json:"spec"`
+	Next time.Time `json:"next"`
 }
 
+// statusReport is the output of status --json (docs/json.md).
 type statusReport struct {
-	Runs      []statusRun      `json:"runs"`
-	Questions []statusQuestion `json:"questions"`
-	Schedule  []statusNext     `json:"schedule"`
+	V            int          `json:"v"`
+	Runs         []jsonRun    `json:"runs"`
+	QuestionSets []jsonSet    `json:"question_sets"`
+	Schedule     []statusNext `json:"schedule"`
 }
 
 func (m *Main) runStatus(ctx context.Context, asJSON, all bool) error {
@@ -82,23 +63,12 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool) error {
 	if err != nil {
 		return err
 	}
-	rep := statusReport{Runs: []statusRun{}, Questions: []statusQuestion{}, Schedule: []statusNext{}}
+	rep := statusReport{V: jsonVersion, Runs: []jsonRun{}, QuestionSets: []jsonSet{}, Schedule: []statusNext{}}
 	for _, r := range runs {
-		rep.Runs = append(rep.Runs, statusRun{ID: r.ID, Spec: r.Spec, Title: r.Title, Status: string(r.Status), SessionID: r.SessionID,
-			CostUSD: r.CostUSD, Error: r.Error, Updated: r.UpdatedAt.Format(time.RFC3339)})
+		rep.Runs = append(rep.Runs, newJSONRun(r))
 	}
 	for _, s := range sets {
-		for _, q := range s.Set.Questions {
-			if _, answered := s.Response.Answer(q.ID); answered {
-				continue
-			}
-			sq := statusQuestion{ID: q.ID, SetID: s.Set.ID, RunID: s.Set.RunID, Header: q.Header, Text: q.Text,
-				Surfaces: s.Surfaces, Asked: s.CreatedAt.Format(time.RFC3339)}
-			for _, o := range q.Options {
-				sq.Options = append(sq.Options, o.Label)
-			}
-			rep.Questions = append(rep.Questions, sq)
-		}
+		rep.QuestionSets = append(rep.QuestionSets, newJSONSetRecord(s))
 	}
 	if list, err := specs.LoadDir(m.Config.Specs.Dir); err == nil || len(list) > 0 {
 		now := time.Now()
@@ -110,13 +80,11 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool) error {
 			if err != nil {
 				continue
 			}
-			rep.Schedule = append(rep.Schedule, statusNext{Spec: sp.Name, Next: sched.Next(now).Format(time.RFC3339)})
+			rep.Schedule = append(rep.Schedule, statusNext{Spec: sp.Name, Next: sched.Next(now).UTC()})
 		}
 	}
 	if asJSON {
-		enc := json.NewEncoder(m.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return writeJSON(m.Stdout, rep)
 	}
 	w := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
 	if len(rep.Runs) == 0 {
@@ -124,22 +92,28 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool) error {
 	} else {
 		fmt.Fprintln(w, "RUN\tSTATUS\tSPEC\tTITLE\tCOST\tUPDATED")
 		for _, r := range rep.Runs {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t$%.4f\t%s\n", r.ID, r.Status, dash(r.Spec), clip(r.Title, 48), r.CostUSD, r.Updated)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t$%.4f\t%s\n", r.ID, r.Status, dash(r.Spec), clip(r.Title, 48), r.CostUSD, r.UpdatedAt.Local().Format(time.RFC3339))
 		}
 	}
 	w.Flush()
-	if len(rep.Questions) > 0 {
+	if pending := pendingQuestions(rep.QuestionSets); len(pending) > 0 {
 		fmt.Fprintln(m.Stdout)
 		fmt.Fprintln(w, "QUESTION\tRUN\tSURFACES\tASKED\tTEXT")
-		for _, q := range rep.Questions {
+		for _, pq := range pending {
+			q := pq.q
 			text := q.Text
 			if q.Header != "" {
 				text = q.Header + ": " + text
 			}
 			if len(q.Options) > 0 {
-				text += " [" + strings.Join(q.Options, " | ") + "]"
+				var labels []string
+				for _, o := range q.Options {
+					labels = append(labels, o.Label)
+				}
+				text += " [" + strings.Join(labels, " | ") + "]"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", q.ID, q.RunID, strings.Join(orNone(q.Surfaces), ","), q.Asked, clip(text, 90))
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", q.ID, pq.set.RunID, strings.Join(orNone(pq.set.Surfaces), ","),
+				pq.set.CreatedAt.Local().Format(time.RFC3339), clip(text, 90))
 		}
 		w.Flush()
 		fmt.Fprintln(m.Stdout, "\nAnswer with: orchestrator answer QUESTION TEXT")
@@ -162,8 +136,27 @@ func dash(s string) string {
 	return s
 }
 
+// pendingQuestion is a question not answered yet, with its set.
+type pendingQuestion struct {
+	set *jsonSet
+	q   jsonQuestion
+}
+
+func pendingQuestions(sets []jsonSet) []pendingQuestion {
+	var out []pendingQuestion
+	for i := range sets {
+		for _, q := range sets[i].Questions {
+			if !q.Answered {
+				out = append(out, pendingQuestion{set: &sets[i], q: q})
+			}
+		}
+	}
+	return out
+}
+
+// clip makes untrusted text printable on one line of at most n characters.
 func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = strings.Join(strings.Fields(questions.Printable(s)), " ")
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}

@@ -464,7 +464,7 @@ func summary(a questions.Answer) string {
 // clean makes model text safe to print: no escape sequences, invisible or
 // control characters but newlines.
 func clean(s string) string {
-	s = questions.Clean(stripEscapes(s))
+	s = questions.Printable(s)
 	return strings.Map(func(r rune) rune {
 		switch {
 		case r == '\n':
@@ -480,11 +480,6 @@ func clean(s string) string {
 
 // oneLine is clean on one line, spaces collapsed.
 func oneLine(s string) string { return strings.Join(strings.Fields(clean(s)), " ") }
-
-// stripEscapes removes terminal escape sequences whole (questions.Clean
-// would leave "[31m" of "\x1b[31m" behind): CSI "ESC [ … final", OSC and
-// other strings "ESC ] … BEL or ESC \", and two-byte "ESC x".
-func stripEscapes(s string) string { return questions.StripEscapes(s) }
 
 // maxContext bounds how much of a set's context is printed: its end, where
 // the model leads up to its questions.
