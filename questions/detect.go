@@ -268,6 +268,9 @@ func parseBlock(text string, c, js int, final bool) (m Marker, ok bool) {
 	}
 	m.End = p + len(markerSuffix)
 	raw := text[js:je]
+	if len(raw) > maxBlockBytes {
+		return fail(m.End, c, "questions", fmt.Sprintf("the block is %d bytes; a set holds at most %d bytes of text: shorten the questions, options and descriptions", len(raw), MaxSetBytes))
+	}
 	if !json.Valid([]byte(raw)) {
 		var v any
 		err := json.Unmarshal([]byte(raw), &v)

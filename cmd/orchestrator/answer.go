@@ -36,6 +36,10 @@ process waiting on the question (run, resume, serve) resumes the session.`,
 }
 
 func (m *Main) runAnswer(ctx context.Context, qid, text string) error {
+	// An answer over the cap is refused, as on every surface, never cut.
+	if max := m.Config.Run.AnswerMaxBytes.Int(); max > 0 && len(text) > max {
+		return usageError(fmt.Errorf("the answer is %d bytes long; at most %d are accepted (run.answer_max_bytes)", len(text), max))
+	}
 	st, err := m.openStore(ctx)
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"github.com/orchestrator-dev/orchestrator/internal/clitest"
 	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/questions"
 )
 
 // These tests drive the whole program — CLI commands, run loop, store,
@@ -430,5 +431,51 @@ func TestCancelStopsAWaitingRun(t *testing.T) {
 	}
 	if n := len(e.fake.Requests()); n != 1 {
 		t.Fatalf("%d requests; nothing may reach the model after the cancel", n)
+	}
+}
+
+// TestOversizeQuestionIsCorrected: a 10 MB QUESTION block is an invalid
+// block: the model gets the correction prompt naming the limit, nobody is
+// asked the huge question, and the corrected question is asked.
+func TestOversizeQuestionIsCorrected(t *testing.T) {
+	t.Parallel()
+	huge := `<!--QUESTION:{"questions":[{"question":"` + strings.Repeat("Why? ", 2<<20) + `"}]}-->`
+	e := newE2E(t, append([]fakeapi.Rule{
+		{When: "Implement spec X", Reply: fakeapi.Reply{Text: "Deciding.\n" + huge}},
+		{When: "QUESTION block was not valid", Reply: fakeapi.Reply{Text: "Sorry.\n" + authMarker}},
+	}, standardRules(0)...)...)
+	code, out, _ := e.run("1\n", "run", "--prompt", "Implement spec X")
+	if code != 0 {
+		t.Fatalf("exit %d, want 0", code)
+	}
+	reqs := e.fake.Requests()
+	if len(reqs) != 3 || !strings.Contains(reqs[1].LastUserText, "QUESTION block was not valid") ||
+		!strings.Contains(reqs[1].LastUserText, fmt.Sprint(questions.MaxSetBytes)) {
+		t.Fatalf("want task, correction naming the limit, answer; got %d requests", len(reqs))
+	}
+	if strings.Contains(out, "Why? Why? Why? Why? Why? Why? Why? Why? Why? Why? Why? Why?") {
+		t.Errorf("the oversize question was shown (%d bytes of output)", len(out))
+	}
+	if run := e.onlyRun(); run.FinalText != "Implemented with OAuth2." {
+		t.Fatalf("final = %q", run.FinalText)
+	}
+}
+
+// TestAnswerOverTheCapIsRefused: `answer` with more than
+// run.answer_max_bytes exits 2 naming the limit and records nothing (it is
+// never silently cut).
+func TestAnswerOverTheCapIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, standardRules(0)...)
+	if code, _, _ := e.run("", "run", "--prompt", "Implement spec X"); code != exitWaiting {
+		t.Fatalf("exit %d, want %d (waiting)", code, exitWaiting)
+	}
+	qid := pendingOf(t, e)
+	code, _, errs := e.run("", "answer", qid, "other: "+strings.Repeat("x", 9000))
+	if code != exitUsage || !strings.Contains(errs, "8192") || !strings.Contains(errs, "answer_max_bytes") {
+		t.Fatalf("answer over the cap: exit %d, stderr %q; want 2 naming the limit", code, errs)
+	}
+	if got := pendingOf(t, e); got != qid {
+		t.Fatalf("the question is no longer pending")
 	}
 }
