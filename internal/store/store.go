@@ -16,9 +16,11 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -57,6 +59,9 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
+	if err := checkFile(path); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
 	dsn := "file:" + path +
 		"?_pragma=journal_mode(WAL)" +
 		"&_pragma=synchronous(FULL)" +
@@ -74,6 +79,66 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// checkFile refuses a database file that exists but is not a whole SQLite
+// database: empty, cut short, or something else. SQLite would otherwise
+// treat an empty file as a new database, and the state (runs waiting on
+// answers) would silently start afresh. A file that does not exist is a
+// new store.
+func checkFile(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	const move = "; move it away to start with an empty store, or restore it from a backup"
+	size := fi.Size()
+	if _, err := os.Stat(path + "-wal"); err == nil {
+		// Another process has it open (or crashed with it open): it may be
+		// creating the file or checkpointing into it right now, so only a
+		// foreign file is refused; SQLite recovers the rest from the WAL.
+		var h [16]byte
+		if n, _ := io.ReadFull(f, h[:]); n == len(h) && string(h[:]) != "SQLite format 3\x00" {
+			return errors.New("the file is not a SQLite database" + move)
+		}
+		return nil
+	}
+	if size == 0 {
+		return errors.New("the database file is empty (truncated or damaged)" + move)
+	}
+	// The header (sqlite.org/fileformat.html §1.3): the magic string, the
+	// page size at offset 16, the change counter at 24, the size in pages at
+	// 28, valid when the number at 92 equals the change counter.
+	var h [100]byte
+	if _, err := io.ReadFull(f, h[:]); err != nil {
+		return fmt.Errorf("the database file is %d bytes, shorter than a SQLite header (truncated or damaged)%s", size, move)
+	}
+	if string(h[:16]) != "SQLite format 3\x00" {
+		return errors.New("the file is not a SQLite database" + move)
+	}
+	pageSize := int64(binary.BigEndian.Uint16(h[16:18]))
+	if pageSize == 1 {
+		pageSize = 65536
+	}
+	if pageSize < 512 || pageSize&(pageSize-1) != 0 {
+		return fmt.Errorf("the database header is damaged (page size %d)%s", pageSize, move)
+	}
+	if size%pageSize != 0 {
+		return fmt.Errorf("the database file is %d bytes, not a whole number of %d-byte pages (truncated)%s", size, pageSize, move)
+	}
+	pages := int64(binary.BigEndian.Uint32(h[28:32]))
+	if binary.BigEndian.Uint32(h[92:96]) == binary.BigEndian.Uint32(h[24:28]) && size < pages*pageSize {
+		return fmt.Errorf("the database file is %d bytes, its header says %d (truncated)%s", size, pages*pageSize, move)
+	}
+	return nil
 }
 
 // Close closes the database.

@@ -1,8 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -270,4 +274,54 @@ func TestReopenKeepsStateAndAbandon(t *testing.T) {
 	if v, ok, err := s2.RefsFor("discord").Ref(ctx, "q1"); err != nil || !ok || v != "msg-9" {
 		t.Fatalf("ref: %q %v %v", v, ok, err)
 	}
+}
+
+// TestOpenRefusesADamagedFile: an empty, truncated or foreign database file
+// is an error naming the file, never a fresh store.
+func TestOpenRefusesADamagedFile(t *testing.T) {
+	ctx := context.Background()
+	good := t.TempDir()
+	st, err := Open(ctx, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateRun(ctx, Run{ID: "r1", Prompt: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	whole, err := os.ReadFile(filepath.Join(good, FileName))
+	if err != nil || len(whole) < 4096 {
+		t.Fatalf("database: %d bytes, %v", len(whole), err)
+	}
+	for name, content := range map[string][]byte{
+		"empty":        {},
+		"short":        whole[:50],
+		"half a page":  whole[:len(whole)-100],
+		"pages cut":    whole[:len(whole)/2/4096*4096],
+		"not a sqlite": bytes.Repeat([]byte("x"), 8192),
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, FileName)
+			if err := os.WriteFile(path, content, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			st, err := Open(ctx, dir)
+			if err == nil {
+				st.Close()
+				t.Fatalf("Open of a %s file succeeded", name)
+			}
+			if !strings.Contains(err.Error(), path) {
+				t.Errorf("error %q does not name %s", err, path)
+			}
+			if got, _ := os.ReadFile(path); !bytes.Equal(got, content) {
+				t.Errorf("the file was changed")
+			}
+		})
+	}
+	st, err = Open(ctx, good)
+	if err != nil {
+		t.Fatalf("the whole file: %v", err)
+	}
+	st.Close()
 }
