@@ -111,7 +111,7 @@ func (e *e2e) run(stdin string, args ...string) (int, string, string) {
 func (e *e2e) child(stdin string, failpoint string, args ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], append([]string{"--config", e.config}, args...)...)
 	cmd.Dir = filepath.Join(e.dir, "work")
-	cmd.Env = append(os.Environ(), envChild+"=1", "ORCHESTRATOR_FAILPOINT="+failpoint)
+	cmd.Env = append(os.Environ(), envChild+"=1", envFailpoint+"="+failpoint)
 	cmd.Stdin = strings.NewReader(stdin)
 	out := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out

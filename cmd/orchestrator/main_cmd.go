@@ -71,6 +71,10 @@ type Main struct {
 	github *github.Client
 	// serveReady, when set (tests), is called with serve's bound address.
 	serveReady func(addr string)
+	// failpoint, when set (the crash tests, failpoint_test.go), is called
+	// at each step of the run loop that changes what a crash leaves behind
+	// (runner.Config.Failpoint). A built binary has no way to set it.
+	failpoint func(point string)
 
 	// running is set once a command's RunE is entered: an error before
 	// that is a usage error.

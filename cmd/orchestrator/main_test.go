@@ -22,10 +22,12 @@ import (
 func TestMain(m *testing.M) {
 	// The crash tests run this test binary as the orchestrator process.
 	if os.Getenv(envChild) == "1" {
-		os.Exit(run())
+		child := NewMain()
+		child.failpoint = failpointFromEnv(child)
+		os.Exit(run(child))
 	}
 	testscript.Main(m, map[string]func(){
-		"orchestrator": func() { os.Exit(run()) },
+		"orchestrator": func() { os.Exit(run(NewMain())) },
 	})
 }
 

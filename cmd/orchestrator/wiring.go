@@ -9,7 +9,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
@@ -354,7 +353,7 @@ func (m *Main) newRunner(st *store.Store, observe func(runner.Event)) (*runner.R
 			return m.policyOf(sp, ss)
 		},
 		Observe:   observe,
-		Failpoint: m.failpoint(),
+		Failpoint: m.failpoint,
 		// serve keeps waiting when its terminal has no input; run and
 		// resume exit 3 instead.
 		KeepWaiting: m.serving,
@@ -414,23 +413,4 @@ func (m *Main) foreground() {
 	lc := m.Config.Log
 	lc.Level = "warn"
 	m.Logger = newLogger(m.Stderr, lc)
-}
-
-// EnvFailpoint names the environment variable that makes the process kill
-// itself with SIGKILL at a step of the run loop (see runner.Config.Failpoint).
-// It exists for the crash tests; never set it otherwise.
-const EnvFailpoint = "ORCHESTRATOR_FAILPOINT"
-
-func (m *Main) failpoint() func(string) {
-	want, ok := m.LookupEnv(EnvFailpoint)
-	if !ok || want == "" {
-		return nil
-	}
-	return func(point string) {
-		if point == want {
-			m.Logger.Warn("failpoint: killing the process", "point", point)
-			syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {} // the signal is on its way
-		}
-	}
 }
