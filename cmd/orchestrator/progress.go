@@ -204,7 +204,14 @@ func (p *progress) observe(ev runner.Event) {
 			}
 			p.line("%s", msg)
 			if o.MalformedLines > 0 || o.OversizeLines > 0 {
-				p.line("  ⚠ %d malformed and %d oversize line(s) of the CLI's output skipped", o.MalformedLines, o.OversizeLines)
+				var parts []string
+				if o.MalformedLines > 0 {
+					parts = append(parts, fmt.Sprintf("%d not JSON", o.MalformedLines))
+				}
+				if o.OversizeLines > 0 {
+					parts = append(parts, fmt.Sprintf("%d over agent.max_line_bytes", o.OversizeLines))
+				}
+				p.line("  ⚠ skipped lines of the CLI's output: %s", strings.Join(parts, ", "))
 				for _, d := range skippedDetails(*o) {
 					p.line("    %s", oneLine(d))
 				}
