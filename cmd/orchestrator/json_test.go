@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
@@ -261,4 +262,24 @@ func normaliseJSON(t *testing.T, out string) string {
 func storeRunWithEnv() store.Run {
 	return store.Run{ID: "r1", Title: "t", Status: store.RunRunning,
 		Options: json.RawMessage(`{"env":{"` + secretEnv + `":"` + secretValue + `"}}`)}
+}
+
+// TestJSONStoredTurn: a stored turn has the turn's shape; what the store
+// does not keep is "unknown", never a made-up number.
+func TestJSONStoredTurn(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 11, 23, 20, 0, 0, 0, time.UTC)
+	turn := store.Turn{RunID: "r1", Seq: 2, Kind: store.TurnAnswer, SetID: "s1", StartedAt: start, Finished: true,
+		FinishedAt: start.Add(1500 * time.Millisecond),
+		Result:     store.TurnResult{Status: "error", Category: "api", Error: "boom \x1b[2J", CostUSD: 0.5, NumTurns: 3}}
+	b, err := json.Marshal(newJSONStoredTurn(turn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"seq":2,"kind":"answer","set_id":"s1","started_at":"2026-11-23T20:00:00Z","finished_at":"2026-11-23T20:00:01.5Z",` +
+		`"outcome":{"status":"error","error_category":"api","error":"boom ","num_turns":3,"cost_usd":0.5,"input_tokens":0,` +
+		`"output_tokens":0,"exit_code":"unknown","duration_ms":1500,"skipped_lines":{"malformed":0,"oversize":0},"warnings":[]}}`
+	if string(b) != want {
+		t.Errorf("got  %s\nwant %s", b, want)
+	}
 }

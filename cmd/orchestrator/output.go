@@ -190,9 +190,41 @@ func newJSONSetRecord(rec store.SetRecord) jsonSet {
 // jsonTurn is one turn: one process of the agent CLI. Outcome is set once
 // it finished.
 type jsonTurn struct {
-	Seq     int          `json:"seq"`
-	Kind    string       `json:"kind"`
-	Outcome *jsonOutcome `json:"outcome,omitempty"`
+	Seq  int    `json:"seq"`
+	Kind string `json:"kind"`
+	// SetID is the question set whose answers an answer turn carried.
+	SetID string `json:"set_id,omitempty"`
+	// The times and QuestionError are set for a stored turn (newJSONStoredTurn).
+	StartedAt     *time.Time   `json:"started_at,omitempty"`
+	FinishedAt    *time.Time   `json:"finished_at,omitempty"`
+	QuestionError string       `json:"question_error,omitempty"`
+	Outcome       *jsonOutcome `json:"outcome,omitempty"`
+}
+
+// newJSONStoredTurn shapes a turn as the store keeps it: its outcome holds
+// what was stored (no exit code, warnings or skipped lines: see the turn's
+// transcript for those).
+func newJSONStoredTurn(t store.Turn) jsonTurn {
+	out := jsonTurn{Seq: t.Seq, Kind: string(t.Kind), SetID: t.SetID, QuestionError: questions.Printable(t.Result.QuestionError)}
+	if !t.StartedAt.IsZero() {
+		started := t.StartedAt.UTC()
+		out.StartedAt = &started
+	}
+	if !t.Finished {
+		return out
+	}
+	r := t.Result
+	o := &jsonOutcome{Status: r.Status, ErrorCategory: r.Category, Error: questions.Printable(r.Error), SessionID: r.SessionID,
+		NumTurns: r.NumTurns, CostUSD: r.CostUSD, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, Warnings: []string{}}
+	if !t.FinishedAt.IsZero() {
+		finished := t.FinishedAt.UTC()
+		out.FinishedAt = &finished
+		if !t.StartedAt.IsZero() {
+			o.DurationMS = unknownInt{n: t.FinishedAt.Sub(t.StartedAt).Milliseconds(), known: true}
+		}
+	}
+	out.Outcome = o
+	return out
 }
 
 // jsonOutcome is how a turn (or a transcript, for inspect) ended.
