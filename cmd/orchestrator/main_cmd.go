@@ -13,6 +13,7 @@ import (
 
 	"github.com/orchestrator-dev/orchestrator/internal/config"
 	"github.com/orchestrator-dev/orchestrator/internal/daemon"
+	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces/github"
 )
 
@@ -168,7 +169,9 @@ func (m *Main) printError(err error, code int) {
 	case errors.As(err, &ee) && ee.err == nil:
 		// Silent: the command said it already.
 	default:
-		fmt.Fprintf(m.Stderr, "orchestrator: %v\n", err)
+		// Errors may quote the model's or people's text (a run's error, an
+		// answerer's name): printed like any untrusted text.
+		fmt.Fprintf(m.Stderr, "orchestrator: %s\n", questions.Printable(err.Error()))
 		if errors.As(err, &ee) && ee.usage {
 			fmt.Fprintln(m.Stderr, "Run 'orchestrator --help' for usage.")
 		}
