@@ -21,7 +21,7 @@ recovered without sending its prompt twice. RUN may be a unique prefix.`,
 			return m.runResume(cmd.Context(), args[0], asJSON)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print progress as NDJSON events on stdout (questions go to stderr)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print progress as NDJSON events on stdout, see docs/json.md (questions go to stderr)")
 	return cmd
 }
 

@@ -47,7 +47,7 @@ run exits 3 and the question stays pending: answer it with
 	cmd.Flags().StringVar(&f.prompt, "prompt", "", "the task, instead of a spec file")
 	cmd.Flags().StringSliceVar(&f.surfaces, "surface", nil, "where to ask questions: terminal, github, discord (repeatable)")
 	cmd.Flags().StringVar(&f.workdir, "workdir", "", "the agent's working directory (default: the spec's, else agent.workdir, else here)")
-	cmd.Flags().BoolVar(&f.json, "json", false, "print progress as NDJSON events on stdout (questions go to stderr)")
+	cmd.Flags().BoolVar(&f.json, "json", false, "print progress as NDJSON events on stdout, see docs/json.md (questions go to stderr)")
 	return cmd
 }
 
