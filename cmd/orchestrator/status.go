@@ -63,6 +63,7 @@ type statusReport struct {
 	Runs      []statusRun      `json:"runs"`
 	Questions []statusQuestion `json:"questions"`
 	Schedule  []statusNext     `json:"schedule"`
+	Worktrees []statusWorktree `json:"worktrees"` // gc.go
 }
 
 func (m *Main) runStatus(ctx context.Context, asJSON, all bool) error {
@@ -113,6 +114,9 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool) error {
 			rep.Schedule = append(rep.Schedule, statusNext{Spec: sp.Name, Next: sched.Next(now).Format(time.RFC3339)})
 		}
 	}
+	if rep.Worktrees, err = keptWorktrees(ctx, st); err != nil {
+		return err
+	}
 	if asJSON {
 		enc := json.NewEncoder(m.Stdout)
 		enc.SetIndent("", "  ")
@@ -152,6 +156,7 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool) error {
 		}
 		w.Flush()
 	}
+	printWorktrees(m.Stdout, rep.Worktrees)
 	return nil
 }
 
