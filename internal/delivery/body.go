@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -32,6 +33,13 @@ func Marker(runID string) string {
 // untrusted cleans model or human text for a pull request or a commit:
 // no hidden comments, no invisible characters, no secrets.
 func untrusted(s string) string { return strings.TrimSpace(questions.Clean(questions.Strip(s))) }
+
+// mentionRE finds @mentions (users, teams) in text.
+var mentionRE = regexp.MustCompile(`@([A-Za-z0-9])`)
+
+// noMentions keeps model text from notifying people on GitHub: an @mention
+// gets a zero-width space after its "@".
+func noMentions(s string) string { return mentionRE.ReplaceAllString(s, "@\u200b$1") }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
@@ -100,7 +108,7 @@ func (r Report) PRBody() string {
 	var b strings.Builder
 	b.WriteString("## Summary\n\n")
 	if sum := untrusted(r.Summary); sum != "" {
-		b.WriteString(sum)
+		b.WriteString(noMentions(sum))
 	} else {
 		b.WriteString("_The model gave no summary._")
 	}
@@ -121,8 +129,10 @@ func (r Report) PRBody() string {
 			if answer == "" {
 				answer = "(" + string(d.State) + ")"
 			}
-			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s |\n", i+1, cell(q), cell(strings.Join(d.Options, " / ")),
-				cell(answer), cell(by), cell(on), cell(when))
+			// The answerer is named as the surface knows them; the rest
+			// is model or human text and mentions nobody.
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s |\n", i+1, noMentions(cell(q)), noMentions(cell(strings.Join(d.Options, " / "))),
+				noMentions(cell(answer)), cell(by), cell(on), cell(when))
 		}
 	}
 	b.WriteString("\n## Run\n\n")

@@ -149,6 +149,7 @@ func TestDeliverCommitsPushesAndOpensOnePR(t *testing.T) {
 		t.Fatalf("pull requests = %+v, want 1", pulls)
 	}
 	pr := pulls[0]
+	t.Logf("PR title %q body:\n%s", pr.Title, pr.Body)
 	for _, want := range []string{"Updated to v3.", "Version: Which version?", "v2 / v3", "| v3 |", "@alice", "github", "Marker"} {
 		if want == "Marker" {
 			want = Marker(run.ID)
