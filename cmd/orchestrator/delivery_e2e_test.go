@@ -372,3 +372,19 @@ func TestPushRejectedFailsTheRunAndKeepsTheWorktree(t *testing.T) {
 	}
 	g.wantCheckoutUntouched(t, 0)
 }
+
+// TestRunGitFlagDeliversAPrompt: `run --git --prompt` delivers through git
+// without a spec; a task that changes nothing says so and leaves no branch.
+func TestRunGitFlagDeliversAPrompt(t *testing.T) {
+	t.Parallel()
+	g := newGitE2E(t)
+	code, out, _ := g.run("", "run", "--git", "--surface", "terminal", "--workdir", g.checkout, "--prompt", "Check spec Y")
+	if code != 0 || !strings.Contains(out, "no change: nothing committed, no pull request") {
+		t.Fatalf("run --git: exit %d, output lacks the no-change line", code)
+	}
+	dl, ok, err := g.store().Delivery(context.Background(), g.onlyRun().ID)
+	if err != nil || !ok || dl.State != store.DeliveryUnchanged || dl.RemovedAt.IsZero() {
+		t.Fatalf("delivery = %+v, %v, %v", dl, ok, err)
+	}
+	g.wantCheckoutUntouched(t, 0)
+}

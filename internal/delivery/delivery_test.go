@@ -419,3 +419,36 @@ func TestGCRemovesOldEndedWorktrees(t *testing.T) {
 		t.Fatalf("worktree still there: %v", err)
 	}
 }
+
+// TestWorkdirRecreatedFromThePushedBranch: the worktree and its local
+// branch are gone (another machine, a cleaned state directory); the run
+// gets its worktree back from the branch it pushed.
+func TestWorkdirRecreatedFromThePushedBranch(t *testing.T) {
+	t.Parallel()
+	_, checkout := repos(t)
+	f := newFixture(t, "")
+	ctx := context.Background()
+	run := f.newRun(t, "r0000008", checkout)
+	opts := Options{Push: true}
+	wd, err := f.d.Workdir(ctx, run, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(wd, "x.txt"), []byte("x"), 0o600)
+	res, err := f.d.Deliver(ctx, run, opts, nil)
+	if err != nil || !res.Delivery.Pushed {
+		t.Fatalf("deliver: %+v, %v", res, err)
+	}
+	if err := os.RemoveAll(wd); err != nil {
+		t.Fatal(err)
+	}
+	git(t, checkout, "worktree", "prune")
+	git(t, checkout, "branch", "-D", res.Delivery.Branch)
+	again, err := f.d.Workdir(ctx, run, opts)
+	if err != nil || again != wd {
+		t.Fatalf("Workdir = %s, %v", again, err)
+	}
+	if got := git(t, wd, "rev-parse", "HEAD"); got != res.Delivery.CommitSHA {
+		t.Fatalf("recreated at %s, want the pushed %s", got, res.Delivery.CommitSHA)
+	}
+}
