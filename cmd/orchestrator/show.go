@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -105,6 +106,9 @@ type showDelivery struct {
 	Note            string `json:"note,omitempty"`
 }
 
+// usd rounds a cost to a millionth of a dollar (no float noise in JSON).
+func usd(v float64) float64 { return math.Round(v*1e6) / 1e6 }
+
 func timePtr(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
@@ -128,7 +132,7 @@ func buildShow(ctx context.Context, st *store.Store, id string) (showOutput, err
 	}
 	out := showOutput{V: 1, Timeline: []showTurn{}, Decisions: []showDecision{},
 		Run: showRun{ID: run.ID, Spec: run.Spec, Title: run.Title, Status: string(run.Status), Error: run.Error,
-			Summary: run.FinalText, CostUSD: run.CostUSD, Turns: len(turns), CreatedAt: run.CreatedAt, UpdatedAt: run.UpdatedAt}}
+			Summary: run.FinalText, CostUSD: usd(run.CostUSD), Turns: len(turns), CreatedAt: run.CreatedAt, UpdatedAt: run.UpdatedAt}}
 	asked := map[int]string{}
 	for _, d := range decisions {
 		asked[d.Turn] = d.SetID
@@ -138,7 +142,7 @@ func buildShow(ctx context.Context, st *store.Store, id string) (showOutput, err
 	}
 	for _, t := range turns {
 		st := showTurn{Seq: t.Seq, Kind: string(t.Kind), Status: t.Result.Status, Category: t.Result.Category, Error: t.Result.Error,
-			CostUSD: t.Result.CostUSD, StartedAt: t.StartedAt, FinishedAt: timePtr(t.FinishedAt), Tools: toolsOf(t.TranscriptPath),
+			CostUSD: usd(t.Result.CostUSD), StartedAt: t.StartedAt, FinishedAt: timePtr(t.FinishedAt), Tools: toolsOf(t.TranscriptPath),
 			AskedSet: asked[t.Seq]}
 		out.Timeline = append(out.Timeline, st)
 	}
