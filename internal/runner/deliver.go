@@ -48,6 +48,15 @@ func (r *Runner) workdir(ctx context.Context, run store.Run) (string, error) {
 	return wd, nil
 }
 
+// workdirFailed ends a turn that has no directory to run in: the run fails
+// with the reason, unless ctx ended (a shutdown leaves it resumable).
+func (r *Runner) workdirFailed(ctx context.Context, run store.Run, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return r.fail(ctx, run, err.Error())
+}
+
 // done ends a run whose last turn succeeded: its work is delivered, then
 // the run is done. A delivery that fails makes the run fail (its worktree
 // is kept); one stopped by ctx leaves the run resumable, and the next

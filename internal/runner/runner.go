@@ -586,7 +586,7 @@ func (r *Runner) turn(ctx context.Context, run store.Run, t store.Turn) error {
 	}
 	workdir, err := r.workdir(ctx, run) // the run's worktree when it delivers through git (deliver.go)
 	if err != nil {
-		return r.fail(ctx, run, err.Error())
+		return r.workdirFailed(ctx, run, err)
 	}
 	t.RunID = run.ID
 	if t.SessionID == "" {
