@@ -124,6 +124,9 @@ type Spec struct {
 	// Escalation is escalate_to with its overrides; nil when not set.
 	Escalation *SurfaceRef
 	OnTimeout  OnTimeout
+	// Git delivers the run's work as a branch and a pull request; nil
+	// when the spec has no git section (git.go).
+	Git *Git
 	// Body is the task given to the model: the markdown after the
 	// frontmatter, without leading and trailing blank space.
 	Body string
@@ -434,7 +437,7 @@ func join(path, key string) string {
 var specKeys = []string{
 	"name", "schedule", "surfaces", "workdir",
 	"model", "allowed_tools", "disallowed_tools", "mcp_config", "permission_mode", "max_turns", "timeout", "idle_timeout",
-	"answers", "question_timeout", "remind_every", "escalate_to", "on_timeout",
+	"answers", "question_timeout", "remind_every", "escalate_to", "on_timeout", "git",
 }
 
 func (d *decoder) spec(s *Spec, root *yaml.Node) {
@@ -515,6 +518,12 @@ func (d *decoder) spec(s *Spec, root *yaml.Node) {
 			}
 		case "on_timeout":
 			s.OnTimeout = d.onTimeout(v, key)
+		case "git":
+			var probs []gitProblem
+			s.Git, probs = parseGit(v, key) // git.go
+			for _, p := range probs {
+				d.add(p.line, p.key, p.msg)
+			}
 		}
 	}
 	if s.Escalation != nil && escalateNode != nil && surfacesNode != nil {

@@ -70,6 +70,8 @@ type Main struct {
 	serving bool
 	// github is the one GitHub client of the process, built on first use.
 	github *github.Client
+	// deliveryState is the Deliverer of the process (delivery.go).
+	deliveryState
 	// serveReady, when set (tests), is called with serve's bound address.
 	serveReady func(addr string)
 	// failpoint, when set (the crash tests, failpoint_test.go), is called

@@ -232,6 +232,8 @@ func (p *progress) observe(ev runner.Event) {
 		p.line("↑ set %s escalated to %s", setID(ev), strings.Join(ev.Surfaces, ", "))
 	case runner.EventRetry:
 		p.line("↻ %s", ev.Text)
+	case runner.EventDelivered:
+		p.line("⇪ %s", ev.Text)
 	case runner.EventCorrection:
 		p.line("✎ the model's QUESTION block was not valid (%s); asking it to correct it", oneLine(ev.Text))
 	}

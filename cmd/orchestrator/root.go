@@ -48,6 +48,8 @@ Exit codes: 0 done, 1 failed, 2 usage or configuration error,
 		m.newCancelCmd(),
 		m.newRehearseCmd(),
 		m.newServeCmd(),
+		m.newShowCmd(), // show.go
+		m.newGCCmd(),   // gc.go
 	)
 
 	markRunning(root, &m.running)

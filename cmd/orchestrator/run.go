@@ -20,6 +20,7 @@ type runFlags struct {
 	surfaces []string
 	workdir  string
 	json     bool
+	git      bool
 }
 
 func (m *Main) newRunCmd() *cobra.Command {
@@ -47,6 +48,7 @@ run exits 3 and the question stays pending: answer it with
 	cmd.Flags().StringVar(&f.prompt, "prompt", "", "the task, instead of a spec file")
 	cmd.Flags().StringSliceVar(&f.surfaces, "surface", nil, "where to ask questions: terminal, github, discord (repeatable)")
 	cmd.Flags().StringVar(&f.workdir, "workdir", "", "the agent's working directory (default: the spec's, else agent.workdir, else here)")
+	cmd.Flags().BoolVar(&f.git, "git", false, "deliver the run's work through git: its own worktree and branch, a commit, a push and a pull request as configured (git:)")
 	cmd.Flags().BoolVar(&f.json, "json", false, "print progress as NDJSON events on stdout, see docs/json.md (questions go to stderr)")
 	return cmd
 }
@@ -77,6 +79,7 @@ func (m *Main) newRunFrom(specPath string, f runFlags) (runner.NewRun, error) {
 	default:
 		n.Prompt = f.prompt
 	}
+	opts.Git = f.git
 	if f.workdir != "" {
 		n.WorkDir = m.path(f.workdir)
 	}

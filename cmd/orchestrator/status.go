@@ -40,10 +40,11 @@ type statusNext struct {
 
 // statusReport is the output of status --json (docs/json.md).
 type statusReport struct {
-	V            int          `json:"v"`
-	Runs         []jsonRun    `json:"runs"`
-	QuestionSets []jsonSet    `json:"question_sets"`
-	Schedule     []statusNext `json:"schedule"`
+	V            int              `json:"v"`
+	Runs         []jsonRun        `json:"runs"`
+	QuestionSets []jsonSet        `json:"question_sets"`
+	Schedule     []statusNext     `json:"schedule"`
+	Worktrees    []statusWorktree `json:"worktrees"` // gc.go
 }
 
 func (m *Main) runStatus(ctx context.Context, asJSON, all bool) error {
@@ -82,6 +83,9 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool) error {
 			}
 			rep.Schedule = append(rep.Schedule, statusNext{Spec: sp.Name, Next: sched.Next(now).UTC()})
 		}
+	}
+	if rep.Worktrees, err = keptWorktrees(ctx, st); err != nil {
+		return err
 	}
 	if asJSON {
 		return writeJSON(m.Stdout, rep)
@@ -126,6 +130,7 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool) error {
 		}
 		w.Flush()
 	}
+	printWorktrees(m.Stdout, rep.Worktrees)
 	return nil
 }
 

@@ -34,6 +34,8 @@ type runOptions struct {
 	// Env is extra environment for the agent (rehearsals point the CLI at
 	// the built-in fake API with it). Never secrets: it is stored.
 	Env map[string]string `json:"env,omitempty"`
+	// Git delivers the run through git (run --git; delivery.go).
+	Git bool `json:"git,omitempty"`
 }
 
 func decodeRunOptions(run store.Run) (runOptions, error) {
@@ -354,6 +356,7 @@ func (m *Main) newRunner(st *store.Store, observe func(runner.Event)) (*runner.R
 		},
 		Observe:   observe,
 		Failpoint: m.failpoint,
+		Delivery:  m.deliveryFor(st, ss), // delivery.go
 		// serve keeps waiting when its terminal has no input; run and
 		// resume exit 3 instead.
 		KeepWaiting: m.serving,

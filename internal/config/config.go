@@ -32,6 +32,7 @@ type Config struct {
 	Surfaces Surfaces `yaml:"surfaces"`
 	Specs    Specs    `yaml:"specs"`
 	Serve    Serve    `yaml:"serve"`
+	Git      Git      `yaml:"git"` // git.go
 
 	// source is the file the config came from ("" for defaults) and lines
 	// maps a dotted key to the line it was set on, so that Validate can
@@ -241,6 +242,7 @@ func Default() Config { return DefaultEnv(os.LookupEnv) }
 func DefaultEnv(lookup LookupFunc) Config {
 	return Config{
 		StateDir: defaultStateDir(lookup),
+		Git:      Git{KeepWorktrees: DefaultKeepWorktrees},
 		Log:      Log{Level: "info", Format: "text"},
 		Agent: Agent{
 			Command:        DefaultCommand,

@@ -115,6 +115,9 @@ type Config struct {
 	// would leave behind ("question-stored", "answer-stored", "claimed",
 	// "turn-started"): the crash tests kill the process there.
 	Failpoint func(point string)
+	// Delivery returns how a run's work is delivered through git (nil:
+	// it is not; see deliver.go).
+	Delivery func(run store.Run) (Delivery, error)
 }
 
 // Runner drives runs. It is safe for concurrent use: each run is driven by
@@ -373,9 +376,7 @@ func (r *Runner) step(ctx context.Context, run store.Run) error {
 	case res.QuestionError != "":
 		return r.correct(ctx, run, last)
 	case res.Category == "" && res.Status == "success":
-		final := last.Result.FinalText
-		r.emit(Event{Kind: EventDone, RunID: run.ID})
-		return st.UpdateRun(ctx, run.ID, store.RunUpdate{Status: store.RunDone, FinalText: nonEmpty(final)})
+		return r.done(ctx, run, last) // delivers the run's work first (deliver.go)
 	case res.Category == string(executor.CategorySessionNotFound):
 		return r.fail(ctx, run, fmt.Sprintf("the CLI has no session %s any more (its session store under $HOME/.claude was removed, or this is another machine or user): %s",
 			sessionOf(run, last), res.Error))
@@ -583,6 +584,10 @@ func (r *Runner) turn(ctx context.Context, run store.Run, t store.Turn) error {
 	if err != nil {
 		return r.fail(ctx, run, err.Error())
 	}
+	workdir, err := r.workdir(ctx, run) // the run's worktree when it delivers through git (deliver.go)
+	if err != nil {
+		return r.workdirFailed(ctx, run, err)
+	}
 	t.RunID = run.ID
 	if t.SessionID == "" {
 		t.SessionID = run.SessionID
@@ -599,7 +604,7 @@ func (r *Runner) turn(ctx context.Context, run store.Run, t store.Turn) error {
 	if t.Kind == store.TurnAnswer {
 		r.cfg.Failpoint("claimed")
 	}
-	req := executor.Request{Prompt: t.Prompt, WorkDir: run.WorkDir, TranscriptPath: t.TranscriptPath}
+	req := executor.Request{Prompt: t.Prompt, WorkDir: workdir, TranscriptPath: t.TranscriptPath}
 	if t.Resume {
 		req.Resume = t.SessionID
 	} else {

@@ -59,16 +59,13 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
+	if err := create(ctx, path); err != nil {
+		return nil, fmt.Errorf("create store %s: %w", path, err)
+	}
 	if err := checkFile(path); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	dsn := "file:" + path +
-		"?_pragma=journal_mode(WAL)" +
-		"&_pragma=synchronous(FULL)" +
-		"&_pragma=busy_timeout(15000)" +
-		"&_pragma=foreign_keys(1)" +
-		"&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
+	db, err := sql.Open("sqlite", dsn(path))
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
@@ -79,6 +76,55 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	return s, nil
+}
+
+func dsn(path string) string {
+	return "file:" + path +
+		"?_pragma=journal_mode(WAL)" +
+		"&_pragma=synchronous(FULL)" +
+		"&_pragma=busy_timeout(15000)" +
+		"&_pragma=foreign_keys(1)" +
+		"&_txlock=immediate"
+}
+
+// create makes a new database at path when there is none, atomically: it is
+// built and migrated under a temporary name, then linked into place (link
+// fails rather than replace a database another process made meanwhile). So
+// the file at path is never empty or half made by this program, and
+// checkFile may treat such a file as damage even while several processes
+// start at once on a new state directory.
+func create(ctx context.Context, path string) error {
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		return nil // there is one (or stat failed: checkFile says why)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".new-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	f.Close()
+	defer func() {
+		for _, p := range []string{tmp, tmp + "-wal", tmp + "-shm", tmp + "-journal"} {
+			os.Remove(p)
+		}
+	}()
+	db, err := sql.Open("sqlite", dsn(tmp))
+	if err != nil {
+		return err
+	}
+	db.SetMaxOpenConns(1)
+	if err := (&Store{db: db, path: tmp, now: time.Now}).migrate(ctx); err != nil {
+		db.Close()
+		return err
+	}
+	// The last connection's close checkpoints the WAL into the file.
+	if err := db.Close(); err != nil {
+		return err
+	}
+	if err := os.Link(tmp, path); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return nil
 }
 
 // checkFile refuses a database file that exists but is not a whole SQLite
@@ -231,6 +277,25 @@ var migrations = []string{
 	CREATE TABLE schedule (
 		spec     TEXT PRIMARY KEY,
 		last_run INTEGER NOT NULL
+	);`,
+	// Delivery of a run's work through git (delivery.go).
+	`CREATE TABLE deliveries (
+		run_id      TEXT PRIMARY KEY REFERENCES runs(id),
+		repo_dir    TEXT NOT NULL,
+		worktree    TEXT NOT NULL,
+		branch      TEXT NOT NULL,
+		base        TEXT NOT NULL DEFAULT '',
+		base_commit TEXT NOT NULL DEFAULT '',
+		state       TEXT NOT NULL,
+		commit_sha  TEXT NOT NULL DEFAULT '',
+		pushed      INTEGER NOT NULL DEFAULT 0,
+		pr_number   INTEGER NOT NULL DEFAULT 0,
+		pr_url      TEXT NOT NULL DEFAULT '',
+		commented   INTEGER NOT NULL DEFAULT 0,
+		note        TEXT NOT NULL DEFAULT '',
+		removed_at  INTEGER NOT NULL DEFAULT 0,
+		created_at  INTEGER NOT NULL,
+		updated_at  INTEGER NOT NULL
 	);`,
 }
 

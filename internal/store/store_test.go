@@ -325,3 +325,32 @@ func TestOpenRefusesADamagedFile(t *testing.T) {
 	}
 	st.Close()
 }
+
+// TestOpenConcurrentlyOnANewDirectory: several processes starting at once on
+// a new state directory all open the one store; none sees a file half made
+// by another and takes it for a damaged one.
+func TestOpenConcurrentlyOnANewDirectory(t *testing.T) {
+	for round := 0; round < 5; round++ {
+		dir := t.TempDir()
+		errs := make(chan error, 8)
+		for i := 0; i < 8; i++ {
+			go func() {
+				st, err := Open(context.Background(), dir)
+				if err == nil {
+					_, err = st.ListRuns(context.Background(), RunFilter{})
+					st.Close()
+				}
+				errs <- err
+			}()
+		}
+		for i := 0; i < 8; i++ {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		left, _ := filepath.Glob(filepath.Join(dir, FileName+".new-*"))
+		if len(left) > 0 {
+			t.Errorf("temporary files left: %v", left)
+		}
+	}
+}
