@@ -153,6 +153,19 @@ type Result struct {
 	// Kind and Hint come from a claw error envelope (seed 003).
 	Kind string
 	Hint string
+	// DeferredToolUse is the tool call a PreToolUse hook deferred
+	// (terminal_reason "tool_deferred" or "tool_deferred_unavailable"); nil
+	// when the line has none.
+	DeferredToolUse *DeferredToolUse
+}
+
+// DeferredToolUse is the tool call a turn ended on when a PreToolUse hook
+// answered permissionDecision "defer": the tool did not run, and resuming the
+// session fires the hook again for this call (docs/claude-cli.md).
+type DeferredToolUse struct {
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input,omitempty"`
 }
 
 // StreamEvent is a `stream_event` line (with --include-partial-messages):

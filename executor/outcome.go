@@ -24,6 +24,13 @@ const (
 	CategoryCLINotFound     Category = "cli_not_found"     // the CLI could not be started
 	CategoryCrashed         Category = "crashed"           // non-zero exit without a result line
 	CategoryNoResult        Category = "no_result"         // the stream ended without a result line
+	// CategoryToolDeferred goes with StatusDeferred: a PreToolUse hook
+	// deferred the turn's tool call (terminal_reason "tool_deferred").
+	CategoryToolDeferred Category = "tool_deferred"
+	// CategoryToolDeferredUnavailable: a resumed session's deferred tool
+	// call cannot run because the tool does not exist in this mode
+	// (terminal_reason "tool_deferred_unavailable", is_error true).
+	CategoryToolDeferredUnavailable Category = "tool_deferred_unavailable"
 )
 
 // Status is the overall state of a run.
@@ -33,7 +40,14 @@ const (
 	StatusSuccess    Status = "success"    // a result line without is_error
 	StatusError      Status = "error"      // an error result, or the process failed
 	StatusIncomplete Status = "incomplete" // no result line and no known failure (CategoryNoResult)
+	// StatusDeferred: the turn ended on a tool call a PreToolUse hook
+	// deferred; Outcome.DeferredToolUse holds it (CategoryToolDeferred).
+	StatusDeferred Status = "deferred"
 )
+
+// terminalToolDeferred is the result's terminal_reason when a PreToolUse hook
+// deferred the turn's tool call; the CLI then exits 0 (docs/claude-cli.md).
+const terminalToolDeferred = "tool_deferred"
 
 // MaxErrorBytes bounds Outcome.Error (seed 000: 4 KB).
 const MaxErrorBytes = 4096
@@ -60,6 +74,9 @@ type Outcome struct {
 	// TerminalReason and APIErrorStatus come from the result line.
 	TerminalReason string `json:"terminal_reason,omitempty"`
 	APIErrorStatus int    `json:"api_error_status,omitempty"`
+	// DeferredToolUse is the tool call the turn ended on when a hook
+	// deferred it (StatusDeferred, CategoryToolDeferredUnavailable).
+	DeferredToolUse *DeferredToolUse `json:"deferred_tool_use,omitempty"`
 	// Model, APIKeySource and MCPServers come from the first init line.
 	Model        string      `json:"model,omitempty"`
 	APIKeySource string      `json:"api_key_source,omitempty"`
@@ -261,6 +278,7 @@ func (t *Tracker) Outcome(x Exit) Outcome {
 		o.TerminalReason = r.TerminalReason
 		o.APIErrorStatus = r.APIErrorStatus
 		o.Hint = r.Hint
+		o.DeferredToolUse = r.DeferredToolUse
 		if len(r.PermissionDenials) > 0 && len(o.PermissionDenials) == 0 {
 			o.PermissionDenials = r.PermissionDenials
 		}
@@ -276,6 +294,13 @@ func (t *Tracker) Outcome(x Exit) Outcome {
 			}
 			o.setError(text)
 			o.FinalText = lastText
+		} else if r.TerminalReason == terminalToolDeferred {
+			o.Status = StatusDeferred
+			o.Category = CategoryToolDeferred
+			o.FinalText = r.Text
+			if r.Text == "" {
+				o.FinalText = lastText
+			}
 		} else {
 			o.Status = StatusSuccess
 			o.FinalText = r.Text
@@ -341,6 +366,9 @@ func classifyResult(r *Result, text string) Category {
 	}
 	if sessionNotFound(text) {
 		return CategorySessionNotFound
+	}
+	if r.TerminalReason == string(CategoryToolDeferredUnavailable) {
+		return CategoryToolDeferredUnavailable
 	}
 	switch r.APIErrorStatus {
 	case 429:

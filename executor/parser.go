@@ -450,6 +450,17 @@ func (p *Parser) result(raw []byte, sid string, members []member) (Event, error)
 		case "api_error_status":
 			n, _ := jsonInt(m.val)
 			ev.APIErrorStatus = int(n)
+		case "deferred_tool_use":
+			ev.DeferredToolUse = nil
+			if len(m.val) > 0 && m.val[0] == '{' {
+				d := &DeferredToolUse{}
+				d.ID, _ = jsonString(field(m.val, "id"))
+				d.Name, _ = p.istr(field(m.val, "name"))
+				if in := field(m.val, "input"); in != nil {
+					d.Input = json.RawMessage(in)
+				}
+				ev.DeferredToolUse = d
+			}
 		case "permission_denials":
 			ev.PermissionDenials = nil
 			eachElem(m.val, func(v []byte) bool {

@@ -302,6 +302,10 @@ func normEvent(e Event) any {
 	case *Result:
 		c := *e
 		c.base = base{sessionID: e.sessionID}
+		c.DeferredToolUse = nil
+		if d := e.DeferredToolUse; d != nil {
+			return []any{c, d.ID, d.Name, norm(d.Input)}
+		}
 		return c
 	case *StreamEvent:
 		c := *e
