@@ -46,7 +46,7 @@ func ParseClawEnvelope(out []byte) (*Result, error) {
 	}
 	r := &Result{}
 	r.setBase(env.SessionID, obj)
-	r.Usage = usage(env.Usage)
+	r.Usage = decodeUsage(env.Usage)
 	r.TotalCostUSD = parseCost(env.EstimatedCost)
 	if n, err := env.Iterations.Int64(); err == nil {
 		r.NumTurns = int(n)

@@ -6,9 +6,9 @@ import "encoding/json"
 // event types is closed: *SystemInit, *SystemOther, *UserMessage,
 // *AssistantMessage, *Result, *StreamEvent and *Unknown.
 //
-// Every event keeps the exact JSON it was parsed from (Raw). Slices inside an
-// event (ContentBlock.Input, ContentBlock.Content, …) share memory with Raw;
-// treat them as read-only.
+// Every event keeps the exact JSON it was parsed from (Raw); the raw JSON
+// fields inside an event (ContentBlock.Input, ContentBlock.Content, …) are
+// exact copies of their part of it.
 type Event interface {
 	// SessionID is the session the line belongs to. It is never empty for
 	// the known types; for *Unknown it may be.
@@ -45,10 +45,8 @@ type SystemInit struct {
 	// the key); empty when absent or not a string.
 	APIKeySource string
 	CLIVersion   string // claude_code_version
-	// Tools may be shared with earlier init events of the same Parser:
-	// treat it as read-only.
-	Tools      []string
-	MCPServers []MCPServer
+	Tools        []string
+	MCPServers   []MCPServer
 }
 
 // SystemOther is any other `system` line: api_retry, status,
