@@ -12,7 +12,7 @@
 //   - Tracker and Outcome: what a run came to — session id (latest wins),
 //     final text, turns, cost, usage, status and error Category (seed 000's
 //     classification, the real CLI's result shapes), advisory warnings.
-//     Summarize does it for a saved transcript (`orchestrator inspect`).
+//     Replay does it for a saved transcript (`orchestrator inspect`).
 //   - Executor and Run: the process. Executor.Args builds the command line,
 //     Executor.Start runs it in its own process group with a purpose-built
 //     environment, stdin from /dev/null, timeouts, interrupt-then-kill,

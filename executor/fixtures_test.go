@@ -97,9 +97,9 @@ func TestFixtureReplay(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer fh.Close()
-			o, err := Summarize(fh, ReaderOptions{})
+			o, err := Replay(fh, ReaderOptions{}, nil)
 			if err != nil {
-				t.Fatalf("Summarize: %v", err)
+				t.Fatalf("Replay: %v", err)
 			}
 			if o.SessionID != w.session || o.Status != w.status || o.Category != w.category || o.NumTurns != w.turns {
 				t.Errorf("got session %s status %s category %q turns %d; want %s %s %q %d",
@@ -133,7 +133,7 @@ func TestFixtureDetails(t *testing.T) {
 	sum := func(name string) Outcome {
 		t.Helper()
 		b := readFixture(t, filepath.Join(fixtureDir(), name))
-		o, err := Summarize(bytes.NewReader(b), ReaderOptions{})
+		o, err := Replay(bytes.NewReader(b), ReaderOptions{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

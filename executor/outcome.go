@@ -458,19 +458,25 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// Summarize reads a stream-json transcript (a file, or stdin for
+// Replay reads a saved stream-json transcript (a turn's file, or stdin for
 // `orchestrator inspect -`) and returns its Outcome with the skipped-line
-// counts. Without a process, a transcript that has no result line is
-// StatusIncomplete / CategoryNoResult. The error is a read error only.
-func Summarize(r io.Reader, opts ReaderOptions) (Outcome, error) {
+// counts; observe, when not nil, sees every event in order (to collect the
+// model's questions, say). Without a process, a transcript that has no
+// result line is StatusIncomplete / CategoryNoResult and Outcome.Result is
+// nil. The error is a read error only; the Outcome is still what was read.
+func Replay(r io.Reader, opts ReaderOptions, observe func(Event)) (Outcome, error) {
 	rd := NewReader(r, opts)
 	var t Tracker
 	for rd.Next() {
-		t.Observe(rd.Event())
+		ev := rd.Event()
+		t.Observe(ev)
+		if observe != nil {
+			observe(ev)
+		}
 	}
 	o := t.Outcome(Exit{Stats: rd.Stats(), Diagnostics: rd.Diagnostics()})
 	if err := rd.Err(); err != nil {
-		return o, fmt.Errorf("summarize transcript: %w", err)
+		return o, fmt.Errorf("read transcript: %w", err)
 	}
 	return o, nil
 }

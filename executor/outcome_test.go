@@ -32,7 +32,7 @@ func TestClassifyError(t *testing.T) {
 
 func summarize(t *testing.T, lines ...string) Outcome {
 	t.Helper()
-	o, err := Summarize(strings.NewReader(strings.Join(lines, "\n")), ReaderOptions{})
+	o, err := Replay(strings.NewReader(strings.Join(lines, "\n")), ReaderOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

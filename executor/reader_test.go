@@ -171,7 +171,7 @@ func TestReaderDiagnosticsBounded(t *testing.T) {
 	if len(r.Diagnostics()) != 10 || r.Stats().MalformedLines != 500 {
 		t.Errorf("kept %d diagnostics, counted %d", len(r.Diagnostics()), r.Stats().MalformedLines)
 	}
-	o, _ := Summarize(strings.NewReader(in), ReaderOptions{MaxDiagnostics: 10})
+	o, _ := Replay(strings.NewReader(in), ReaderOptions{MaxDiagnostics: 10}, nil)
 	if o.MalformedLines != 500 || o.Status != StatusSuccess {
 		t.Errorf("outcome %+v", o)
 	}

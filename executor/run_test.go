@@ -620,7 +620,7 @@ func TestRunTranscriptDir(t *testing.T) {
 	// Replaying the saved transcript gives the same outcome.
 	f, _ := os.Open(o.TranscriptPath)
 	defer f.Close()
-	o2, _ := Summarize(f, ReaderOptions{})
+	o2, _ := Replay(f, ReaderOptions{}, nil)
 	if o2.SessionID != o.SessionID || o2.Status != o.Status || o2.MalformedLines != 1 {
 		t.Errorf("replay %+v", o2)
 	}
