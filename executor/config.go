@@ -156,10 +156,18 @@ func New(cfg Config) (*Executor, error) {
 // Config returns the configuration with defaults filled in.
 func (e *Executor) Config() Config { return e.cfg }
 
+// MaxArgPrompt is the longest prompt passed as a command-line argument
+// (claude harness). A longer one is written to the CLI's stdin, which `claude
+// -p` reads as the prompt when no prompt argument is given: Linux refuses a
+// single argument over 128 KiB (MAX_ARG_STRLEN) with "argument list too
+// long" (docs/claude-cli.md).
+const MaxArgPrompt = 64 << 10
+
 // Request is one call of the CLI.
 type Request struct {
 	// Prompt is required. It goes after "--", so a prompt starting with
-	// "-" is not read as a flag (claude harness).
+	// "-" is not read as a flag; one over MaxArgPrompt bytes goes on stdin
+	// instead (claude harness).
 	Prompt string
 	// Resume continues a session (--resume); SessionID fixes the id of a
 	// new one (--session-id, a UUID). At most one of them.
@@ -250,7 +258,16 @@ func (e *Executor) args(req Request, mcpTemp string) []string {
 	if c.DangerouslySkipPermissions {
 		a = append(a, "--dangerously-skip-permissions")
 	}
+	if promptOnStdin(c, req) {
+		return a // the prompt goes on stdin
+	}
 	return append(a, "--", req.Prompt)
+}
+
+// promptOnStdin says whether req's prompt is written to the CLI's stdin
+// rather than passed as an argument (see MaxArgPrompt).
+func promptOnStdin(c *Config, req Request) bool {
+	return c.Harness != HarnessClaw && len(req.Prompt) > MaxArgPrompt
 }
 
 // clawArgs follows claw's global flags (seed 003 and claw's CLI): one

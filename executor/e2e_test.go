@@ -269,3 +269,46 @@ func TestE2ECancelMidTurnThenResume(t *testing.T) {
 		t.Error("the resumed request does not carry the cancelled turn's prompt")
 	}
 }
+
+// bigPrompt is a 200 KiB prompt (over Linux's 128 KiB cap on one argument)
+// that starts with "-" and ends with marker.
+func bigPrompt(marker string) string {
+	var b strings.Builder
+	b.WriteString("- a prompt that starts with a dash\n")
+	for b.Len() < 200<<10 {
+		b.WriteString("Line of a long specification, with \"quotes\", tabs\tand unicode é.\n")
+	}
+	b.WriteString(marker)
+	return b.String()
+}
+
+// TestE2ELargePromptOnStdin: a 200 KiB prompt reaches the API whole, in a
+// new session and in a resumed one (it goes on the CLI's stdin).
+func TestE2ELargePromptOnStdin(t *testing.T) {
+	x := newE2E(t,
+		fakeapi.Rule{When: "END-OF-FIRST", Reply: fakeapi.Reply{Text: "got the first"}},
+		fakeapi.Rule{When: "END-OF-SECOND", Reply: fakeapi.Reply{Text: "got the second"}},
+	)
+	e := x.executor(nil)
+	first, second := bigPrompt("END-OF-FIRST"), bigPrompt("END-OF-SECOND")
+	if args := e.Args(Request{Prompt: first}); strings.Contains(strings.Join(args, " "), "END-OF-FIRST") {
+		t.Fatal("a 200 KiB prompt is on the command line")
+	}
+	_, o1 := x.run(e, Request{Prompt: first})
+	if o1.Status != StatusSuccess || o1.FinalText != "got the first" {
+		t.Fatalf("first turn: %+v", o1)
+	}
+	_, o2 := x.run(e, Request{Prompt: second, Resume: o1.SessionID})
+	if o2.Status != StatusSuccess || o2.SessionID != o1.SessionID || o2.FinalText != "got the second" {
+		t.Fatalf("resumed turn: %+v", o2)
+	}
+	reqs := x.api.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d API requests, want 2", len(reqs))
+	}
+	for i, want := range []string{first, second} {
+		if got := reqs[i].LastUserText; got != want {
+			t.Errorf("request %d: the prompt arrived as %d bytes (want %d), prefix %.60q", i+1, len(got), len(want), got)
+		}
+	}
+}

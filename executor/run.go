@@ -134,6 +134,11 @@ func (e *Executor) Start(ctx context.Context, req Request) (*Run, error) {
 	cmd.Dir = req.WorkDir
 	cmd.Env = env
 	cmd.Stdin = nil // /dev/null: an open stdin makes the CLI wait for it
+	if promptOnStdin(&e.cfg, req) {
+		// The CLI reads its prompt from stdin up to EOF (exec closes the
+		// pipe once the prompt is written).
+		cmd.Stdin = strings.NewReader(req.Prompt)
+	}
 	cmd.Stdout = pw
 	cmd.Stderr = r.stderr
 	cmd.SysProcAttr = sysProcAttr()
