@@ -63,6 +63,11 @@ type Config struct {
 	// DropEnv names more variables not to inherit; a trailing "*" makes a
 	// prefix ("MYCORP_*").
 	DropEnv []string
+	// PassEnv names inherited variables that look like secrets (see
+	// SecretLike) and are passed on all the same; a trailing "*" makes a
+	// prefix ("AWS_*"). DropEnv and the orchestrator's own variables still
+	// win.
+	PassEnv []string
 	// BaseEnv replaces os.Environ() as the inherited environment (tests).
 	BaseEnv []string
 
@@ -145,6 +150,11 @@ func New(cfg Config) (*Executor, error) {
 	for k := range cfg.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return nil, fmt.Errorf("executor config: env name %q is invalid", k)
+		}
+	}
+	for _, k := range cfg.PassEnv {
+		if k == "" || k == "*" || strings.ContainsAny(k, "=\x00") {
+			return nil, fmt.Errorf("executor config: pass env name %q is invalid", k)
 		}
 	}
 	if cfg.Logger == nil {
@@ -306,9 +316,11 @@ var droppedEnvPrefixes = []string{"GITHUB_", "GH_", "DISCORD_", "ORCHESTRATOR_"}
 // Environ returns the child's environment, built on purpose: the inherited
 // environment (Config.BaseEnv, or os.Environ()) without CLAUDECODE,
 // CLAUDE_CODE_ENTRYPOINT, anything starting with GITHUB_, GH_, DISCORD_ or
-// ORCHESTRATOR_ (the orchestrator's own tokens) and the names in
-// Config.DropEnv; ANTHROPIC_*, CLAUDE_CODE_*, DISABLE_* and the rest pass
-// through; then Config.Env, which wins. The result is sorted by name.
+// ORCHESTRATOR_ (the orchestrator's own tokens), the names in
+// Config.DropEnv, and the variables that look like secrets (SecretLike)
+// unless Config.PassEnv lists them; ANTHROPIC_*, CLAUDE_CODE_*, DISABLE_*
+// and the rest pass through; then Config.Env, which wins. The result is
+// sorted by name.
 func (e *Executor) Environ() []string {
 	base := e.cfg.BaseEnv
 	if base == nil {
@@ -344,7 +356,16 @@ func (e *Executor) dropped(name string) bool {
 			return true
 		}
 	}
-	for _, d := range e.cfg.DropEnv {
+	if matchesAny(name, e.cfg.DropEnv) {
+		return true
+	}
+	return SecretLike(name) && !matchesAny(name, e.cfg.PassEnv)
+}
+
+// matchesAny says whether name is in list, where an entry ending in "*" is
+// a prefix.
+func matchesAny(name string, list []string) bool {
+	for _, d := range list {
 		if p, ok := strings.CutSuffix(d, "*"); ok {
 			if strings.HasPrefix(name, p) {
 				return true
@@ -352,6 +373,41 @@ func (e *Executor) dropped(name string) bool {
 		} else if name == d {
 			return true
 		}
+	}
+	return false
+}
+
+// agentCredentials are the CLI's own credentials: they look like secrets
+// and are inherited all the same.
+var agentCredentials = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"}
+
+// awsCredentials are the AWS credential variables without a secret-looking
+// name of their own.
+var awsCredentials = []string{"AWS_ACCESS_KEY_ID"}
+
+// SecretLike says whether an environment variable's name looks like it
+// holds a secret, compared in upper case: it ends in _TOKEN or _KEY, holds
+// _SECRET, _PASSWORD or CREDENTIAL, starts with TOKEN, SECRET or PASSWORD,
+// or is AWS_ACCESS_KEY_ID. The CLI's own credentials (ANTHROPIC_API_KEY,
+// ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_OAUTH_TOKEN) are not secret-like: the
+// agent needs them.
+func SecretLike(name string) bool {
+	for _, c := range agentCredentials {
+		if name == c {
+			return false
+		}
+	}
+	n := strings.ToUpper(name)
+	for _, c := range awsCredentials {
+		if n == c {
+			return true
+		}
+	}
+	switch {
+	case strings.HasSuffix(n, "_TOKEN"), strings.HasSuffix(n, "_KEY"),
+		strings.Contains(n, "_SECRET"), strings.Contains(n, "_PASSWORD"), strings.Contains(n, "CREDENTIAL"),
+		strings.HasPrefix(n, "TOKEN"), strings.HasPrefix(n, "SECRET"), strings.HasPrefix(n, "PASSWORD"):
+		return true
 	}
 	return false
 }

@@ -312,3 +312,39 @@ func TestE2ELargePromptOnStdin(t *testing.T) {
 		}
 	}
 }
+
+// TestE2ESecretEnvNotInherited: an AWS_SECRET_ACCESS_KEY in the
+// orchestrator's environment is absent from the environment the real CLI
+// gives its Bash tool, and present when Config.PassEnv lists it.
+func TestE2ESecretEnvNotInherited(t *testing.T) {
+	const secret = "AWS_SECRET_ACCESS_KEY=not-a-real-secret-e2e"
+	for _, pass := range []bool{false, true} {
+		x := newE2E(t,
+			fakeapi.Rule{When: "PATH=", Reply: fakeapi.Reply{Text: "ENV SHOWN"}},
+			fakeapi.Rule{When: "show the env", Reply: fakeapi.Reply{Text: "Showing it.", ToolUse: &fakeapi.ToolUse{
+				Name: "Bash", Input: map[string]any{"command": "env", "description": "Print the environment"}}}},
+		)
+		e := x.executor(func(c *Config) {
+			c.AllowedTools = []string{"Bash"}
+			c.BaseEnv = append(c.BaseEnv, secret, "AWS_REGION=eu-west-1")
+			if pass {
+				c.PassEnv = []string{"AWS_SECRET_ACCESS_KEY"}
+			}
+		})
+		_, o := x.run(e, Request{Prompt: "show the env"})
+		if o.Status != StatusSuccess || o.FinalText != "ENV SHOWN" {
+			t.Fatalf("pass %v: outcome %+v", pass, o)
+		}
+		reqs := x.api.Requests()
+		if len(reqs) != 2 || len(reqs[1].ToolResults) != 1 {
+			t.Fatalf("pass %v: %d requests", pass, len(reqs))
+		}
+		env := reqs[1].ToolResults[0]
+		if !strings.Contains(env, "AWS_REGION=eu-west-1") {
+			t.Fatalf("pass %v: the tool's env lacks AWS_REGION: %.300q", pass, env)
+		}
+		if got := strings.Contains(env, secret); got != pass {
+			t.Errorf("pass_env %v: AWS_SECRET_ACCESS_KEY in the CLI's environment: %v", pass, got)
+		}
+	}
+}

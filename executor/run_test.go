@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -680,6 +681,81 @@ func TestArgsAreRealFlags(t *testing.T) {
 		}
 		if !regexp.MustCompile(`(^|[\s,])` + regexp.QuoteMeta(a) + `([\s,<\[]|$)`).Match(help) {
 			t.Errorf("flag %s is not in the CLI's --help", a)
+		}
+	}
+}
+
+// TestRunSecretEnvNotInherited: variables that look like secrets are not
+// inherited unless PassEnv lists them; the CLI's own credentials are.
+func TestRunSecretEnvNotInherited(t *testing.T) {
+	t.Parallel()
+	base := []string{"PATH=/usr/bin:/bin", "AWS_SECRET_ACCESS_KEY=s1", "AWS_ACCESS_KEY_ID=s2", "AWS_SESSION_TOKEN=s3",
+		"NPM_TOKEN=s4", "DB_PASSWORD=s5", "STRIPE_API_KEY=s6", "CLIENT_SECRET_VALUE=s7", "GOOGLE_APPLICATION_CREDENTIALS=s8",
+		"ANTHROPIC_API_KEY=agent", "ANTHROPIC_AUTH_TOKEN=agent2", "CLAUDE_CODE_OAUTH_TOKEN=agent3", "AWS_REGION=eu-west-1", "KEYBOARD=us"}
+	for _, tc := range []struct {
+		pass []string
+		want []string // the secret-looking names inherited
+	}{
+		{nil, nil},
+		{[]string{"AWS_SECRET_ACCESS_KEY", "NPM_*"}, []string{"AWS_SECRET_ACCESS_KEY", "NPM_TOKEN"}},
+	} {
+		e, err := New(Config{BaseEnv: base, PassEnv: tc.pass, Env: map[string]string{"EXPLICIT_TOKEN": "given"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := map[string]string{}
+		for _, kv := range e.Environ() {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+		for _, k := range []string{"PATH", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "AWS_REGION", "KEYBOARD", "EXPLICIT_TOKEN"} {
+			if _, ok := env[k]; !ok {
+				t.Errorf("pass %q: %s not passed on", tc.pass, k)
+			}
+		}
+		for _, k := range []string{"AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN", "NPM_TOKEN", "DB_PASSWORD",
+			"STRIPE_API_KEY", "CLIENT_SECRET_VALUE", "GOOGLE_APPLICATION_CREDENTIALS"} {
+			_, got := env[k]
+			want := slices.Contains(tc.want, k)
+			if got != want {
+				t.Errorf("pass %q: %s inherited %v, want %v", tc.pass, k, got, want)
+			}
+		}
+	}
+	if _, err := New(Config{PassEnv: []string{"*"}}); err == nil {
+		t.Error(`pass env "*" accepted`)
+	}
+}
+
+// TestRunLargePromptOnStdin: a prompt over MaxArgPrompt is written to the
+// CLI's stdin, with no prompt argument; a short one stays an argument.
+func TestRunLargePromptOnStdin(t *testing.T) {
+	t.Parallel()
+	big := "-" + strings.Repeat("x", MaxArgPrompt) + "END"
+	for _, prompt := range []string{"short", big} {
+		evs, o := collect(t, testCtx(t), fakeExecutor(t, "echo", nil), Request{Prompt: prompt})
+		if o.Status != StatusSuccess {
+			t.Fatalf("outcome %+v", o)
+		}
+		var info struct {
+			Args  []string `json:"args"`
+			Stdin string   `json:"stdin"`
+		}
+		for _, ev := range evs {
+			if u, ok := ev.(*Unknown); ok && u.Type == "echo" {
+				var v struct{ Info json.RawMessage }
+				json.Unmarshal(u.Raw(), &v)
+				if err := json.Unmarshal(v.Info, &info); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		onStdin := len(prompt) > MaxArgPrompt
+		if onStdin && (info.Stdin != prompt || slices.Contains(info.Args, "--") || strings.Contains(strings.Join(info.Args, " "), "END")) {
+			t.Errorf("big prompt: stdin %d bytes, args %.200q", len(info.Stdin), info.Args)
+		}
+		if !onStdin && (info.Stdin != "" || info.Args[len(info.Args)-1] != prompt || info.Args[len(info.Args)-2] != "--") {
+			t.Errorf("short prompt: stdin %q, args %q", info.Stdin, info.Args)
 		}
 	}
 }
