@@ -90,6 +90,10 @@ type Outcome struct {
 	Duration       time.Duration `json:"duration_ns"`
 	MalformedLines int           `json:"malformed_lines"`
 	OversizeLines  int           `json:"oversize_lines"`
+	// FirstOversize is the first line skipped for being over the line cap:
+	// its number, length and first bytes (Prefix: model output, untrusted),
+	// so that callers can show what was skipped. Nil when none was.
+	FirstOversize *Diagnostic `json:"first_oversize,omitempty"`
 	// Warnings are advisory: seed 000's heuristics (prefixes
 	// "interactive-hang:" and "background-task:"), failed MCP servers,
 	// skipped lines, a process killed after its result, … Never nil.
@@ -121,9 +125,10 @@ type Exit struct {
 	ResultBeforeStop bool
 	Stderr           string
 	Duration         time.Duration
-	// Stats and Diagnostics come from the Reader.
-	Stats       ReaderStats
-	Diagnostics []Diagnostic
+	// Stats, Diagnostics and FirstOversize come from the Reader.
+	Stats         ReaderStats
+	Diagnostics   []Diagnostic
+	FirstOversize *Diagnostic
 	// Warnings from the process side (killed after result, …).
 	Warnings []string
 	// TranscriptPath is where the raw stream was saved.
@@ -213,6 +218,7 @@ func (t *Tracker) Outcome(x Exit) Outcome {
 		Duration:       x.Duration,
 		MalformedLines: x.Stats.MalformedLines,
 		OversizeLines:  x.Stats.OversizeLines,
+		FirstOversize:  x.FirstOversize,
 		Diagnostics:    x.Diagnostics,
 		Stderr:         x.Stderr,
 		TranscriptPath: x.TranscriptPath,
@@ -474,7 +480,7 @@ func Replay(r io.Reader, opts ReaderOptions, observe func(Event)) (Outcome, erro
 			observe(ev)
 		}
 	}
-	o := t.Outcome(Exit{Stats: rd.Stats(), Diagnostics: rd.Diagnostics()})
+	o := t.Outcome(Exit{Stats: rd.Stats(), Diagnostics: rd.Diagnostics(), FirstOversize: rd.FirstOversize()})
 	if err := rd.Err(); err != nil {
 		return o, fmt.Errorf("read transcript: %w", err)
 	}

@@ -47,6 +47,11 @@ type Diagnostic struct {
 	Kind DiagnosticKind `json:"kind"`
 	Code ErrorCode      `json:"code,omitempty"`
 	Msg  string         `json:"msg"`
+	// Bytes and Prefix describe a DiagOversize line: its length and its
+	// first bytes (at most SkippedPrefixBytes; untrusted, clean before
+	// printing).
+	Bytes  int64  `json:"bytes,omitempty"`
+	Prefix string `json:"prefix,omitempty"`
 }
 
 func (d Diagnostic) String() string {

@@ -759,3 +759,72 @@ func TestRunLargePromptOnStdin(t *testing.T) {
 		}
 	}
 }
+
+// TestRunOversizeLineSkippedAndReported: a line over the cap is skipped, the
+// Outcome says so with the line's length and first bytes, the transcript
+// keeps a bounded prefix of it (not the whole line), and the line after it
+// is read and saved as usual.
+func TestRunOversizeLineSkippedAndReported(t *testing.T) {
+	t.Parallel()
+	tp := filepath.Join(t.TempDir(), "run.ndjson")
+	const limit = 1 << 20
+	evs, o := collect(t, testCtx(t), fakeExecutor(t, "big", func(c *Config) { c.MaxLineBytes = limit }), Request{TranscriptPath: tp})
+	if o.Status != StatusSuccess || o.FinalText != "fake done" || len(evs) != 2 {
+		t.Fatalf("%d events, outcome %+v", len(evs), o)
+	}
+	d := o.FirstOversize
+	if o.OversizeLines != 1 || d == nil || d.Line != 2 || d.Bytes <= 5<<20 ||
+		!strings.HasPrefix(d.Prefix, `{"message":{"content":[{"text":"yyy`) || len(d.Prefix) != SkippedPrefixBytes {
+		t.Fatalf("oversize %d, first %+v prefix %q", o.OversizeLines, d, d.Prefix)
+	}
+	if !strings.Contains(strings.Join(o.Warnings, "\n"), fmt.Sprintf("line 2: oversize: line of %d bytes skipped", d.Bytes)) {
+		t.Errorf("warnings %q", o.Warnings)
+	}
+	saved, err := os.ReadFile(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(saved), "\n"), "\n")
+	if len(lines) != 3 || lines[0] != string(evs[0].Raw()) || lines[2] != string(evs[1].Raw()) {
+		t.Fatalf("transcript: %d lines, %d bytes", len(lines), len(saved))
+	}
+	if len(lines[1]) != min(TranscriptPrefixBytes, limit) || !strings.HasPrefix(lines[1], d.Prefix) {
+		t.Errorf("the transcript keeps %d bytes of the oversize line, want its first %d", len(lines[1]), min(TranscriptPrefixBytes, limit))
+	}
+	// Replayed, the cut line is a malformed line; the rest reads the same.
+	f, _ := os.Open(tp)
+	defer f.Close()
+	o2, err := Replay(f, ReaderOptions{MaxLineBytes: limit}, nil)
+	if err != nil || o2.Status != StatusSuccess || o2.FinalText != "fake done" || o2.MalformedLines != 1 {
+		t.Errorf("replay: %v %+v", err, o2)
+	}
+}
+
+// TestTranscriptCutsOversizeLines drives the transcript writer with chunks
+// that split lines anywhere.
+func TestTranscriptCutsOversizeLines(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("a", 300)
+	in := "short\n" + long + "\n" + "x\n" + long + long + "\n" + "tail-no-newline-" + long
+	want := "short\n" + long[:100] + "\n" + "x\n" + long[:100] + "\n" + "tail-no-newline-" + long[:84]
+	for _, chunk := range []int{1, 7, 64, 1000} {
+		path := filepath.Join(t.TempDir(), "t.ndjson")
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := &transcript{f: f, max: 100}
+		for b := []byte(in); len(b) > 0; {
+			n := min(chunk, len(b))
+			if err := tr.write(b[:n]); err != nil {
+				t.Fatal(err)
+			}
+			b = b[n:]
+		}
+		f.Close()
+		got, _ := os.ReadFile(path)
+		if string(got) != want {
+			t.Errorf("chunk %d: saved %q\nwant %q", chunk, got, want)
+		}
+	}
+}
