@@ -131,6 +131,9 @@ func printInspection(w io.Writer, in inspection) {
 	if o.MalformedLines > 0 || o.OversizeLines > 0 {
 		row("skipped", "%d malformed, %d oversize lines", o.MalformedLines, o.OversizeLines)
 	}
+	if d := o.FirstOversize; d != nil {
+		row("oversize", "line %d, %d bytes, begins %s", d.Line, d.Bytes, questions.Clean(d.Prefix))
+	}
 	for _, s := range o.Warnings {
 		row("warning", "%s", s)
 	}
