@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// The claw harness (seed 003): `claw --output-format json` prints one JSON
+// The claw harness (docs/claude-cli.md): `claw --output-format json` prints one JSON
 // envelope on stdout when the turn is over, a success envelope
 //
 //	{"message": "...", "model": "...", "iterations": 3, "usage": {...}, "estimated_cost": "$0.0123", ...}

@@ -14,7 +14,7 @@ import (
 // Harness names the agent CLI's output protocol.
 const (
 	HarnessClaude = "claude" // --output-format stream-json --verbose (the default)
-	HarnessClaw   = "claw"   // --output-format json: one envelope at the end (seed 003)
+	HarnessClaw   = "claw"   // --output-format json: one envelope at the end (docs/claude-cli.md)
 )
 
 // Defaults applied by New to zero fields.
@@ -280,7 +280,7 @@ func promptOnStdin(c *Config, req Request) bool {
 	return c.Harness != HarnessClaw && len(req.Prompt) > MaxArgPrompt
 }
 
-// clawArgs follows claw's global flags (seed 003 and claw's CLI): one
+// clawArgs follows claw's global flags (its documentation): one
 // envelope on stdout; the prompt goes last with -p. claw resumes from a
 // session file path given to --resume. These arguments are written from
 // claw's documentation, not verified against a claw binary.

@@ -148,7 +148,7 @@ type Result struct {
 	APIErrorStatus int    // HTTP status of an API error, 0 when none
 	// PermissionDenials names the tools denied during the turn.
 	PermissionDenials []string
-	// Kind and Hint come from a claw error envelope (seed 003).
+	// Kind and Hint come from a claw error envelope (docs/claude-cli.md).
 	Kind string
 	Hint string
 	// DeferredToolUse is the tool call a PreToolUse hook deferred

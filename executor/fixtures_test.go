@@ -148,12 +148,12 @@ func TestFixtureDetails(t *testing.T) {
 	if o.APIErrorStatus != 429 || o.TerminalReason != "api_error" || !strings.Contains(o.Error, "429") {
 		t.Errorf("err_429: %+v", o)
 	}
-	var seed bool
+	var check bool
 	for _, d := range o.Diagnostics {
-		seed = seed || (d.Kind == DiagSeed && d.Code == CodeNormalize)
+		check = check || (d.Kind == DiagCheck && d.Code == CodeNormalize)
 	}
-	if !seed {
-		t.Errorf("err_429: the seed 002 Normalize check is not a diagnostic: %v", o.Diagnostics)
+	if !check {
+		t.Errorf("err_429: the Normalize check is not a diagnostic: %v", o.Diagnostics)
 	}
 	o = sum("max_turns1.ndjson")
 	if !strings.Contains(o.Error, "Reached maximum number of turns") {

@@ -49,7 +49,8 @@ const (
 // deferred the turn's tool call; the CLI then exits 0 (docs/claude-cli.md).
 const terminalToolDeferred = "tool_deferred"
 
-// MaxErrorBytes bounds Outcome.Error (seed 000: 4 KB).
+// MaxErrorBytes bounds Outcome.Error: 4 KiB, enough for any CLI error
+// message, small enough to post on a surface.
 const MaxErrorBytes = 4096
 
 // truncatedSuffix marks a truncated Outcome.Error.
@@ -94,11 +95,11 @@ type Outcome struct {
 	// its number, length and first bytes (Prefix: model output, untrusted),
 	// so that callers can show what was skipped. Nil when none was.
 	FirstOversize *Diagnostic `json:"first_oversize,omitempty"`
-	// Warnings are advisory: seed 000's heuristics (prefixes
-	// "interactive-hang:" and "background-task:"), failed MCP servers,
+	// Warnings are advisory: the heuristics of Tracker.heuristics
+	// (prefixes "interactive-hang:" and "background-task:"), failed MCP servers,
 	// skipped lines, a process killed after its result, … Never nil.
 	Warnings []string `json:"warnings"`
-	// Diagnostics are the skipped lines and seed checks (bounded).
+	// Diagnostics are the skipped lines and failed checks (bounded).
 	Diagnostics []Diagnostic `json:"diagnostics,omitempty"`
 	// Stderr is the CLI's standard error, bounded (head and tail kept).
 	Stderr         string `json:"stderr,omitempty"`
@@ -165,7 +166,7 @@ func (t *Tracker) Observe(ev Event) {
 	switch ev := ev.(type) {
 	case *SystemInit:
 		if t.init == nil {
-			t.init = ev // first init wins (seed 000, DEC-015)
+			t.init = ev // first init wins: later ones (resumed sessions, sub-agents) do not change the run's model
 		}
 	case *SystemOther:
 		switch ev.Subtype {
@@ -240,14 +241,14 @@ func (t *Tracker) Outcome(x Exit) Outcome {
 	}
 	o.PermissionDenials = t.denials
 	for _, d := range x.Diagnostics {
-		if d.Kind != DiagSeed && len(o.Warnings) < maxListed {
+		if d.Kind != DiagCheck && len(o.Warnings) < maxListed {
 			o.Warnings = append(o.Warnings, "skipped "+d.String())
 		}
 	}
 	if n := x.Stats.MalformedLines + x.Stats.OversizeLines; n > 0 {
 		listed := 0
 		for _, d := range x.Diagnostics {
-			if d.Kind != DiagSeed {
+			if d.Kind != DiagCheck {
 				listed++
 			}
 		}
@@ -382,8 +383,8 @@ func classifyResult(r *Result, text string) Category {
 	case 401, 403:
 		return CategoryAuth
 	}
-	// Seed 000 classifies by keywords whatever the subtype: its own example
-	// is an error_max_turns result whose text is a 429.
+	// The keywords decide whatever the subtype: an error_max_turns result
+	// whose text is a 429 is a rate limit.
 	if c := ClassifyError(text); c != CategoryAPI {
 		return c
 	}
@@ -393,7 +394,7 @@ func classifyResult(r *Result, text string) Category {
 	return CategoryAPI
 }
 
-// ClassifyError applies seed 000's keyword rules to an error text, case
+// ClassifyError applies the keyword rules to an error text, case
 // insensitively: "429" / "rate limit" / "rate-limit" → rate_limit, checked
 // before "401" / "403" / "unauthorized" / "authentication" / "auth error" /
 // "ANTHROPIC_API_KEY" → auth; anything else → api. Only the first
@@ -425,7 +426,7 @@ func sessionNotFound(text string) bool {
 
 var backgroundWords = regexp.MustCompile(`(?i)\b(waiting on|still waiting|continuing|in progress|in the background)\b`)
 
-// heuristics are seed 000's advisory detectors, run on a successful result.
+// heuristics are advisory detectors, run on a successful result.
 // They only warn: interactive-hang wins over background-task.
 func (t *Tracker) heuristics(r *Result, finalText string) []string {
 	if a := t.lastAssistant; a != nil && r.NumTurns == 1 {

@@ -13,7 +13,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// ErrorCode classifies why a line yields no event (seed 002's taxonomy).
+// ErrorCode classifies why a line yields no event (docs/claude-cli.md).
 type ErrorCode string
 
 const (
@@ -26,7 +26,8 @@ const (
 	// does this on every API error, so it is an error only for a strict
 	// Parser; otherwise it is a Diagnostic.
 	CodeNormalize ErrorCode = "Normalize"
-	// CodeUnknown is reserved by seed 002 and never produced.
+	// CodeUnknown is reserved for a failure none of the above names; it is
+	// never produced.
 	CodeUnknown ErrorCode = "Unknown"
 )
 
@@ -39,9 +40,9 @@ type ParseError struct {
 
 func (e *ParseError) Error() string { return "stream-json " + string(e.Code) + ": " + e.Msg }
 
-// Diagnostic is a seed check that a parsed line fails without losing its
-// event (the real CLI wins over the seed), or, from a Reader, a line that
-// was skipped.
+// Diagnostic is a check that a parsed line fails without losing its event
+// (the real CLI wins over the strict stream shape), or, from a Reader, a
+// line that was skipped.
 type Diagnostic struct {
 	Line int            `json:"line"` // 1-based line number; 0 when unknown
 	Kind DiagnosticKind `json:"kind"`
@@ -66,7 +67,7 @@ func (d Diagnostic) String() string {
 type DiagnosticKind string
 
 const (
-	DiagSeed      DiagnosticKind = "seed"      // a seed check the line fails; the event was kept
+	DiagCheck     DiagnosticKind = "check"     // a check the line fails; the event was kept
 	DiagMalformed DiagnosticKind = "malformed" // the line was skipped: a ParseError
 	DiagOversize  DiagnosticKind = "oversize"  // the line was longer than the cap and skipped
 )
@@ -75,11 +76,12 @@ const (
 // use. A Parser is not safe for concurrent use; it keeps the diagnostics of
 // the last call.
 //
-// By default the parser follows the real CLI where it differs from seed 002
-// (result subtypes other than "success"/"error", "success" with is_error
-// true, a non-boolean is_error): the event is kept and the failed check is a
-// Diagnostic. With Strict set, those checks are errors exactly as seed 002
-// says.
+// By default the parser follows the real CLI where it departs from the
+// strict stream shape (result subtypes other than "success"/"error",
+// "success" with is_error true, a non-boolean is_error): the event is kept
+// and the failed check is a Diagnostic. With Strict set, those checks are
+// errors: TypedParse, or Normalize when subtype "success"/"error" and
+// is_error disagree.
 type Parser struct {
 	Strict bool
 
@@ -122,7 +124,7 @@ func (p *Parser) parseOwned(line []byte) (Event, error) {
 // CodeJSONParse: bytes that are not valid JSON, or a value encoding/json
 // cannot encode, are CodeTypedParse. For a line L that decodes to V,
 // ParseJSON(V) gives the same event type and fields as ParseLine(L), or the
-// same error code (seed 002's neutrality): both decode with the same
+// same error code: both decode with the same
 // decoder, which reads a document and its re-encoding alike. Only Raw may
 // differ.
 func (p *Parser) ParseJSON(v any) (Event, error) {
@@ -320,7 +322,7 @@ func (p *Parser) result(raw []byte, sid string, w *wireLine) (Event, *ParseError
 		errorish := sub == "error" || strings.HasPrefix(sub, "error_")
 		if (sub == "success" && ev.IsError) || (errorish && !ev.IsError) {
 			msg := fmt.Sprintf("result subtype %q with is_error %v", clip(sub, 40), ev.IsError)
-			// Seed 002 defines Normalize for "success"/"error" only.
+			// Normalize is defined for "success"/"error" only.
 			if p.Strict && (sub == "success" || sub == "error") {
 				return nil, &ParseError{CodeNormalize, msg}
 			}
@@ -348,7 +350,7 @@ func (p *Parser) streamEvent(raw []byte, sid string, w *wireLine) (Event, *Parse
 }
 
 func (p *Parser) diag(code ErrorCode, msg string) {
-	p.diags = append(p.diags, Diagnostic{Kind: DiagSeed, Code: code, Msg: msg})
+	p.diags = append(p.diags, Diagnostic{Kind: DiagCheck, Code: code, Msg: msg})
 }
 
 // clip shortens s to at most n bytes for messages.

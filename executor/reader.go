@@ -24,7 +24,7 @@ type ReaderOptions struct {
 	// longer line is skipped with a DiagOversize diagnostic; the lines
 	// after it are read as usual.
 	MaxLineBytes int
-	// Strict makes seed 002's result checks errors (see Parser.Strict).
+	// Strict makes the result checks errors (see Parser.Strict).
 	Strict bool
 	// MaxDiagnostics bounds the diagnostics kept (0: 100); the counts in
 	// ReaderStats are always complete.
@@ -33,13 +33,13 @@ type ReaderOptions struct {
 
 // ReaderStats counts what a Reader has seen so far.
 type ReaderStats struct {
-	Bytes           int64 // bytes read
-	Lines           int   // lines, blank ones included
-	Events          int   // events returned
-	BlankLines      int   // white-space-only lines, skipped silently
-	MalformedLines  int   // lines skipped with a ParseError
-	OversizeLines   int   // lines over the cap, skipped
-	SeedDiagnostics int   // seed checks failed by kept events
+	Bytes            int64 // bytes read
+	Lines            int   // lines, blank ones included
+	Events           int   // events returned
+	BlankLines       int   // white-space-only lines, skipped silently
+	MalformedLines   int   // lines skipped with a ParseError
+	OversizeLines    int   // lines over the cap, skipped
+	CheckDiagnostics int   // checks failed by kept events
 }
 
 // Reader reads a stream-json transcript line by line as a pull iterator:
@@ -51,7 +51,7 @@ type ReaderStats struct {
 //	}
 //	if err := r.Err(); err != nil { … }
 //
-// Following seed 000, a bad line never stops the reading: it is counted,
+// A bad line never stops the reading: it is counted,
 // kept as a Diagnostic and skipped. Err reports only read errors. Memory
 // does not grow with the transcript: one line (up to the cap) is held at a
 // time, plus a bounded list of diagnostics.
@@ -132,7 +132,7 @@ func (r *Reader) Next() bool {
 			continue
 		}
 		for _, d := range r.parser.Diagnostics() {
-			r.stats.SeedDiagnostics++
+			r.stats.CheckDiagnostics++
 			d.Line = r.stats.Lines
 			r.addDiag(d)
 		}

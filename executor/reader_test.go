@@ -48,7 +48,7 @@ func TestReaderTolerance(t *testing.T) {
 		t.Errorf("events %s", got)
 	}
 	st := r.Stats()
-	if st.Lines != 10 || st.BlankLines != 2 || st.MalformedLines != 3 || st.Events != 5 || st.SeedDiagnostics != 1 {
+	if st.Lines != 10 || st.BlankLines != 2 || st.MalformedLines != 3 || st.Events != 5 || st.CheckDiagnostics != 1 {
 		t.Errorf("stats %+v", st)
 	}
 	var lines []int
