@@ -95,7 +95,7 @@ type Config struct {
 }
 
 // Executor runs the agent CLI. It is safe for concurrent use: each Start
-// makes an independent Run.
+// makes an independent Process.
 type Executor struct {
 	cfg Config
 	log *slog.Logger

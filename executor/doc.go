@@ -13,10 +13,10 @@
 //     final text, turns, cost, usage, status and error Category (keyword
 //     rules and the real CLI's result shapes), advisory warnings.
 //     Replay does it for a saved transcript (`orchestrator inspect`).
-//   - Executor and Run: the process. Executor.Args builds the command line,
+//   - Executor and Process: the CLI process. Executor.Args builds the command line,
 //     Executor.Start runs it in its own process group with a purpose-built
 //     environment, stdin from /dev/null, timeouts, interrupt-then-kill,
-//     bounded stderr and the raw output saved as it streams; Run is a pull
+//     bounded stderr and the raw output saved as it streams; Process is a pull
 //     iterator of events ending in an Outcome.
 //
 // The rules, and the facts measured on the real CLI they rest on, are in

@@ -46,7 +46,7 @@ var _ Agent = (*executor.Executor)(nil)
 // Agent runs turns of the agent CLI. *executor.Executor satisfies it.
 type Agent interface {
 	// Start starts one turn; see executor.Executor.Start.
-	Start(ctx context.Context, req executor.Request) (*executor.Run, error)
+	Start(ctx context.Context, req executor.Request) (*executor.Process, error)
 	// SessionTranscriptHas reports whether the CLI's record of a session
 	// contains needle: whether a prompt reached the session before a crash.
 	SessionTranscriptHas(sessionID, needle string) (bool, error)

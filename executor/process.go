@@ -17,14 +17,14 @@ import (
 	"time"
 )
 
-// Run is one CLI process. Its events are a pull iterator:
+// Process is one CLI process. Its events are a pull iterator:
 //
-//	run, err := ex.Start(ctx, req)
+//	proc, err := ex.Start(ctx, req)
 //	if err != nil { … } // an invalid request
-//	for run.Next() {
-//		switch ev := run.Event().(type) { … }
+//	for proc.Next() {
+//		switch ev := proc.Event().(type) { … }
 //	}
-//	out := run.Outcome()
+//	out := proc.Outcome()
 //
 // Next, Event and Outcome are for one goroutine. Outcome may be called
 // before Next returned false: it reads the rest of the stream (tracking it,
@@ -39,7 +39,7 @@ import (
 // already arrived, in which case the result decides. A CLI still running
 // Config.ResultGrace after its result line is stopped the same way, with a
 // warning. When the CLI exits, what is left of its process group is killed.
-type Run struct {
+type Process struct {
 	e          *Executor
 	req        Request
 	log        *slog.Logger
@@ -86,14 +86,14 @@ type Run struct {
 }
 
 // Start starts the CLI for req. The error is for an invalid request (or an
-// unusable transcript path) only: a CLI that cannot be started gives a Run
+// unusable transcript path) only: a CLI that cannot be started gives a Process
 // whose Outcome has CategoryCLINotFound, and a ctx that is already done
 // gives CategoryCancelled / CategoryTimeout without starting anything.
-func (e *Executor) Start(ctx context.Context, req Request) (*Run, error) {
+func (e *Executor) Start(ctx context.Context, req Request) (*Process, error) {
 	if err := e.validate(req); err != nil {
 		return nil, err
 	}
-	r := &Run{
+	r := &Process{
 		e:         e,
 		req:       req,
 		log:       e.log,
@@ -180,13 +180,13 @@ func (e *Executor) Start(ctx context.Context, req Request) (*Run, error) {
 
 // PID is the CLI's process id (also its process group id); 0 when it was
 // not started.
-func (r *Run) PID() int { return r.pid }
+func (r *Process) PID() int { return r.pid }
 
 // TranscriptPath is where the raw output is saved ("" when it is not).
-func (r *Run) TranscriptPath() string { return r.tpath }
+func (r *Process) TranscriptPath() string { return r.tpath }
 
 // Next advances to the next event; false at the end of the stream.
-func (r *Run) Next() bool {
+func (r *Process) Next() bool {
 	if r.done || r.notStarted != nil {
 		return false
 	}
@@ -210,9 +210,9 @@ func (r *Run) Next() bool {
 }
 
 // Event returns the event Next advanced to.
-func (r *Run) Event() Event { return r.ev }
+func (r *Process) Event() Event { return r.ev }
 
-func (r *Run) observe(ev Event) {
+func (r *Process) observe(ev Event) {
 	r.tracker.Observe(ev)
 	if _, ok := ev.(*Result); ok {
 		r.mu.Lock()
@@ -222,7 +222,7 @@ func (r *Run) observe(ev Event) {
 	}
 }
 
-func (r *Run) finishReading() {
+func (r *Process) finishReading() {
 	r.done = true
 	r.ev = nil
 	r.closeRead()
@@ -230,7 +230,7 @@ func (r *Run) finishReading() {
 }
 
 // nextClaw reads claw's whole output and yields its envelope as a *Result.
-func (r *Run) nextClaw() bool {
+func (r *Process) nextClaw() bool {
 	r.done = true
 	src := runSource{r}
 	limit := int64(r.e.cfg.MaxLineBytes)
@@ -263,7 +263,7 @@ func (r *Run) nextClaw() bool {
 
 // Outcome drains the stream, waits for the process and returns what the
 // run came to. It is idempotent.
-func (r *Run) Outcome() Outcome {
+func (r *Process) Outcome() Outcome {
 	r.outcomeOnce.Do(func() {
 		if r.notStarted != nil {
 			x := *r.notStarted
@@ -313,7 +313,7 @@ func (r *Run) Outcome() Outcome {
 
 // supervise enforces the timeouts and the graces, and cleans up after the
 // process ends.
-func (r *Run) supervise() {
+func (r *Process) supervise() {
 	defer close(r.superDone)
 	cfg := &r.e.cfg
 	var idleC, graceC, killC, drainC <-chan time.Time
@@ -392,7 +392,7 @@ func stopCause(ctx context.Context, timeout time.Duration) (Category, string) {
 
 // requestStop records why the run is being stopped; false when the process
 // has ended already or a reason was recorded before.
-func (r *Run) requestStop(cat Category, detail string) bool {
+func (r *Process) requestStop(cat Category, detail string) bool {
 	select {
 	case <-r.exited:
 		return false
@@ -409,14 +409,14 @@ func (r *Run) requestStop(cat Category, detail string) bool {
 }
 
 // interrupt sends SIGINT to the group and returns when to kill it.
-func (r *Run) interrupt(grace time.Duration) <-chan time.Time {
+func (r *Process) interrupt(grace time.Duration) <-chan time.Time {
 	if err := interruptGroup(r.pid); err != nil {
 		r.log.Warn("interrupt the agent CLI", "pid", r.pid, "err", err)
 	}
 	return time.After(grace)
 }
 
-func (r *Run) warn(msg string) {
+func (r *Process) warn(msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.warnings) < maxListed {
@@ -424,7 +424,7 @@ func (r *Run) warn(msg string) {
 	}
 }
 
-func (r *Run) closeRead() {
+func (r *Process) closeRead() {
 	r.closePR.Do(func() {
 		if r.pr != nil {
 			r.pr.Close()
@@ -432,7 +432,7 @@ func (r *Run) closeRead() {
 	})
 }
 
-func (r *Run) cleanup() {
+func (r *Process) cleanup() {
 	r.closeTranscript()
 	if r.mcpTemp != "" {
 		if err := os.Remove(r.mcpTemp); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -444,7 +444,7 @@ func (r *Run) cleanup() {
 
 // runSource is the CLI's stdout as the Reader sees it: every read feeds the
 // idle clock and the transcript.
-type runSource struct{ r *Run }
+type runSource struct{ r *Process }
 
 func (s runSource) Read(p []byte) (int, error) {
 	r := s.r
@@ -461,7 +461,7 @@ func (s runSource) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (r *Run) openTranscript() error {
+func (r *Process) openTranscript() error {
 	path := r.req.TranscriptPath
 	if path == "" && r.e.cfg.TranscriptDir != "" {
 		ext := ".ndjson"
@@ -491,7 +491,7 @@ func (r *Run) openTranscript() error {
 	return nil
 }
 
-func (r *Run) save(p []byte) {
+func (r *Process) save(p []byte) {
 	if r.transcript == nil {
 		return
 	}
@@ -506,7 +506,7 @@ func (r *Run) save(p []byte) {
 	}
 }
 
-func (r *Run) closeTranscript() {
+func (r *Process) closeTranscript() {
 	if r.transcript != nil {
 		if err := r.transcript.f.Close(); err != nil {
 			r.mu.Lock()
