@@ -85,20 +85,14 @@ func (m *Main) runInspect(name string, asJSON bool) error {
 // inspect reads a transcript in one pass, tracking its outcome and
 // collecting the model's text for its questions.
 func inspect(r io.Reader) (inspection, error) {
-	rd := executor.NewReader(r, executor.ReaderOptions{})
-	var (
-		t   executor.Tracker
-		col questions.TurnCollector
-	)
-	for rd.Next() {
-		ev := rd.Event()
-		t.Observe(ev)
+	var col questions.TurnCollector
+	out, err := executor.Replay(r, executor.ReaderOptions{}, func(ev executor.Event) {
 		runner.Collect(&col, ev) // the same reading of a turn as the run loop's
+	})
+	if err != nil {
+		return inspection{}, err
 	}
-	if err := rd.Err(); err != nil {
-		return inspection{}, fmt.Errorf("read transcript: %w", err)
-	}
-	in := inspection{Outcome: t.Outcome(executor.Exit{Stats: rd.Stats(), Diagnostics: rd.Diagnostics()})}
+	in := inspection{Outcome: out}
 	qs, err := col.Questions()
 	in.Questions = qs
 	if in.Questions == nil {
@@ -154,6 +148,9 @@ func printInspection(w io.Writer, in inspection) {
 	}
 	if o.MalformedLines > 0 || o.OversizeLines > 0 {
 		row("skipped", "%d malformed, %d oversize lines", o.MalformedLines, o.OversizeLines)
+	}
+	if d := o.FirstOversize; d != nil {
+		row("oversize", "line %d, %d bytes, begins %s", d.Line, d.Bytes, questions.Clean(d.Prefix))
 	}
 	for _, s := range o.Warnings {
 		row("warning", "%s", questions.Printable(s))

@@ -214,7 +214,7 @@ func newJSONStoredTurn(t store.Turn) jsonTurn {
 		return out
 	}
 	r := t.Result
-	o := &jsonOutcome{Status: r.Status, ErrorCategory: r.Category, Error: questions.Printable(r.Error), SessionID: r.SessionID,
+	o := &jsonOutcome{Status: string(r.Status), ErrorCategory: string(r.Category), Error: questions.Printable(r.Error), SessionID: r.SessionID,
 		NumTurns: r.NumTurns, CostUSD: r.CostUSD, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, Warnings: []string{}}
 	if !t.FinishedAt.IsZero() {
 		finished := t.FinishedAt.UTC()

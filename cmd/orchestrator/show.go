@@ -141,7 +141,7 @@ func buildShow(ctx context.Context, st *store.Store, id string) (showOutput, err
 			State: string(d.State), AskedAt: d.AskedAt, AnsweredAt: timePtr(d.AnsweredAt)})
 	}
 	for _, t := range turns {
-		st := showTurn{Seq: t.Seq, Kind: string(t.Kind), Status: t.Result.Status, Category: t.Result.Category, Error: t.Result.Error,
+		st := showTurn{Seq: t.Seq, Kind: string(t.Kind), Status: string(t.Result.Status), Category: string(t.Result.Category), Error: t.Result.Error,
 			CostUSD: usd(t.Result.CostUSD), StartedAt: t.StartedAt, FinishedAt: timePtr(t.FinishedAt), Tools: toolsOf(t.TranscriptPath),
 			AskedSet: asked[t.Seq]}
 		out.Timeline = append(out.Timeline, st)

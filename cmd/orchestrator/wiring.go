@@ -77,6 +77,7 @@ func (m *Main) executorConfig(sp *specs.Spec, env map[string]string) executor.Co
 		AppendSystemPrompt:         systemPrompt(a.AppendSystemPrompt),
 		DangerouslySkipPermissions: a.DangerouslySkipPermissions,
 		Env:                        map[string]string{},
+		PassEnv:                    a.PassEnv,
 		Timeout:                    a.Timeout.Std(),
 		IdleTimeout:                a.IdleTimeout.Std(),
 		MaxLineBytes:               a.MaxLineBytes.Int(),

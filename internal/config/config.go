@@ -87,6 +87,10 @@ type Agent struct {
 	DangerouslySkipPermissions bool `yaml:"dangerously_skip_permissions"`
 	// Env are extra environment variables for the CLI.
 	Env map[string]string `yaml:"env"`
+	// PassEnv names inherited variables that look like secrets (…_TOKEN,
+	// …_KEY, …_SECRET…, …_PASSWORD…, AWS credentials) and are passed to the
+	// CLI all the same; a trailing "*" makes a prefix. Others are not.
+	PassEnv []string `yaml:"pass_env"`
 	// MaxLineBytes caps one line of the CLI's output. Default: 64 MiB.
 	MaxLineBytes ByteSize `yaml:"max_line_bytes"`
 	// Workdir is the directory the CLI runs in; "" means the current one.

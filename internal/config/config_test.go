@@ -737,3 +737,26 @@ func TestMCPConfigJSON(t *testing.T) {
 		t.Errorf("no servers: %q, %v", got, err)
 	}
 }
+
+// TestValidate_PassEnv: agent.pass_env takes variable names and prefixes
+// ending in "*"; anything else is an error naming the item.
+func TestValidate_PassEnv(t *testing.T) {
+	t.Parallel()
+	in := "agent:\n  pass_env:\n    - AWS_*\n    - NPM_TOKEN\n    - bad-name\n    - \"*\"\n"
+	cfg, err := ParseEnv(strings.NewReader(in), "p.yaml", env("HOME", "/h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(cfg.Agent.PassEnv, []string{"AWS_*", "NPM_TOKEN", "bad-name", "*"}) {
+		t.Fatalf("pass_env %q", cfg.Agent.PassEnv)
+	}
+	got := fmt.Sprint(Errors(cfg.Validate()))
+	for _, w := range []string{`p.yaml:2: agent.pass_env[2]: "bad-name" is not an environment variable name`, `p.yaml:2: agent.pass_env[3]: "*" is not`} {
+		if !strings.Contains(got, w) {
+			t.Errorf("errors %s\nwant %q", got, w)
+		}
+	}
+	if strings.Contains(got, "pass_env[0]") || strings.Contains(got, "pass_env[1]") {
+		t.Errorf("a valid name refused: %s", got)
+	}
+}

@@ -50,6 +50,11 @@ func (c *Config) Validate() error {
 			v.add("agent.env."+name, "not a valid environment variable name")
 		}
 	}
+	for i, name := range a.PassEnv {
+		if !validEnvName(strings.TrimSuffix(name, "*")) {
+			v.add(fmt.Sprintf("agent.pass_env[%d]", i), "%q is not an environment variable name (or a prefix ending in *)", name)
+		}
+	}
 	for _, name := range sortedKeys(a.MCPServers) {
 		v.mcpServer("agent.mcp_servers."+name, name, a.MCPServers[name])
 	}

@@ -46,7 +46,7 @@ var _ Agent = (*executor.Executor)(nil)
 // Agent runs turns of the agent CLI. *executor.Executor satisfies it.
 type Agent interface {
 	// Start starts one turn; see executor.Executor.Start.
-	Start(ctx context.Context, req executor.Request) (*executor.Run, error)
+	Start(ctx context.Context, req executor.Request) (*executor.Process, error)
 	// SessionTranscriptHas reports whether the CLI's record of a session
 	// contains needle: whether a prompt reached the session before a crash.
 	SessionTranscriptHas(sessionID, needle string) (bool, error)
@@ -366,18 +366,21 @@ func (r *Runner) step(ctx context.Context, run store.Run) error {
 	}
 	res := last.Result
 	switch {
-	case res.Category == categoryNotDelivered:
+	case res.Category == store.CategoryNotDelivered:
 		// The prompt never reached the session: send it again, as it was.
 		return r.turn(ctx, run, store.Turn{Kind: last.Kind, Prompt: last.Prompt, SessionID: last.SessionID, Resume: last.Resume})
-	case res.Category == categoryInterrupted:
+	case res.Category == store.CategoryInterrupted:
 		return r.turn(ctx, run, store.Turn{Kind: store.TurnContinue, Prompt: continuePrompt, SessionID: sessionOf(run, last), Resume: true})
-	case res.Category == string(executor.CategoryRateLimit):
+	case res.Category == executor.CategoryRateLimit:
 		return r.retry(ctx, run, last)
 	case res.QuestionError != "":
 		return r.correct(ctx, run, last)
-	case res.Category == "" && res.Status == "success":
+	case res.Category == "" && res.Status == executor.StatusSuccess:
 		return r.done(ctx, run, last) // delivers the run's work first (deliver.go)
-	case res.Category == string(executor.CategorySessionNotFound):
+	case res.Status == executor.StatusDeferred:
+		return r.fail(ctx, run, fmt.Sprintf("turn %d ended on a tool call a PreToolUse hook deferred (%s); the orchestrator does not resume deferred tool calls",
+			last.Seq, res.Category))
+	case res.Category == executor.CategorySessionNotFound:
 		return r.fail(ctx, run, fmt.Sprintf("the CLI has no session %s any more (its session store under $HOME/.claude was removed, or this is another machine or user): %s",
 			sessionOf(run, last), res.Error))
 	default:
@@ -385,18 +388,9 @@ func (r *Runner) step(ctx context.Context, run store.Run) error {
 		if msg == "" {
 			msg = "the agent turn ended without a result"
 		}
-		return r.fail(ctx, run, fmt.Sprintf("turn %d failed (%s): %s", last.Seq, orUnknown(res.Category), msg))
+		return r.fail(ctx, run, fmt.Sprintf("turn %d failed (%s): %s", last.Seq, orUnknown(string(res.Category)), msg))
 	}
 }
-
-const (
-	// categoryInterrupted marks a turn whose outcome was lost but whose
-	// prompt reached the session (store.MarkTurnDelivered).
-	categoryInterrupted = "interrupted"
-	// categoryNotDelivered marks a turn whose prompt never reached the
-	// session (store.AbandonTurn).
-	categoryNotDelivered = "not_delivered"
-)
 
 const continuePrompt = "The orchestrator was stopped before your last turn finished. Continue the task from where you left off."
 
@@ -437,7 +431,7 @@ func (r *Runner) trailing(ctx context.Context, runID string, f func(store.Turn) 
 }
 
 func (r *Runner) retry(ctx context.Context, run store.Run, last store.Turn) error {
-	n, err := r.trailing(ctx, run.ID, func(t store.Turn) bool { return t.Result.Category == string(executor.CategoryRateLimit) })
+	n, err := r.trailing(ctx, run.ID, func(t store.Turn) bool { return t.Result.Category == executor.CategoryRateLimit })
 	if err != nil {
 		return err
 	}
@@ -542,17 +536,10 @@ func replay(path string) (executor.Outcome, *questions.TurnCollector, bool) {
 	}
 	defer f.Close()
 	col := &questions.TurnCollector{}
-	rd := executor.NewReader(f, executor.ReaderOptions{})
-	var t executor.Tracker
-	for rd.Next() {
-		ev := rd.Event()
-		t.Observe(ev)
-		Collect(col, ev)
-	}
-	if rd.Err() != nil || t.Result() == nil {
+	out, err := executor.Replay(f, executor.ReaderOptions{}, func(ev executor.Event) { Collect(col, ev) })
+	if err != nil || out.Result == nil {
 		return executor.Outcome{}, nil, false
 	}
-	out := t.Outcome(executor.Exit{Stats: rd.Stats(), Diagnostics: rd.Diagnostics()})
 	if strings.HasPrefix(out.TerminalReason, "aborted") {
 		// The CLI was interrupted (SIGINT/SIGTERM) and wrote a result for
 		// the aborted stream: the turn did not finish.
@@ -641,8 +628,8 @@ func (r *Runner) turn(ctx context.Context, run store.Run, t store.Turn) error {
 func (r *Runner) finish(ctx context.Context, run store.Run, t store.Turn, out executor.Outcome, col *questions.TurnCollector) error {
 	ctx = context.WithoutCancel(ctx) // the turn happened: record it whatever else is going on
 	res := store.TurnResult{
-		Status:       string(out.Status),
-		Category:     string(out.Category),
+		Status:       out.Status,
+		Category:     out.Category,
 		Error:        out.Error,
 		CostUSD:      out.CostUSD,
 		InputTokens:  int64(out.Usage.InputTokens),

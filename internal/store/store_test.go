@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/executor"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
 
@@ -351,6 +352,39 @@ func TestOpenConcurrentlyOnANewDirectory(t *testing.T) {
 		left, _ := filepath.Glob(filepath.Join(dir, FileName+".new-*"))
 		if len(left) > 0 {
 			t.Errorf("temporary files left: %v", left)
+		}
+	}
+}
+
+// TestLostTurnCategoriesAreTyped: a turn finished by MarkTurnDelivered or
+// AbandonTurn reads back with the typed status and categories the run loop
+// switches on.
+func TestLostTurnCategoriesAreTyped(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	for _, tc := range []struct {
+		run  string
+		lose func(ctx context.Context, runID string, seq int) error
+		want executor.Category
+	}{
+		{"delivered", s.MarkTurnDelivered, CategoryInterrupted},
+		{"abandoned", s.AbandonTurn, CategoryNotDelivered},
+	} {
+		if _, err := s.CreateRun(ctx, Run{ID: tc.run, Prompt: "p"}); err != nil {
+			t.Fatal(err)
+		}
+		turn, err := s.BeginTurn(ctx, Turn{RunID: tc.run, Kind: TurnStart})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tc.lose(ctx, tc.run, turn.Seq); err != nil {
+			t.Fatal(err)
+		}
+		last, _, err := s.LastTurn(ctx, tc.run)
+		if err != nil || last.Result.Status != executor.StatusIncomplete || last.Result.Category != tc.want {
+			t.Errorf("%s: status %q category %q (%v), want %q %q", tc.run, last.Result.Status, last.Result.Category, err,
+				executor.StatusIncomplete, tc.want)
 		}
 	}
 }
