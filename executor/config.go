@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -56,6 +57,18 @@ type Config struct {
 	// DangerouslySkipPermissions adds --dangerously-skip-permissions. Only
 	// ever by explicit opt-in. (As root the CLI also wants IS_SANDBOX=1.)
 	DangerouslySkipPermissions bool
+
+	// ControlProtocol drives the CLI in its bidirectional mode
+	// (--input-format stream-json --permission-prompt-tool stdio, claude
+	// harness only): the prompt is a user message on stdin, stdin stays open
+	// for the turn and is closed after the result line, and the CLI's
+	// control_request lines (permission requests, AskUserQuestion) are
+	// answered on stdin (control.go, docs/claude-cli.md). AskUserQuestion
+	// exists only in this mode, so a session started in it is resumed in it.
+	ControlProtocol bool
+	// Settings is passed with --settings (a file path or a JSON object): the
+	// orchestrator's PreToolUse hook is installed this way.
+	Settings string
 
 	// Env holds extra variables for the child; they override inherited
 	// ones. See Environ for what is inherited.
@@ -131,6 +144,12 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.StderrLimit <= 0 {
 		cfg.StderrLimit = DefaultStderrLimit
 	}
+	if cfg.ControlProtocol && cfg.Harness == HarnessClaw {
+		return nil, errors.New("executor config: the control protocol is the claude harness's; claw keeps its own mode")
+	}
+	if strings.HasPrefix(cfg.Settings, "-") {
+		return nil, fmt.Errorf("executor config: settings %q starts with '-'", cfg.Settings)
+	}
 	if cfg.MaxTurns < 0 {
 		return nil, fmt.Errorf("executor config: max turns %d is negative", cfg.MaxTurns)
 	}
@@ -177,7 +196,10 @@ const MaxArgPrompt = 64 << 10
 type Request struct {
 	// Prompt is required. It goes after "--", so a prompt starting with
 	// "-" is not read as a flag; one over MaxArgPrompt bytes goes on stdin
-	// instead (claude harness).
+	// instead (claude harness). With Config.ControlProtocol it is a user
+	// message on stdin, and it may be empty when Resume is set: the resumed
+	// session goes on from where it stopped (a deferred tool call fires the
+	// PreToolUse hook again).
 	Prompt string
 	// Resume continues a session (--resume); SessionID fixes the id of a
 	// new one (--session-id, a UUID). At most one of them.
@@ -188,10 +210,17 @@ type Request struct {
 	// TranscriptPath is where the raw output is saved as it streams
 	// (default: a new file under Config.TranscriptDir, if set).
 	TranscriptPath string
+	// CanUseTool answers the CLI's can_use_tool requests (Config.
+	// ControlProtocol). It is called on a goroutine of its own for each
+	// request, with a context that ends when the CLI cancels the request or
+	// the process ends; what it returns is sent to the CLI. When nil, the
+	// caller answers with Process.Respond after Next yields the
+	// *ControlRequest.
+	CanUseTool func(ctx context.Context, req *ControlRequest) Permission
 }
 
 func (e *Executor) validate(req Request) error {
-	if strings.TrimSpace(req.Prompt) == "" {
+	if strings.TrimSpace(req.Prompt) == "" && !(e.cfg.ControlProtocol && req.Resume != "" && req.Prompt == "") {
 		return errors.New("executor request: empty prompt")
 	}
 	if strings.ContainsRune(req.Prompt, 0) {
@@ -268,6 +297,13 @@ func (e *Executor) args(req Request, mcpTemp string) []string {
 	if c.DangerouslySkipPermissions {
 		a = append(a, "--dangerously-skip-permissions")
 	}
+	if c.Settings != "" {
+		a = append(a, "--settings", c.Settings)
+	}
+	if c.ControlProtocol {
+		// The prompt is a user message on stdin (control.go).
+		return append(a, "--input-format", "stream-json", "--permission-prompt-tool", "stdio")
+	}
 	if promptOnStdin(c, req) {
 		return a // the prompt goes on stdin
 	}
@@ -277,7 +313,7 @@ func (e *Executor) args(req Request, mcpTemp string) []string {
 // promptOnStdin says whether req's prompt is written to the CLI's stdin
 // rather than passed as an argument (see MaxArgPrompt).
 func promptOnStdin(c *Config, req Request) bool {
-	return c.Harness != HarnessClaw && len(req.Prompt) > MaxArgPrompt
+	return c.Harness != HarnessClaw && !c.ControlProtocol && len(req.Prompt) > MaxArgPrompt
 }
 
 // clawArgs follows claw's global flags (its documentation): one

@@ -4,14 +4,16 @@ import "encoding/json"
 
 // Event is one line of the agent CLI's stream-json output, typed. The set of
 // event types is closed: *SystemInit, *SystemOther, *UserMessage,
-// *AssistantMessage, *Result, *StreamEvent and *Unknown.
+// *AssistantMessage, *Result, *StreamEvent, *ControlRequest, *ControlCancel
+// and *Unknown.
 //
 // Every event keeps the exact JSON it was parsed from (Raw); the raw JSON
 // fields inside an event (ContentBlock.Input, ContentBlock.Content, …) are
 // exact copies of their part of it.
 type Event interface {
 	// SessionID is the session the line belongs to. It is never empty for
-	// the known types; for *Unknown it may be.
+	// the known types but the control lines (which carry none); for
+	// *Unknown it may be.
 	SessionID() string
 	// Raw is the line's JSON, without the line ending.
 	Raw() json.RawMessage
@@ -179,8 +181,39 @@ type StreamEvent struct {
 	ParentToolUseID string
 }
 
-// Unknown is a line whose type is a string this package does not know
-// (control_request, a future type, …). It is not an error.
+// ControlRequest is a `control_request` line: in the control protocol
+// (Config.ControlProtocol) the CLI asks the caller something and waits for a
+// control_response on stdin. Subtype "can_use_tool" is a permission request
+// (AskUserQuestion included); the executor answers any other subtype with an
+// error response itself. Control lines carry no session_id.
+type ControlRequest struct {
+	base
+	RequestID string
+	Subtype   string
+	// The can_use_tool fields.
+	ToolName    string
+	DisplayName string
+	Input       json.RawMessage
+	ToolUseID   string
+	// Description is the CLI's own description of the call (for Bash, the
+	// model's description of the command). Untrusted model text.
+	Description string
+	// PermissionSuggestions is the CLI's list of rules that would allow
+	// such calls (raw JSON, e.g. [{"type":"addRules","rules":[…],…}]).
+	PermissionSuggestions   json.RawMessage
+	BlockedPath             string
+	RequiresUserInteraction bool
+}
+
+// ControlCancel is a `control_cancel_request` line: the CLI no longer wants
+// an answer to RequestID.
+type ControlCancel struct {
+	base
+	RequestID string
+}
+
+// Unknown is a line whose type is a string this package does not know (a
+// future type, …). It is not an error.
 type Unknown struct {
 	base
 	Type string

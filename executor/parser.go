@@ -208,6 +208,8 @@ func (p *Parser) typed(raw []byte, w *wireLine) (Event, *ParseError) {
 	}
 	switch typ {
 	case "system", "user", "assistant", "result", "stream_event":
+	case "control_request", "control_cancel_request":
+		return p.control(raw, sid, typ, w)
 	default:
 		ev := &Unknown{Type: typ}
 		ev.setBase(sid, raw)
@@ -329,6 +331,41 @@ func (p *Parser) result(raw []byte, sid string, w *wireLine) (Event, *ParseError
 			p.diag(CodeNormalize, msg)
 		}
 	}
+	return ev, nil
+}
+
+// control types a control_request (the CLI asks the caller; no session_id)
+// or a control_cancel_request (it no longer wants the answer).
+func (p *Parser) control(raw []byte, sid, typ string, w *wireLine) (Event, *ParseError) {
+	if !w.RequestID.ok || w.RequestID.s == "" {
+		return nil, &ParseError{CodeTypedParse, typ + ` line: "request_id" is missing or not a string`}
+	}
+	if typ == "control_cancel_request" {
+		ev := &ControlCancel{RequestID: w.RequestID.s}
+		ev.setBase(sid, raw)
+		return ev, nil
+	}
+	// A request without a usable subtype is kept (Subtype ""): the
+	// executor answers it with an error response rather than leave the CLI
+	// waiting.
+	c := &w.Request.v
+	ev := &ControlRequest{
+		RequestID:               w.RequestID.s,
+		Subtype:                 c.Subtype.s,
+		ToolName:                c.ToolName.s,
+		DisplayName:             c.DisplayName.s,
+		ToolUseID:               c.ToolUseID.s,
+		Description:             c.Description.s,
+		BlockedPath:             c.BlockedPath.s,
+		RequiresUserInteraction: c.UserInteraction.b,
+	}
+	if c.Input != nil {
+		ev.Input = []byte(c.Input)
+	}
+	if c.Suggestions != nil {
+		ev.PermissionSuggestions = []byte(c.Suggestions)
+	}
+	ev.setBase(sid, raw)
 	return ev, nil
 }
 

@@ -35,12 +35,19 @@ func TestParseLine(t *testing.T) {
 		{name: "scalar", line: `42`, code: CodeTypedParse},
 		{name: "missing type", line: `{"session_id":"s"}`, code: CodeTypedParse},
 		{name: "type not string", line: `{"type":1,"session_id":"s"}`, code: CodeTypedParse},
-		{name: "unknown type", line: `{"type":"control_request","request_id":"r"}`, want: "*executor.Unknown",
+		{name: "unknown type", line: `{"type":"keep_alive","request_id":"r"}`, want: "*executor.Unknown",
 			check: func(t *testing.T, ev Event) {
-				if ev.(*Unknown).Type != "control_request" || ev.SessionID() != "" {
+				if ev.(*Unknown).Type != "keep_alive" || ev.SessionID() != "" {
 					t.Errorf("got %+v", ev)
 				}
 			}},
+		{name: "control request without subtype", line: `{"type":"control_request","request_id":"r"}`, want: "*executor.ControlRequest",
+			check: func(t *testing.T, ev Event) {
+				if c := ev.(*ControlRequest); c.RequestID != "r" || c.Subtype != "" || ev.SessionID() != "" {
+					t.Errorf("got %+v", ev)
+				}
+			}},
+		{name: "control request without request_id", line: `{"type":"control_request","request":{"subtype":"can_use_tool"}}`, code: CodeTypedParse},
 		{name: "unknown type with session", line: `{"type":"future","sessionId":"s9"}`, want: "*executor.Unknown", session: "s9"},
 		{name: "known type without session", line: `{"type":"assistant","message":{}}`, code: CodeTypedParse},
 		{name: "session alias", line: `{"type":"user","sessionId":"s2","message":{"content":"hi"}}`, want: "*executor.UserMessage", session: "s2"},

@@ -74,6 +74,10 @@ type Process struct {
 	ps        *os.ProcessState // written before exited is closed
 	superDone chan struct{}
 
+	// The control protocol (control.go).
+	ctl      controlState
+	pendingN atomic.Int32
+
 	mu          sync.Mutex
 	stop        Category
 	stopDetail  string
@@ -140,6 +144,20 @@ func (e *Executor) Start(ctx context.Context, req Request) (*Process, error) {
 		// pipe once the prompt is written).
 		cmd.Stdin = strings.NewReader(req.Prompt)
 	}
+	var stdinW *os.File
+	if e.cfg.ControlProtocol {
+		// Stdin stays open for the turn: the prompt and the answers to
+		// the CLI's control requests go there (control.go).
+		inR, inW, err := os.Pipe()
+		if err != nil {
+			pr.Close()
+			pw.Close()
+			r.cleanup()
+			return nil, fmt.Errorf("start agent CLI: stdin pipe: %w", err)
+		}
+		cmd.Stdin, stdinW = inR, inW
+		defer inR.Close() // the child has its own copy once started
+	}
 	cmd.Stdout = pw
 	cmd.Stderr = r.stderr
 	cmd.SysProcAttr = sysProcAttr()
@@ -147,6 +165,9 @@ func (e *Executor) Start(ctx context.Context, req Request) (*Process, error) {
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
+		if stdinW != nil {
+			stdinW.Close()
+		}
 		r.cleanup()
 		if !startable(err) {
 			r.notStarted = &Exit{Stop: CategoryCLINotFound, StopDetail: fmt.Sprintf("agent CLI cannot be started: %v", err)}
@@ -166,6 +187,18 @@ func (e *Executor) Start(ctx context.Context, req Request) (*Process, error) {
 		r.idle.Stop() // the idle clock runs only while Next waits
 	}
 	r.rd = NewReader(runSource{r}, ReaderOptions{MaxLineBytes: e.cfg.MaxLineBytes})
+	if stdinW != nil {
+		r.ctl.stdin = stdinW
+		if req.Prompt != "" {
+			// Written while the CLI starts; a write error (the CLI died)
+			// shows in the Outcome as a warning.
+			go func() {
+				if err := r.writeControl(userMessage(req.Prompt)); err != nil {
+					r.warn("send the prompt: " + err.Error())
+				}
+			}()
+		}
+	}
 	r.log.Info("agent run started", "pid", r.pid, "harness", e.cfg.Harness,
 		"resume", req.Resume, "session_id", req.SessionID, "workdir", req.WorkDir,
 		"transcript", r.tpath, "prompt_bytes", len(req.Prompt))
@@ -214,6 +247,9 @@ func (r *Process) Event() Event { return r.ev }
 
 func (r *Process) observe(ev Event) {
 	r.tracker.Observe(ev)
+	if r.e.cfg.ControlProtocol {
+		r.observeControl(ev)
+	}
 	if _, ok := ev.(*Result); ok {
 		r.mu.Lock()
 		r.resultSeen = true
@@ -335,6 +371,11 @@ func (r *Process) supervise() {
 				killC = r.interrupt(cfg.KillGrace)
 			}
 		case <-idleC:
+			if r.pendingN.Load() > 0 {
+				// A person is being asked: silence is expected.
+				r.idle.Reset(cfg.IdleTimeout)
+				continue
+			}
 			idleC = nil
 			if r.requestStop(CategoryIdleTimeout, fmt.Sprintf("no output from the agent CLI for %s", cfg.IdleTimeout)) {
 				killC = r.interrupt(cfg.KillGrace)
@@ -354,6 +395,7 @@ func (r *Process) supervise() {
 			_ = killGroup(r.pid)
 		case <-exited:
 			exited = nil
+			r.closeStdin()
 			ctxDone, idleC, graceC, killC, resultCh = nil, nil, nil, nil, nil
 			// Whatever the CLI left in its group (tools, MCP servers) goes too.
 			_ = killGroup(r.pid)

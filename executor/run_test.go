@@ -56,6 +56,8 @@ func fakeText(s string) {
 // fakeClaude plays one scenario and returns the exit code.
 func fakeClaude(scenario string) int {
 	switch scenario {
+	case "replay":
+		return fakeReplay()
 	case "big":
 		fakeInit()
 		fakeText(strings.Repeat("y", 5<<20))

@@ -58,6 +58,22 @@ type wireLine struct {
 	Denials        jlist[jobj[wireDeny]] `json:"permission_denials"`
 	Deferred       jobj[wireDeferred]    `json:"deferred_tool_use"`
 	Event          jraw                  `json:"event"`
+
+	// control_request / control_cancel_request
+	RequestID jstr              `json:"request_id"`
+	Request   jobj[wireControl] `json:"request"`
+}
+
+type wireControl struct {
+	Subtype         jstr  `json:"subtype"`
+	ToolName        jstr  `json:"tool_name"`
+	DisplayName     jstr  `json:"display_name"`
+	Input           jraw  `json:"input"`
+	ToolUseID       jstr  `json:"tool_use_id"`
+	Description     jstr  `json:"description"`
+	Suggestions     jraw  `json:"permission_suggestions"`
+	BlockedPath     jstr  `json:"blocked_path"`
+	UserInteraction jbool `json:"requires_user_interaction"`
 }
 
 type wireMCP struct {
