@@ -45,6 +45,11 @@ type Set struct {
 	// It is model output: surfaces clean it before showing it.
 	Context   string     `json:"context,omitempty"`
 	Questions []Question `json:"questions"`
+	// Kind is how the model asked: KindMarker (also when empty),
+	// KindAskTool or KindApproval (native.go).
+	Kind string `json:"kind,omitempty"`
+	// Tool is the tool call an ask_tool or approval set is about.
+	Tool *ToolCall `json:"tool,omitempty"`
 }
 
 // Question returns the question of s with the given short ID.
