@@ -43,15 +43,15 @@ const AskUserQuestion = "AskUserQuestion"
 
 // Policy is the approvals section of a spec or of the configuration.
 type Policy struct {
-	Allow []string
-	Deny  []string
-	Ask   []string
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+	Ask   []string `json:"ask,omitempty"`
 	// Preallowed are the spec's allowed_tools: the CLI runs them without
 	// asking, so the policy leaves them to it.
-	Preallowed []string
+	Preallowed []string `json:"preallowed,omitempty"`
 	// Hold is how long a live call waits for a person before the run
 	// parks; 0 parks at once.
-	Hold time.Duration
+	Hold time.Duration `json:"hold"`
 }
 
 // Decision is the policy's answer for one call.

@@ -372,3 +372,28 @@ func (s *Store) SetKinds(ctx context.Context, runID string) (map[string]string, 
 	}
 	return out, rows.Err()
 }
+
+// SetRunPolicy stores the run's approvals policy (JSON, as the approvals
+// package encodes it) for the orchestrator's hook, replacing the one before.
+func (s *Store) SetRunPolicy(ctx context.Context, runID string, policy json.RawMessage) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO run_policies (run_id, policy, updated_at) VALUES (?,?,?)
+		ON CONFLICT(run_id) DO UPDATE SET policy = excluded.policy, updated_at = excluded.updated_at`,
+		runID, string(policy), nanos(s.now().UTC()))
+	if err != nil {
+		return fmt.Errorf("store the approvals policy of run %s: %w", runID, err)
+	}
+	return nil
+}
+
+// RunPolicy returns the run's approvals policy (nil when none was stored).
+func (s *Store) RunPolicy(ctx context.Context, runID string) (json.RawMessage, error) {
+	var p string
+	err := s.db.QueryRowContext(ctx, `SELECT policy FROM run_policies WHERE run_id = ?`, runID).Scan(&p)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the approvals policy of run %s: %w", runID, err)
+	}
+	return json.RawMessage(p), nil
+}

@@ -299,7 +299,8 @@ var migrations = []string{
 	);`,
 	// Native asking and tool approvals (approvals.go): a set's kind, the
 	// tool calls asked about (their tool_use_id is the idempotency key of
-	// the decision) and the rules a person allowed for the rest of a run.
+	// the decision), the rules a person allowed for the rest of a run, and
+	// the run's approvals policy as its hook reads it.
 	`ALTER TABLE question_sets ADD COLUMN kind TEXT NOT NULL DEFAULT 'marker';
 	CREATE TABLE tool_calls (
 		tool_use_id   TEXT PRIMARY KEY,
@@ -323,6 +324,11 @@ var migrations = []string{
 		rule       TEXT NOT NULL,
 		created_at INTEGER NOT NULL,
 		PRIMARY KEY (run_id, rule)
+	);
+	CREATE TABLE run_policies (
+		run_id     TEXT PRIMARY KEY REFERENCES runs(id),
+		policy     TEXT NOT NULL,
+		updated_at INTEGER NOT NULL
 	);`,
 }
 

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/orchestrator-dev/orchestrator/internal/approvals"
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+)
+
+// maxHookInput caps what the hook reads from the CLI.
+const maxHookInput = 4 << 20
+
+func (m *Main) newHookCmd() *cobra.Command {
+	var stateDir, runID string
+	cmd := &cobra.Command{
+		Use:   "hook --state DIR --run RUN",
+		Short: "The PreToolUse hook the agent CLI runs for each tool call (not for people)",
+		Long: `hook is what the orchestrator installs in the agent CLI (--settings) as its
+PreToolUse hook. It reads the call from stdin and prints the decision for its
+tool_use_id: the one stored (a person's answer, handed out exactly once), the
+policy's (approvals: allow, deny, ask), or, once a person is asked, their answer
+within approval_hold; past it the call is deferred and the run waits with no
+process. An error is a refusal with the reason, never a silent allow.`,
+		Args:        cobra.NoArgs,
+		Annotations: skipConfigAnnotation(),
+		Hidden:      true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return m.runHook(cmd.Context(), stateDir, runID)
+		},
+	}
+	cmd.Flags().StringVar(&stateDir, "state", "", "the orchestrator's state directory")
+	cmd.Flags().StringVar(&runID, "run", "", "the run the CLI works for")
+	_ = cmd.MarkFlagRequired("state")
+	_ = cmd.MarkFlagRequired("run")
+	return cmd
+}
+
+func (m *Main) runHook(ctx context.Context, stateDir, runID string) error {
+	v, err := m.hookVerdict(ctx, stateDir, runID)
+	if err != nil {
+		// The call must not run on an error: it is refused, and the model
+		// is told why.
+		fmt.Fprintf(m.Stderr, "orchestrator hook: %v\n", err)
+		v = approvals.Verdict{Decision: approvals.HookDeny, Reason: "the orchestrator could not decide this call: " + err.Error()}
+	}
+	_, werr := m.Stdout.Write(v.JSON())
+	return werr
+}
+
+func (m *Main) hookVerdict(ctx context.Context, stateDir, runID string) (approvals.Verdict, error) {
+	b, err := io.ReadAll(io.LimitReader(m.Stdin, maxHookInput+1))
+	if err != nil {
+		return approvals.Verdict{}, fmt.Errorf("read the hook input: %w", err)
+	}
+	if len(b) > maxHookInput {
+		return approvals.Verdict{}, fmt.Errorf("hook input over %d bytes", maxHookInput)
+	}
+	in, err := approvals.ParseHookInput(b)
+	if err != nil {
+		return approvals.Verdict{}, err
+	}
+	if !filepath.IsAbs(stateDir) {
+		return approvals.Verdict{}, fmt.Errorf("--state %q is not an absolute path", stateDir)
+	}
+	if _, err := os.Stat(filepath.Join(stateDir, store.FileName)); err != nil {
+		return approvals.Verdict{}, fmt.Errorf("no orchestrator state in %s: %w", stateDir, err)
+	}
+	st, err := store.Open(ctx, stateDir)
+	if err != nil {
+		return approvals.Verdict{}, err
+	}
+	defer st.Close()
+	if _, err := st.Run(ctx, runID); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return approvals.Verdict{}, fmt.Errorf("run %s is not in %s", runID, stateDir)
+		}
+		return approvals.Verdict{}, err
+	}
+	return approvals.Hook(ctx, st, runID, in)
+}
+
+// HookSettings is the --settings JSON that installs the orchestrator's hook
+// for run: exe hook --state DIR --run RUN, for every tool, with a timeout
+// (seconds) longer than the hold.
+func HookSettings(exe, stateDir, runID string, holdSeconds int) string {
+	cmd := shQuote(exe) + " hook --state " + shQuote(stateDir) + " --run " + shQuote(runID)
+	b, _ := json.Marshal(map[string]any{"hooks": map[string]any{"PreToolUse": []any{map[string]any{
+		"matcher": "*",
+		"hooks":   []any{map[string]any{"type": "command", "command": cmd, "timeout": holdSeconds + 60}},
+	}}}})
+	return string(b)
+}
+
+// shQuote quotes s for sh.
+func shQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,257 @@
+package approvals
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/questions"
+)
+
+// Store is what the gate needs of the store.
+type Store interface {
+	TakeToolDecision(ctx context.Context, toolUseID string) (store.ToolCall, store.Take, error)
+	DecideTool(ctx context.Context, call store.ToolCall) (store.ToolCall, error)
+	AskTool(ctx context.Context, call store.ToolCall, set questions.Set, surfaces []string, live bool) (store.ToolCall, bool, error)
+	WaitSet(ctx context.Context, setID string) (store.SetRecord, error)
+	MarkToolDeferred(ctx context.Context, toolUseID string) error
+	RunPolicy(ctx context.Context, runID string) (json.RawMessage, error)
+	RunRules(ctx context.Context, runID string) ([]string, error)
+	Run(ctx context.Context, id string) (store.Run, error)
+	LastTurn(ctx context.Context, runID string) (store.Turn, bool, error)
+}
+
+// LoadPolicy reads the run's stored policy; a run without one gets the
+// default: everything not read-only is asked, held DefaultHold.
+func LoadPolicy(ctx context.Context, st Store, runID string) (Policy, error) {
+	raw, err := st.RunPolicy(ctx, runID)
+	if err != nil {
+		return Policy{}, err
+	}
+	if raw == nil {
+		return Policy{Hold: DefaultHold}, nil
+	}
+	var p Policy
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return Policy{}, fmt.Errorf("the approvals policy of run %s: %w", runID, err)
+	}
+	return p, nil
+}
+
+// Encode is the policy as SetRunPolicy stores it.
+func (p Policy) Encode() json.RawMessage {
+	b, _ := json.Marshal(p) // strings and a number only
+	return b
+}
+
+// Verdict is the hook's answer for one call.
+type Verdict struct {
+	// Decision is "allow", "deny", "defer", or "" (no decision: the CLI's
+	// own rules apply).
+	Decision string
+	// Reason is told to the model with a refusal.
+	Reason string
+	// UpdatedInput replaces the call's input when allowed.
+	UpdatedInput json.RawMessage
+}
+
+// Hook output decisions.
+const (
+	HookAllow = "allow"
+	HookDeny  = "deny"
+	HookDefer = "defer"
+)
+
+// JSON is the hook's stdout for v (empty for no decision).
+func (v Verdict) JSON() []byte {
+	if v.Decision == "" {
+		return nil
+	}
+	out := map[string]any{"hookEventName": "PreToolUse", "permissionDecision": v.Decision}
+	if v.Reason != "" {
+		out["permissionDecisionReason"] = v.Reason
+	}
+	if v.Decision == HookAllow && len(v.UpdatedInput) > 0 {
+		out["updatedInput"] = v.UpdatedInput
+	}
+	b, _ := json.Marshal(map[string]any{"hookSpecificOutput": out})
+	return append(b, '\n')
+}
+
+// Interrupted is the reason given when the CLI asks again about a call
+// whose decision was handed out before: at most once, never twice.
+const Interrupted = "this call was already decided and handed to an earlier process of this session, which stopped while it ran; the orchestrator does not run it twice: check its effect before trying again"
+
+// Gate is the outcome of Gate.
+type Gate struct {
+	Verdict Verdict
+	// SetID is the question set a person is asked (Verdict empty).
+	SetID string
+	// Pass: the policy leaves the call to the CLI.
+	Pass bool
+}
+
+// GateCall decides a tool call of run: a decision stored for its
+// tool_use_id (handed out once); else the policy and the rules allowed for
+// the run, recorded as the call's decision; else a question set is stored
+// (AskTool, live says whether a process waits) and returned to wait on.
+func GateCall(ctx context.Context, st Store, runID string, call questions.ToolCall, live bool) (Gate, error) {
+	if call.ToolUseID == "" {
+		return Gate{}, errors.New("tool call without a tool_use_id")
+	}
+	if g, ok, err := take(ctx, st, call.ToolUseID); err != nil || ok {
+		return g, err
+	}
+	p, err := LoadPolicy(ctx, st, runID)
+	if err != nil {
+		return Gate{}, err
+	}
+	rules, err := st.RunRules(ctx, runID)
+	if err != nil {
+		return Gate{}, err
+	}
+	d := p.Decide(call.Tool, call.Input)
+	if d.Action == ActionAsk && call.Tool != AskUserQuestion {
+		for _, r := range rules {
+			if Match(r, call.Tool, call.Input) {
+				d = Decision{Action: ActionAllow, Rule: r}
+				break
+			}
+		}
+	}
+	kind := questions.KindApproval
+	if call.Tool == AskUserQuestion {
+		kind = questions.KindAskTool
+	}
+	rec := store.ToolCall{ToolUseID: call.ToolUseID, RunID: runID, Kind: kind, Tool: call.Tool, Input: call.Input}
+	switch d.Action {
+	case ActionPass:
+		return Gate{Pass: true}, nil
+	case ActionAllow, ActionDeny:
+		rec.Decision, rec.DecidedBy = string(d.Action), "policy: "+d.Rule
+		if d.Action == ActionDeny {
+			rec.Reason = fmt.Sprintf("the orchestrator's policy denies this call (rule %s)", d.Rule)
+		}
+		if _, err := st.DecideTool(ctx, rec); err != nil {
+			return Gate{}, err
+		}
+		g, _, err := take(ctx, st, call.ToolUseID)
+		return g, err
+	}
+	run, err := st.Run(ctx, runID)
+	if err != nil {
+		return Gate{}, err
+	}
+	turn := 0
+	if t, ok, err := st.LastTurn(ctx, runID); err != nil {
+		return Gate{}, err
+	} else if ok {
+		turn = t.Seq
+	}
+	var set questions.Set
+	if kind == questions.KindAskTool {
+		set, err = questions.AskToolSet(runID, turn, call)
+		if err != nil {
+			// Nobody can answer a malformed question: the model is told why.
+			rec.Decision, rec.DecidedBy, rec.Reason = store.DecisionDeny, "orchestrator", err.Error()
+			if _, err := st.DecideTool(ctx, rec); err != nil {
+				return Gate{}, err
+			}
+			g, _, err := take(ctx, st, call.ToolUseID)
+			return g, err
+		}
+	} else {
+		set = questions.ApprovalSet(runID, turn, call)
+	}
+	set.Title = run.Title
+	c, _, err := st.AskTool(ctx, rec, set, run.Surfaces, live)
+	if err != nil {
+		return Gate{}, err
+	}
+	if c.Decision != "" || c.SetID == "" {
+		g, _, err := take(ctx, st, call.ToolUseID)
+		return g, err
+	}
+	return Gate{SetID: c.SetID}, nil
+}
+
+// take hands out a stored decision; ok is false when there is none yet.
+func take(ctx context.Context, st Store, toolUseID string) (Gate, bool, error) {
+	c, t, err := st.TakeToolDecision(ctx, toolUseID)
+	if err != nil {
+		return Gate{}, false, err
+	}
+	switch t {
+	case store.TakeFirst:
+		v := Verdict{Decision: c.Decision, Reason: c.Reason}
+		if c.Decision == store.DecisionAllow {
+			v.UpdatedInput = c.UpdatedInput
+			v.Reason = "allowed by " + c.DecidedBy
+		}
+		return Gate{Verdict: v}, true, nil
+	case store.TakeAgain:
+		return Gate{Verdict: Verdict{Decision: HookDeny, Reason: Interrupted}}, true, nil
+	}
+	return Gate{}, false, nil
+}
+
+// HookInput is what the CLI writes to a PreToolUse hook's stdin
+// (docs/claude-cli.md).
+type HookInput struct {
+	HookEventName string          `json:"hook_event_name"`
+	ToolName      string          `json:"tool_name"`
+	ToolInput     json.RawMessage `json:"tool_input"`
+	ToolUseID     string          `json:"tool_use_id"`
+	SessionID     string          `json:"session_id"`
+}
+
+// ParseHookInput reads and checks the hook's input.
+func ParseHookInput(b []byte) (HookInput, error) {
+	var in HookInput
+	if err := json.Unmarshal(b, &in); err != nil {
+		return HookInput{}, fmt.Errorf("hook input is not a JSON object: %w", err)
+	}
+	switch {
+	case in.HookEventName != "" && in.HookEventName != "PreToolUse":
+		return HookInput{}, fmt.Errorf("hook input: event %q, want PreToolUse", in.HookEventName)
+	case in.ToolName == "":
+		return HookInput{}, errors.New("hook input: no tool_name")
+	case in.ToolUseID == "":
+		return HookInput{}, errors.New("hook input: no tool_use_id")
+	}
+	return in, nil
+}
+
+// Hook is the orchestrator's PreToolUse hook for one call of run: the
+// stored decision, the policy's, or — once a person is asked — the answer
+// given within the policy's hold; past the hold the call is deferred (the
+// turn ends, the run waits with no process) and resuming the session fires
+// the hook again, which then hands out the answer.
+func Hook(ctx context.Context, st Store, runID string, in HookInput) (Verdict, error) {
+	call := questions.ToolCall{ToolUseID: in.ToolUseID, Tool: in.ToolName, Input: in.ToolInput}
+	p, err := LoadPolicy(ctx, st, runID)
+	if err != nil {
+		return Verdict{}, err
+	}
+	g, err := GateCall(ctx, st, runID, call, p.Hold > 0)
+	if err != nil || g.SetID == "" {
+		return g.Verdict, err
+	}
+	if p.Hold > 0 {
+		wctx, cancel := context.WithTimeout(ctx, p.Hold)
+		_, err := st.WaitSet(wctx, g.SetID)
+		cancel()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return Verdict{}, err
+		}
+		if g, ok, err := take(ctx, st, in.ToolUseID); err != nil || ok {
+			return g.Verdict, err
+		}
+	}
+	if err := st.MarkToolDeferred(ctx, in.ToolUseID); err != nil {
+		return Verdict{}, err
+	}
+	return Verdict{Decision: HookDefer}, nil
+}
