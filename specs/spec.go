@@ -127,6 +127,9 @@ type Spec struct {
 	// Git delivers the run's work as a branch and a pull request; nil
 	// when the spec has no git section (git.go).
 	Git *Git
+	// Approvals is the policy for the model's tool calls; nil when the
+	// spec has no approvals section (approvals.go).
+	Approvals *Approvals
 	// Body is the task given to the model: the markdown after the
 	// frontmatter, without leading and trailing blank space.
 	Body string
@@ -438,6 +441,7 @@ var specKeys = []string{
 	"name", "schedule", "surfaces", "workdir",
 	"model", "allowed_tools", "disallowed_tools", "mcp_config", "permission_mode", "max_turns", "timeout", "idle_timeout",
 	"answers", "question_timeout", "remind_every", "escalate_to", "on_timeout", "git",
+	"approvals",
 }
 
 func (d *decoder) spec(s *Spec, root *yaml.Node) {
@@ -521,6 +525,12 @@ func (d *decoder) spec(s *Spec, root *yaml.Node) {
 		case "git":
 			var probs []gitProblem
 			s.Git, probs = parseGit(v, key) // git.go
+			for _, p := range probs {
+				d.add(p.line, p.key, p.msg)
+			}
+		case "approvals":
+			var probs []gitProblem
+			s.Approvals, probs = parseApprovals(v, key) // approvals.go
 			for _, p := range probs {
 				d.add(p.line, p.key, p.msg)
 			}

@@ -33,6 +33,8 @@ type Config struct {
 	Specs    Specs    `yaml:"specs"`
 	Serve    Serve    `yaml:"serve"`
 	Git      Git      `yaml:"git"` // git.go
+	// Approvals is the policy for the model's tool calls (approvals.go).
+	Approvals Approvals `yaml:"approvals"`
 
 	// source is the file the config came from ("" for defaults) and lines
 	// maps a dotted key to the line it was set on, so that Validate can
@@ -245,9 +247,10 @@ func Default() Config { return DefaultEnv(os.LookupEnv) }
 // empty and Validate says so.
 func DefaultEnv(lookup LookupFunc) Config {
 	return Config{
-		StateDir: defaultStateDir(lookup),
-		Git:      Git{KeepWorktrees: DefaultKeepWorktrees},
-		Log:      Log{Level: "info", Format: "text"},
+		StateDir:  defaultStateDir(lookup),
+		Git:       Git{KeepWorktrees: DefaultKeepWorktrees},
+		Approvals: Approvals{Hold: DefaultApprovalHold},
+		Log:       Log{Level: "info", Format: "text"},
 		Agent: Agent{
 			Command:        DefaultCommand,
 			Harness:        DefaultHarness,

@@ -93,7 +93,8 @@ func (c *Config) Validate() error {
 		v.add("serve.max_concurrent_runs", "must be at least 1, got %d", s.MaxConcurrentRuns)
 	}
 	v.oneOf("serve.catch_up", s.CatchUp, CatchUpModes)
-	c.validateGit(v.add) // git.go
+	c.validateGit(v.add)       // git.go
+	c.validateApprovals(v.add) // approvals.go
 
 	return errors.Join(v.errs...)
 }
