@@ -180,24 +180,6 @@ type PresetAnswer struct {
 	Answer string
 }
 
-// Matches reports whether a question with the given header and text is
-// answered by p: Match equals either, ignoring case and surrounding space.
-func (p PresetAnswer) Matches(header, text string) bool {
-	m := strings.TrimSpace(p.Match)
-	return m != "" && (strings.EqualFold(m, strings.TrimSpace(header)) || strings.EqualFold(m, strings.TrimSpace(text)))
-}
-
-// PresetAnswer returns the first of s.Answers that matches a question with
-// the given header and text.
-func (s Spec) PresetAnswer(header, text string) (PresetAnswer, bool) {
-	for _, p := range s.Answers {
-		if p.Matches(header, text) {
-			return p, true
-		}
-	}
-	return PresetAnswer{}, false
-}
-
 // OnTimeout is what happens when a question is not answered in time.
 type OnTimeout struct {
 	// Action is OnTimeoutFail, OnTimeoutDefault or OnTimeoutSkip; empty

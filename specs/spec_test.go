@@ -337,27 +337,6 @@ func TestErrorString(t *testing.T) {
 	}
 }
 
-func TestPresetAnswer(t *testing.T) {
-	t.Parallel()
-	s := Spec{Answers: []PresetAnswer{{Match: "Database", Answer: "PostgreSQL"}, {Match: "Which license?", Answer: "MIT"}}}
-	tests := []struct {
-		header, text string
-		want         string
-		ok           bool
-	}{
-		{"database", "Which database should I use?", "PostgreSQL", true},
-		{"", "  which LICENSE? ", "MIT", true},
-		{"License", "Which licence?", "", false},
-		{"", "", "", false},
-	}
-	for _, tt := range tests {
-		p, ok := s.PresetAnswer(tt.header, tt.text)
-		if ok != tt.ok || p.Answer != tt.want {
-			t.Errorf("PresetAnswer(%q, %q) = %q, %v; want %q, %v", tt.header, tt.text, p.Answer, ok, tt.want, tt.ok)
-		}
-	}
-}
-
 func TestLoadDirExamples(t *testing.T) {
 	t.Parallel()
 	specs, err := LoadDir("examples")
