@@ -128,8 +128,14 @@ type Spec struct {
 	// frontmatter, without leading and trailing blank space.
 	Body string
 
-	nameLine int // the line of the name key, for duplicate-name errors
+	// lines maps a top-level key set in the file to its line, for errors
+	// found after parsing (a duplicate name, a check against the config).
+	lines map[string]int
 }
+
+// Line returns the line of the file the top-level key was set on, 0 when
+// it was not set.
+func (s Spec) Line(key string) int { return s.lines[key] }
 
 // Agent holds the agent settings of a spec. A zero field is not set and
 // leaves the config's value; AllowedTools and DisallowedTools are not set
@@ -230,7 +236,7 @@ func LoadDir(dir string) ([]Spec, error) {
 			continue
 		}
 		if first, dup := seen[s.Name]; dup {
-			errs = append(errs, Error{File: path, Line: s.nameLine, Key: "name",
+			errs = append(errs, Error{File: path, Line: s.Line("name"), Key: "name",
 				Msg: fmt.Sprintf("spec name %q is already used by %s", s.Name, first)})
 			continue
 		}
@@ -295,7 +301,7 @@ func Parse(path string, data []byte) (Spec, error) {
 		d.spec(&s, doc.Content[0])
 	}
 
-	if s.Name == "" && s.nameLine == 0 {
+	if s.Name == "" && s.Line("name") == 0 {
 		base := strings.TrimSuffix(filepath.Base(path), ".md")
 		if !nameRE.MatchString(base) {
 			d.add(0, "name", fmt.Sprintf("no name given and the file name %q is not a valid name: set name", base))
@@ -435,9 +441,12 @@ func (d *decoder) spec(s *Spec, root *yaml.Node) {
 		if isNull(v) {
 			continue
 		}
+		if s.lines == nil {
+			s.lines = map[string]int{}
+		}
+		s.lines[key] = v.Line + d.offset
 		switch key {
 		case "name":
-			s.nameLine = v.Line + d.offset
 			if name, ok := d.str(v, key); ok {
 				if !nameRE.MatchString(name) {
 					d.addf(v, key, "%q is not a valid name: use letters, digits, \".\", \"_\" and \"-\", starting with a letter or digit, at most 64 characters", name)
@@ -850,6 +859,47 @@ func (d *decoder) onTimeout(n *yaml.Node, key string) OnTimeout {
 	}
 	o.Action = action
 	return o
+}
+
+// ScheduleInterval returns the shortest time between two firings of a
+// schedule that ParseSchedule accepts: the delay of "@every", else the
+// smallest gap among its next firings.
+func ScheduleInterval(expr string) (time.Duration, error) {
+	sched, err := ParseSchedule(expr)
+	if err != nil {
+		return 0, err
+	}
+	if every, ok := sched.(cron.ConstantDelaySchedule); ok {
+		return every.Delay, nil
+	}
+	var shortest time.Duration
+	t := sched.Next(time.Now())
+	for range 64 {
+		next := sched.Next(t)
+		if next.IsZero() {
+			break
+		}
+		if gap := next.Sub(t); shortest == 0 || gap < shortest {
+			shortest = gap
+		}
+		t = next
+	}
+	return shortest, nil
+}
+
+// CheckInterval returns an Error at the schedule key when the spec's
+// schedule fires more often than every min (setting names the limit in the
+// message); nil when it has no schedule or fires less often.
+func (s Spec) CheckInterval(min time.Duration, setting string) error {
+	if s.Schedule == "" {
+		return nil
+	}
+	every, err := ScheduleInterval(s.Schedule)
+	if err != nil || every >= min {
+		return nil
+	}
+	return Error{File: s.Path, Line: s.Line("schedule"), Key: "schedule",
+		Msg: fmt.Sprintf("%q fires every %s, more often than %s (%s) allows: every firing is a paid run", s.Schedule, every, setting, min)}
 }
 
 // cronParser reads 5-field expressions and descriptors, with an optional

@@ -19,7 +19,7 @@ func TestParse(t *testing.T) {
 		name string
 		path string
 		data string
-		want Spec // Path, and the unexported nameLine, are not compared
+		want Spec // Path, and the unexported lines, are not compared
 	}{
 		{
 			name: "minimal: name from the file name, no schedule",
@@ -151,7 +151,7 @@ Update things.
 			if got.Path != tt.path {
 				t.Errorf("Path = %q, want %q", got.Path, tt.path)
 			}
-			got.Path, got.nameLine = "", 0
+			got.Path, got.lines = "", nil
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Parse =\n%#v\nwant\n%#v", got, tt.want)
 			}

@@ -69,6 +69,9 @@ func (m *Main) newRunFrom(specPath string, f runFlags) (runner.NewRun, error) {
 		if err != nil {
 			return n, configError(err)
 		}
+		if err := bypassRefusal(m.Config, sp); err != nil {
+			return n, configError(err)
+		}
 		opts.SpecPath = abs
 		n.Spec, n.Title, n.Prompt, n.WorkDir = sp.Name, sp.Name, sp.Body, sp.WorkDir
 		for _, s := range sp.Surfaces {

@@ -99,6 +99,7 @@ func checkSpecsAgainst(cfg config.Config, list []specs.Spec) []error {
 		problems = append(problems, specs.Error{File: sp.Path, Key: key, Msg: fmt.Sprintf(format, args...)})
 	}
 	for _, sp := range list {
+		problems = append(problems, specRefusals(cfg, sp)...)
 		names := make([]string, 0, len(sp.Surfaces))
 		for _, s := range sp.Surfaces {
 			names = append(names, s.Name)
@@ -128,4 +129,29 @@ func checkSpecsAgainst(cfg config.Config, list []specs.Spec) []error {
 		}
 	}
 	return problems
+}
+
+// specRefusals are the reasons the configuration refuses to run a spec at
+// all: a schedule firing more often than serve.min_schedule_interval, and
+// permission_mode bypassPermissions without the configuration's
+// dangerously_skip_permissions.
+func specRefusals(cfg config.Config, sp specs.Spec) []error {
+	var out []error
+	if err := sp.CheckInterval(cfg.Serve.ScheduleFloor(), "serve.min_schedule_interval"); err != nil {
+		out = append(out, err)
+	}
+	if err := bypassRefusal(cfg, sp); err != nil {
+		out = append(out, err)
+	}
+	return out
+}
+
+// bypassRefusal refuses a spec's permission_mode bypassPermissions unless
+// the configuration opts in with agent.dangerously_skip_permissions.
+func bypassRefusal(cfg config.Config, sp specs.Spec) error {
+	if sp.Agent.PermissionMode != config.BypassPermissions || cfg.Agent.DangerouslySkipPermissions {
+		return nil
+	}
+	return specs.Error{File: sp.Path, Line: sp.Line("permission_mode"), Key: "permission_mode",
+		Msg: config.BypassPermissions + " skips every permission check: it needs agent.dangerously_skip_permissions: true in the configuration"}
 }

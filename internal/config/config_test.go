@@ -737,3 +737,58 @@ func TestMCPConfigJSON(t *testing.T) {
 		t.Errorf("no servers: %q, %v", got, err)
 	}
 }
+
+// TestValidate_PollInterval1ns: a poll interval below the floor is refused
+// with the file, line and the floor; a base_url on this machine has a
+// lower floor, for tests.
+func TestValidate_PollInterval1ns(t *testing.T) {
+	t.Parallel()
+	const in = "surfaces:\n  github:\n    enabled: true\n    token: t\n    repo: o/r\n    poll_interval: 1ns\n"
+	cfg, err := ParseEnv(strings.NewReader(in), "p.yaml", env("HOME", "/h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := Errors(cfg.Validate())
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "p.yaml:6: surfaces.github.poll_interval: must be at least 1s, got 1ns") {
+		t.Fatalf("errors = %v", errs)
+	}
+	cfg.Surfaces.GitHub.PollInterval = Duration(100 * time.Millisecond)
+	cfg.Surfaces.GitHub.BaseURL = "http://127.0.0.1:1234/"
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("100ms against a local server: %v", err)
+	}
+	cfg.Surfaces.GitHub.PollInterval = 1
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "must be at least 10ms") {
+		t.Errorf("1ns against a local server: %v", err)
+	}
+}
+
+// TestValidate_BypassPermissionsWithoutOptIn: permission_mode
+// bypassPermissions needs dangerously_skip_permissions: true.
+func TestValidate_BypassPermissionsWithoutOptIn(t *testing.T) {
+	t.Parallel()
+	cfg, err := ParseEnv(strings.NewReader("agent:\n  permission_mode: bypassPermissions\n"), "b.yaml", env("HOME", "/h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "b.yaml:2: agent.permission_mode: bypassPermissions skips every permission check: it needs dangerously_skip_permissions: true") {
+		t.Fatalf("Validate = %v", err)
+	}
+	cfg.Agent.DangerouslySkipPermissions = true
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("with the opt-in: %v", err)
+	}
+}
+
+func TestServeScheduleFloor(t *testing.T) {
+	t.Parallel()
+	if got := (Serve{}).ScheduleFloor(); got != time.Minute {
+		t.Errorf("zero: %v, want 1m", got)
+	}
+	if got := (Serve{MinScheduleInterval: Duration(time.Second)}).ScheduleFloor(); got != time.Second {
+		t.Errorf("1s: %v", got)
+	}
+	if IsLoopbackListen(":8080") || IsLoopbackListen("0.0.0.0:1") || !IsLoopbackListen("127.0.0.1:0") || !IsLoopbackListen("[::1]:80") || !IsLoopbackListen("localhost:80") {
+		t.Error("IsLoopbackListen")
+	}
+}

@@ -35,12 +35,11 @@ func LoadEnv(path string, lookup LookupFunc) (Config, error) {
 	}
 	defer f.Close()
 	cfg, err := ParseEnv(f, path, lookup)
-	if err != nil {
-		return cfg, err
-	}
+	// The paths are resolved even when some key had a problem, so that a
+	// caller that can do without the bad keys may use the rest.
 	home, _ := lookup("HOME")
 	cfg.resolvePaths(filepath.Dir(path), home)
-	return cfg, nil
+	return cfg, err
 }
 
 // Parse decodes the YAML document read from r over the defaults, expanding

@@ -19,6 +19,9 @@ var (
 	CatchUpModes    = []string{"skip", "once"}
 )
 
+// BypassPermissions is the permission mode that skips every check.
+const BypassPermissions = "bypassPermissions"
+
 // Validate checks c and returns every problem found, joined; each is an
 // *Error naming the key, and the file and line when the key was set in a
 // file. Errors lists them one by one.
@@ -37,6 +40,9 @@ func (c *Config) Validate() error {
 	}
 	v.oneOf("agent.harness", a.Harness, Harnesses)
 	v.oneOf("agent.permission_mode", a.PermissionMode, PermissionModes)
+	if a.PermissionMode == BypassPermissions && !a.DangerouslySkipPermissions {
+		v.add("agent.permission_mode", "%s skips every permission check: it needs dangerously_skip_permissions: true as well", BypassPermissions)
+	}
 	v.nonEmptyItems("agent.allowed_tools", a.AllowedTools)
 	v.nonEmptyItems("agent.disallowed_tools", a.DisallowedTools)
 	v.nonNegative("agent.max_turns", int64(a.MaxTurns))
@@ -88,6 +94,9 @@ func (c *Config) Validate() error {
 		v.add("serve.max_concurrent_runs", "must be at least 1, got %d", s.MaxConcurrentRuns)
 	}
 	v.oneOf("serve.catch_up", s.CatchUp, CatchUpModes)
+	if s.MinScheduleInterval < 0 {
+		v.add("serve.min_schedule_interval", "must not be negative")
+	}
 
 	return errors.Join(v.errs...)
 }
@@ -118,8 +127,11 @@ func (v *validator) github(g GitHub) {
 	}
 	v.url(p+"base_url", g.BaseURL, "http", "https")
 	v.nonNegative(p+"issue", int64(g.Issue))
-	if g.PollInterval <= 0 {
+	if floor := pollFloor(g.BaseURL); g.PollInterval <= 0 {
 		v.add(p+"poll_interval", "must be above zero, got %s", g.PollInterval)
+	} else if g.PollInterval < floor {
+		v.add(p+"poll_interval", "must be at least %s, got %s (the floor is %s, %s for a base_url on this machine)",
+			floor, g.PollInterval, MinPollInterval, MinLocalPollInterval)
 	}
 	v.nonEmptyItems(p+"labels", g.Labels)
 	v.nonEmptyItems(p+"allow", g.Allow)
@@ -258,6 +270,30 @@ func (v *validator) url(key, raw string, schemes ...string) {
 		// The value is not shown: a URL may carry credentials.
 		v.add(key, "want an absolute %s URL", strings.Join(schemes, " or "))
 	}
+}
+
+// pollFloor is the shortest poll interval allowed against baseURL.
+func pollFloor(baseURL string) Duration {
+	if u, err := url.Parse(baseURL); err == nil && isLoopback(u.Hostname()) {
+		return MinLocalPollInterval
+	}
+	return MinPollInterval
+}
+
+// isLoopback reports whether host is "localhost" or a loopback IP.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// IsLoopbackListen reports whether a serve.listen address only accepts
+// connections from this machine ("" and 0.0.0.0 listen on every interface).
+func IsLoopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && isLoopback(host)
 }
 
 func snowflake(s string) bool {
