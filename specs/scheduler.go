@@ -114,10 +114,10 @@ func NewScheduler(specs []Spec, run func(ctx context.Context, s Spec) error, opt
 	switch opts.CatchUp {
 	case "", CatchUpSkip, CatchUpOnce:
 	default:
-		errs = append(errs, Error{Key: "serve.catch_up", Msg: fmt.Sprintf("unknown policy %q (known: %s, %s)", opts.CatchUp, CatchUpSkip, CatchUpOnce)})
+		errs = append(errs, problem("", 0, "serve.catch_up", fmt.Sprintf("unknown policy %q (known: %s, %s)", opts.CatchUp, CatchUpSkip, CatchUpOnce)))
 	}
 	if opts.MaxConcurrent < 0 {
-		errs = append(errs, Error{Key: "serve.max_concurrent_runs", Msg: fmt.Sprintf("must not be negative, not %d", opts.MaxConcurrent)})
+		errs = append(errs, problem("", 0, "serve.max_concurrent_runs", fmt.Sprintf("must not be negative, not %d", opts.MaxConcurrent)))
 	}
 	s := &Scheduler{
 		run:    run,
@@ -148,7 +148,7 @@ func NewScheduler(specs []Spec, run func(ctx context.Context, s Spec) error, opt
 	)
 	for _, sp := range specs {
 		if _, dup := s.jobs[sp.Name]; dup {
-			errs = append(errs, Error{File: sp.Path, Key: "name", Msg: fmt.Sprintf("spec name %q is used twice", sp.Name)})
+			errs = append(errs, problem(sp.Path, sp.Line("name"), "name", fmt.Sprintf("spec name %q is used twice", sp.Name)))
 			continue
 		}
 		j := &job{spec: sp}
@@ -160,7 +160,7 @@ func NewScheduler(specs []Spec, run func(ctx context.Context, s Spec) error, opt
 		if sp.Schedule != "" {
 			sched, err := ParseSchedule(sp.Schedule)
 			if err != nil {
-				errs = append(errs, Error{File: sp.Path, Key: "schedule", Msg: err.Error()})
+				errs = append(errs, problem(sp.Path, sp.Line("schedule"), "schedule", err.Error()))
 				continue
 			}
 			j.sched = sched

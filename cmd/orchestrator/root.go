@@ -30,6 +30,9 @@ and resumes the session with their answer.
 Configuration: --config FILE, else $ORCHESTRATOR_CONFIG, else ./orchestrator.yaml
 when it exists, else the defaults. config.example.yaml documents every key.
 
+Surfaces, where questions are asked (turned on under surfaces.NAME; a spec's
+surfaces key or --surface picks among them):
+` + surfacesHelp() + `
 Exit codes: 0 done, 1 failed, 2 usage or configuration error,
 3 waiting on a question, 130 cancelled.`,
 		SilenceUsage:  true,

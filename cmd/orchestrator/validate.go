@@ -89,14 +89,13 @@ func (m *Main) runValidate() error {
 // checkSpecsAgainst checks what a spec needs from the configuration: the
 // surfaces it asks on are enabled, escalation has reminders to follow.
 func checkSpecsAgainst(cfg config.Config, list []specs.Spec) []error {
-	enabled := map[string]bool{
-		specs.SurfaceTerminal: cfg.Surfaces.Terminal.Enabled,
-		specs.SurfaceGitHub:   cfg.Surfaces.GitHub.Enabled,
-		specs.SurfaceDiscord:  cfg.Surfaces.Discord.Enabled,
+	enabled := map[string]bool{}
+	for _, name := range enabledSurfaces(cfg) {
+		enabled[name] = true
 	}
 	var problems []error
 	bad := func(sp specs.Spec, key, format string, args ...any) {
-		problems = append(problems, specs.Error{File: sp.Path, Key: key, Msg: fmt.Sprintf(format, args...)})
+		problems = append(problems, &specs.Error{File: sp.Path, Line: sp.Line(key), Key: key, Err: fmt.Errorf(format, args...)})
 	}
 	for _, sp := range list {
 		problems = append(problems, specRefusals(cfg, sp)...)
@@ -105,11 +104,7 @@ func checkSpecsAgainst(cfg config.Config, list []specs.Spec) []error {
 			names = append(names, s.Name)
 		}
 		if len(sp.Surfaces) == 0 {
-			for _, n := range []string{specs.SurfaceTerminal, specs.SurfaceGitHub, specs.SurfaceDiscord} {
-				if enabled[n] {
-					names = append(names, n)
-				}
-			}
+			names = enabledSurfaces(cfg)
 			if len(names) == 0 {
 				bad(sp, "surfaces", "names no surface and none is enabled in the configuration: nobody could answer its questions")
 			}
@@ -152,6 +147,6 @@ func bypassRefusal(cfg config.Config, sp specs.Spec) error {
 	if sp.Agent.PermissionMode != config.BypassPermissions || cfg.Agent.DangerouslySkipPermissions {
 		return nil
 	}
-	return specs.Error{File: sp.Path, Line: sp.Line("permission_mode"), Key: "permission_mode",
-		Msg: config.BypassPermissions + " skips every permission check: it needs agent.dangerously_skip_permissions: true in the configuration"}
+	return &specs.Error{File: sp.Path, Line: sp.Line("permission_mode"), Key: "permission_mode",
+		Err: errors.New(config.BypassPermissions + " skips every permission check: it needs agent.dangerously_skip_permissions: true in the configuration")}
 }

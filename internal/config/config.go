@@ -112,7 +112,10 @@ type Run struct {
 	AnswerMaxBytes ByteSize `yaml:"answer_max_bytes"`
 }
 
-// Surfaces configures where questions are asked.
+// Surfaces configures where questions are asked: one field per surface,
+// its yaml key the surface's name and its type a SurfaceConfig. A new
+// surface is a field here, its block type (with Check), a package under
+// surfaces/ and a row of cmd/orchestrator's surfaceKinds.
 type Surfaces struct {
 	Terminal Terminal `yaml:"terminal"`
 	GitHub   GitHub   `yaml:"github"`
@@ -135,11 +138,11 @@ type GitHub struct {
 	Token string    `yaml:"token"`
 	App   GitHubApp `yaml:"app"`
 	// Repo is "owner/name".
-	Repo string `yaml:"repo"`
+	Repo string `yaml:"repo" spec:"override"`
 	// Issue is the issue to ask in; 0 opens one issue per run.
-	Issue int `yaml:"issue"`
+	Issue int `yaml:"issue" spec:"override"`
 	// Labels are put on the issues the orchestrator opens.
-	Labels []string `yaml:"labels"`
+	Labels []string `yaml:"labels" spec:"override"`
 	// PollInterval is how often comments are polled. Default: 15s; at
 	// least MinPollInterval (MinLocalPollInterval for a base_url on this
 	// machine, such as a test server).
@@ -177,9 +180,9 @@ type Discord struct {
 	// Token is the bot token.
 	Token string `yaml:"token"`
 	// ChannelID is where questions are posted.
-	ChannelID string `yaml:"channel_id"`
+	ChannelID string `yaml:"channel_id" spec:"override"`
 	// ThreadPerRun opens a thread for each run. Default: true.
-	ThreadPerRun bool `yaml:"thread_per_run"`
+	ThreadPerRun bool `yaml:"thread_per_run" spec:"override"`
 	// AllowUsers and AllowRoles are the user and role IDs that may answer;
 	// at least one of them must be set.
 	AllowUsers []string `yaml:"allow_users"`

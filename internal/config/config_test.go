@@ -10,6 +10,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/orchestrator-dev/orchestrator/internal/yamlfile"
 )
 
 const examplePath = "../../config.example.yaml"
@@ -77,6 +81,11 @@ func TestExample(t *testing.T) {
 		t.Errorf("tokens not expanded: %q %q", cfg.Surfaces.GitHub.Token, cfg.Surfaces.Discord.Token)
 	}
 }
+
+var (
+	yamlFields      = yamlfile.Fields
+	unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+)
 
 // yamlKeys lists the dotted yaml keys of the struct tree of t.
 func yamlKeys(t reflect.Type, prefix string) []string {

@@ -71,11 +71,11 @@ func (c *Config) Validate() error {
 		v.add("run.answer_max_bytes", "must be at least 1, got %d", r.AnswerMaxBytes)
 	}
 
-	if g := c.Surfaces.GitHub; g.Enabled {
-		v.github(g)
-	}
-	if d := c.Surfaces.Discord; d.Enabled {
-		v.discord(d)
+	for _, name := range SurfaceNames() {
+		if sc := c.Surfaces.Surface(name); sc.On() {
+			prefix := "surfaces." + name + "."
+			sc.Check(&Checker{add: func(key, msg string) { v.add(prefix+key, "%s", msg) }})
+		}
 	}
 
 	if strings.TrimSpace(c.Specs.Dir) == "" {
@@ -99,76 +99,6 @@ func (c *Config) Validate() error {
 	}
 
 	return errors.Join(v.errs...)
-}
-
-func (v *validator) github(g GitHub) {
-	const p = "surfaces.github."
-	owner, name, ok := strings.Cut(g.Repo, "/")
-	if g.Repo == "" {
-		v.add(p+"repo", "required when the GitHub surface is enabled")
-	} else if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
-		v.add(p+"repo", `want "owner/name", got %q`, g.Repo)
-	}
-	switch {
-	case g.Token == "" && !g.App.Configured():
-		v.add(p+"token", "set token or app (one of them) when the GitHub surface is enabled")
-	case g.Token != "" && g.App.Configured():
-		v.add(p+"app", "set token or app, not both")
-	case g.App.Configured():
-		if g.App.ID <= 0 {
-			v.add(p+"app.id", "required (a positive number) when app is used")
-		}
-		if g.App.InstallationID <= 0 {
-			v.add(p+"app.installation_id", "required (a positive number) when app is used")
-		}
-		if g.App.PrivateKeyFile == "" {
-			v.add(p+"app.private_key_file", "required when app is used")
-		}
-	}
-	v.url(p+"base_url", g.BaseURL, "http", "https")
-	v.nonNegative(p+"issue", int64(g.Issue))
-	if floor := pollFloor(g.BaseURL); g.PollInterval <= 0 {
-		v.add(p+"poll_interval", "must be above zero, got %s", g.PollInterval)
-	} else if g.PollInterval < floor {
-		v.add(p+"poll_interval", "must be at least %s, got %s (the floor is %s, %s for a base_url on this machine)",
-			floor, g.PollInterval, MinPollInterval, MinLocalPollInterval)
-	}
-	v.nonEmptyItems(p+"labels", g.Labels)
-	v.nonEmptyItems(p+"allow", g.Allow)
-	if g.AllowOnly && len(g.Allow) == 0 {
-		v.add(p+"allow", "empty while allow_only is true: nobody could answer")
-	}
-}
-
-func (v *validator) discord(d Discord) {
-	const p = "surfaces.discord."
-	if d.Token == "" {
-		v.add(p+"token", "required when the Discord surface is enabled")
-	}
-	if d.ChannelID == "" {
-		v.add(p+"channel_id", "required when the Discord surface is enabled")
-	} else if !snowflake(d.ChannelID) {
-		v.add(p+"channel_id", "want a numeric Discord ID")
-	}
-	if len(d.AllowUsers) == 0 && len(d.AllowRoles) == 0 {
-		v.add(p+"allow_users", "allow_users and allow_roles are both empty: nobody could answer")
-	}
-	for i, id := range d.AllowUsers {
-		if !snowflake(id) {
-			v.add(fmt.Sprintf("%sallow_users[%d]", p, i), "want a numeric Discord user ID, got %q", id)
-		}
-	}
-	for i, id := range d.AllowRoles {
-		if !snowflake(id) {
-			v.add(fmt.Sprintf("%sallow_roles[%d]", p, i), "want a numeric Discord role ID, got %q", id)
-		}
-	}
-	if d.APIURL != "" {
-		v.url(p+"api_url", d.APIURL, "http", "https")
-	}
-	if d.GatewayURL != "" {
-		v.url(p+"gateway_url", d.GatewayURL, "ws", "wss")
-	}
 }
 
 func (v *validator) mcpServer(key, name string, server any) {
@@ -261,14 +191,6 @@ func (v *validator) nonEmptyItems(key string, items []string) {
 		if strings.TrimSpace(s) == "" {
 			v.add(fmt.Sprintf("%s[%d]", key, i), "must not be empty")
 		}
-	}
-}
-
-func (v *validator) url(key, raw string, schemes ...string) {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || !slices.Contains(schemes, u.Scheme) {
-		// The value is not shown: a URL may carry credentials.
-		v.add(key, "want an absolute %s URL", strings.Join(schemes, " or "))
 	}
 }
 
