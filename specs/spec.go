@@ -91,12 +91,6 @@ const (
 	OnTimeoutSkip    = "skip"
 )
 
-// PermissionModes returns the values permission_mode accepts: those of the
-// Claude Code CLI's --permission-mode (2.1.330), and "default".
-func PermissionModes() []string {
-	return []string{"acceptEdits", "auto", "bypassPermissions", "default", "dontAsk", "manual", "plan"}
-}
-
 // Spec is one parsed spec file. Zero values mean "not set in the file": the
 // run loop uses the config's value for them.
 type Spec struct {
@@ -439,8 +433,8 @@ func (d *decoder) spec(s *Spec, root *yaml.Node) {
 			s.Agent.MCPConfig = d.path(v, key)
 		case "permission_mode":
 			if mode, ok := d.str(v, key); ok {
-				if !slices.Contains(PermissionModes(), mode) {
-					d.addf(v, key, "unknown permission mode %q (known: %s)", mode, strings.Join(PermissionModes(), ", "))
+				if !slices.Contains(config.PermissionModes, mode) {
+					d.addf(v, key, "unknown permission mode %q (known: %s)", mode, strings.Join(config.PermissionModes, ", "))
 				} else {
 					s.Agent.PermissionMode = mode
 				}

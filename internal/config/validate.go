@@ -12,9 +12,11 @@ import (
 
 // Allowed values of the keys that take one of a few words.
 var (
-	LogLevels       = []string{"debug", "info", "warn", "error"}
-	LogFormats      = []string{"text", "json"}
-	Harnesses       = []string{"claude", "claw"}
+	LogLevels  = []string{"debug", "info", "warn", "error"}
+	LogFormats = []string{"text", "json"}
+	Harnesses  = []string{"claude", "claw"}
+	// PermissionModes are those of the Claude Code CLI's --permission-mode
+	// (2.1.330), and "default"; a spec's permission_mode takes the same.
 	PermissionModes = []string{"default", "acceptEdits", "auto", "bypassPermissions", "dontAsk", "manual", "plan"}
 	CatchUpModes    = []string{"skip", "once"}
 )
