@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,6 +62,17 @@ func (d *Decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		n = n.Alias
 	}
 	t := v.Type()
+	if t.Kind() == reflect.Pointer {
+		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+			v.SetZero()
+			return
+		}
+		if v.IsNil() {
+			v.Set(reflect.New(t.Elem()))
+		}
+		d.decode(n, v.Elem(), path)
+		return
+	}
 	if t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(unmarshalerType) {
 		d.decodeLeaf(n, v, path)
 		return
@@ -100,50 +110,80 @@ func (d *Decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
-var typeErrorLine = regexp.MustCompile(`^line (\d+): `)
-
-var typeErrorText = regexp.MustCompile("^(?:line \\d+: )?cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
-
+// decodeLeaf decodes a value that is not a struct of keys: lists and
+// mappings element by element (so that each problem has its element's line
+// and key), scalars and yaml.Unmarshalers through yaml.v3.
 func (d *Decoder) decodeLeaf(n *yaml.Node, v reflect.Value, path string) {
-	if v.Kind() == reflect.Bool && n.Kind == yaml.ScalarNode && n.ShortTag() != "!!bool" && n.ShortTag() != "!!null" {
+	t := v.Type()
+	custom := reflect.PointerTo(t).Implements(unmarshalerType)
+	isNull := n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+	switch {
+	case custom, isNull, t.Kind() == reflect.Interface:
+	case t.Kind() == reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			d.mismatch(n, "a list", path)
+			return
+		}
+		out := reflect.MakeSlice(t, len(n.Content), len(n.Content))
+		for i, item := range n.Content {
+			d.decode(item, out.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		}
+		v.Set(out)
+		return
+	case t.Kind() == reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			d.mismatch(n, "a mapping", path)
+			return
+		}
+		out := reflect.MakeMapWithSize(t, len(n.Content)/2)
+		seen := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if first, dup := seen[n.Content[i].Value]; dup {
+				d.Errorf(n.Content[i].Line, JoinKey(path, n.Content[i].Value), "duplicate key (first set on line %d)", first+d.Offset)
+				continue
+			}
+			seen[n.Content[i].Value] = n.Content[i].Line
+			k := reflect.New(t.Key()).Elem()
+			d.decodeLeaf(n.Content[i], k, path)
+			e := reflect.New(t.Elem()).Elem()
+			d.decode(n.Content[i+1], e, JoinKey(path, n.Content[i].Value))
+			out.SetMapIndex(k, e)
+		}
+		v.Set(out)
+		return
+	case t.Kind() == reflect.Bool && n.Kind == yaml.ScalarNode && n.ShortTag() != "!!bool":
 		// yaml.v3 takes yes, no, on and off as booleans here; they are
 		// strings everywhere else in YAML 1.2, so they are refused.
-		d.Errorf(n.Line, path, "want true or false, found %s", d.found(n, yamlKindName(strings.TrimPrefix(n.ShortTag(), "!!")), n.Value))
+		d.mismatch(n, kindWanted(t), path)
+		return
+	case n.Kind != yaml.ScalarNode:
+		d.mismatch(n, kindWanted(t), path)
 		return
 	}
-	p := reflect.New(v.Type())
+	p := reflect.New(t)
 	p.Elem().Set(v)
 	if err := n.Decode(p.Interface()); err != nil {
 		var te *yaml.TypeError
-		if !errors.As(err, &te) {
+		if errors.As(err, &te) {
+			d.mismatch(n, kindWanted(t), path)
+		} else {
 			d.Errorf(n.Line, path, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
-			return
-		}
-		for _, msg := range te.Errors {
-			line := n.Line
-			if m := typeErrorLine.FindStringSubmatch(msg); m != nil {
-				line, _ = strconv.Atoi(m[1])
-			}
-			if m := typeErrorText.FindStringSubmatch(msg); m != nil {
-				msg = fmt.Sprintf("want %s, found %s", goKindName(m[3]), d.found(n, yamlKindName(m[1]), m[2]))
-				if goKindName(m[3]) == "an integer" {
-					msg += " (a whole number)"
-				}
-			}
-			d.Errorf(line, path, "%s", msg)
 		}
 		return
 	}
 	v.Set(p.Elem())
 }
 
-// found describes a value of the given kind, with its text unless hidden.
-func (d *Decoder) found(n *yaml.Node, kind, text string) string {
-	s := "a " + kind
-	if text != "" && !d.Hidden[n] {
-		s += " " + strconv.Quote(text)
+// mismatch reports a value of the wrong kind.
+func (d *Decoder) mismatch(n *yaml.Node, want, path string) {
+	msg := "want " + want + ", found " + Describe(n)
+	if n.Kind == yaml.ScalarNode && n.Value != "" && !d.Hidden[n] {
+		msg += " " + strconv.Quote(n.Value)
 	}
-	return s
+	if want == "an integer" {
+		msg += " (a whole number)"
+	}
+	d.Errorf(n.Line, path, "%s", msg)
 }
 
 // Fields maps the yaml keys of struct type t to field indexes.
@@ -232,20 +272,22 @@ func yamlKindName(tag string) string {
 	return tag
 }
 
-func goKindName(goType string) string {
-	switch {
-	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+// kindWanted names what a value of type t is written as.
+func kindWanted(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		return "an integer"
-	case strings.HasPrefix(goType, "float"):
+	case reflect.Float32, reflect.Float64:
 		return "a number"
-	case goType == "bool":
+	case reflect.Bool:
 		return "true or false"
-	case goType == "string":
+	case reflect.String:
 		return "a string"
-	case strings.HasPrefix(goType, "[]"):
+	case reflect.Slice:
 		return "a list"
-	case strings.HasPrefix(goType, "map["):
+	case reflect.Map:
 		return "a mapping"
 	}
-	return goType
+	return t.String()
 }
