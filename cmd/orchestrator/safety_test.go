@@ -122,3 +122,24 @@ func TestServeWarnsPublicListen(t *testing.T) {
 		t.Errorf("stderr lacks %q:\n%s", want, tm.stderr.String())
 	}
 }
+
+// TestValidateChecksSpecsWhenConfigHasErrors: a problem at a key of the
+// configuration does not hide the specs' problems.
+func TestValidateChecksSpecsWhenConfigHasErrors(t *testing.T) {
+	t.Parallel()
+	tm := newTestMain(t)
+	tm.write(t, DefaultConfigFile, "agent:\n  modle: x\n")
+	tm.write(t, "specs/s.md", "---\nschedul: '@daily'\n---\nT\n")
+	if code := tm.exec("validate"); code != exitUsage {
+		t.Fatalf("exit %d, want %d", code, exitUsage)
+	}
+	for _, want := range []string{
+		`orchestrator.yaml:2: agent.modle: unknown key (did you mean "model"?)`,
+		`s.md:2: schedul: unknown key (did you mean "schedule"?)`,
+		"orchestrator: 2 problems found",
+	} {
+		if !strings.Contains(tm.stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, tm.stderr.String())
+		}
+	}
+}

@@ -28,6 +28,10 @@ there is any.`,
 func (m *Main) runValidate() error {
 	var problems []error
 	cfg, path, readErr := m.readConfig()
+	// After a problem at a key of the file, the values are not checked
+	// (they may be the defaults the problem left), but the rest of the
+	// configuration is usable to find and read the specs.
+	usable := readErr == nil || allConfigErrors(config.Errors(readErr))
 	err := readErr
 	if err == nil {
 		err = cfg.Validate()
@@ -41,9 +45,7 @@ func (m *Main) runValidate() error {
 		fmt.Fprintf(m.Stdout, "config %s: ok\n", name)
 	}
 
-	// The specs can be read when the configuration could be, even if it
-	// has other problems.
-	if readErr == nil && cfg.Specs.Dir != "" {
+	if usable && cfg.Specs.Dir != "" {
 		list, err := specs.LoadDir(cfg.Specs.Dir)
 		switch {
 		case errors.Is(err, fs.ErrNotExist) && cfg.Line("specs.dir") == 0:
