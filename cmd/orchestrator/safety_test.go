@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -141,5 +142,32 @@ func TestValidateChecksSpecsWhenConfigHasErrors(t *testing.T) {
 		if !strings.Contains(tm.stderr.String(), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, tm.stderr.String())
 		}
+	}
+}
+
+// TestValidateSpecWithMissingWorkdir: validate, given spec files, checks
+// the files a spec names, with file and line.
+func TestValidateSpecWithMissingWorkdir(t *testing.T) {
+	t.Parallel()
+	tm := newTestMain(t)
+	tm.write(t, "a.md", "---\nname: a\nworkdir: nowhere\nmcp_config: mcp.json\n---\nT\n")
+	tm.write(t, "mcp.json", "{not json")
+	tm.write(t, "b.md", "---\nname: b\nworkdir: a.md\n---\nT\n")
+	if code := tm.exec("validate", "a.md", "b.md"); code != exitUsage {
+		t.Fatalf("exit %d, want %d; stderr %s", code, exitUsage, tm.stderr.String())
+	}
+	for _, want := range []string{
+		"a.md:3: workdir: " + filepath.Join(tm.Dir, "nowhere") + ": no such file or directory",
+		"a.md:4: mcp_config: " + filepath.Join(tm.Dir, "mcp.json") + " is not a JSON document",
+		"b.md:3: workdir: " + filepath.Join(tm.Dir, "a.md") + " is not a directory",
+	} {
+		if !strings.Contains(tm.stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, tm.stderr.String())
+		}
+	}
+	tm.write(t, "c.md", "---\nname: c\nworkdir: .\n---\nT\n")
+	tm.stdout.Reset()
+	if code := tm.exec("validate", "c.md"); code != 0 || !strings.Contains(tm.stdout.String(), "specs c.md: 1 ok (c)") {
+		t.Fatalf("exit %d, stdout %s, stderr %s", code, tm.stdout.String(), tm.stderr.String())
 	}
 }
