@@ -801,3 +801,43 @@ func TestServeScheduleFloor(t *testing.T) {
 		t.Error("IsLoopbackListen")
 	}
 }
+
+// TestDecodeOverride: a spec's override of a surface decodes into the
+// surface's own block type, with the configuration's checks, refuses the
+// keys a spec may not set, and applies over the configuration's block.
+func TestDecodeOverride(t *testing.T) {
+	t.Parallel()
+	decode := func(in string) (Override, bool, yamlfile.Errors) {
+		var doc yaml.Node
+		if err := yaml.Unmarshal([]byte(in), &doc); err != nil {
+			t.Fatal(err)
+		}
+		d := &yamlfile.Decoder{File: "s.md", Offset: 1}
+		o, ok := DecodeOverride(d, "github", doc.Content[0], "surfaces[0].github")
+		return o, ok, d.Errs
+	}
+	o, ok, errs := decode("issue: 42\nlabels: [deps]\n")
+	if !ok || len(errs) != 0 {
+		t.Fatalf("ok %v, errors %v", ok, errs)
+	}
+	block := GitHub{Enabled: true, Repo: "acme/app", Token: "t", Labels: []string{"x"}, Allow: []string{"alice"}}
+	o.Apply(&block)
+	if block.Repo != "acme/app" || block.Issue != 42 || !slices.Equal(block.Labels, []string{"deps"}) || block.Token != "t" || block.Allow[0] != "alice" {
+		t.Errorf("applied: %+v", block)
+	}
+
+	_, ok, errs = decode("token: ${X}\nrepo: nope\nbase_url: http://x\n")
+	got := fmt.Sprint(errs)
+	for _, want := range []string{
+		"s.md:2: surfaces[0].github.token: cannot be set in a spec (a spec may set repo, issue, labels)",
+		`s.md:3: surfaces[0].github.repo: want "owner/name", got "nope"`,
+		"s.md:4: surfaces[0].github.base_url: cannot be set in a spec",
+	} {
+		if ok || !strings.Contains(got, want) {
+			t.Errorf("ok %v, errors %s\nwant %q", ok, got, want)
+		}
+	}
+	if keys := OverrideKeys("terminal"); len(keys) != 0 {
+		t.Errorf("terminal override keys %v", keys)
+	}
+}
