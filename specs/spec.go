@@ -70,8 +70,10 @@ package specs
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -118,6 +120,8 @@ type Spec struct {
 	// Body is the task given to the model: the markdown after the
 	// frontmatter, without leading and trailing blank space.
 	Body string
+	// Sections are the keys decoded into structs (see Sections).
+	Sections Sections
 
 	// lines maps a top-level key set in the file to its line, for errors
 	// found after parsing (a duplicate name, a check against the config).
@@ -391,7 +395,10 @@ func (d *decoder) spec(s *Spec, root *yaml.Node) {
 		return
 	}
 	var surfacesNode, escalateNode, remindNode *yaml.Node
-	for _, kv := range d.pairs(root, "", specKeys) {
+	sections := reflect.ValueOf(&s.Sections).Elem()
+	sectionFields := yamlfile.Fields(sections.Type())
+	known := slices.Concat(specKeys, slices.Collect(maps.Keys(sectionFields)))
+	for _, kv := range d.pairs(root, "", known) {
 		k, v := kv[0], kv[1]
 		key := k.Value
 		if isNull(v) {
@@ -462,6 +469,8 @@ func (d *decoder) spec(s *Spec, root *yaml.Node) {
 			}
 		case "on_timeout":
 			s.OnTimeout = d.onTimeout(v, key)
+		default:
+			d.Decode(v, sections.Field(sectionFields[key]).Addr().Interface(), key)
 		}
 	}
 	if s.Escalation != nil && escalateNode != nil && surfacesNode != nil {
