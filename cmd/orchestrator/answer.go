@@ -27,7 +27,8 @@ with one line per question ("1: 2").
 
 The first answer wins: if another surface answered first, answer says so. A
 process waiting on the question (run, resume, serve) resumes the session.`,
-		Args: cobra.MinimumNArgs(2),
+		Annotations: noSurfacesAnnotation(),
+		Args:        cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return m.runAnswer(cmd.Context(), args[0], strings.Join(args[1:], " "))
 		},

@@ -15,7 +15,8 @@ func (m *Main) newCancelCmd() *cobra.Command {
 cancelled and its pending questions expire, so no answer resumes it any more.
 A process waiting on one of its questions (run, resume, serve) stops waiting;
 a turn already running finishes first. RUN may be a unique prefix.`,
-		Args: cobra.ExactArgs(1),
+		Annotations: noSurfacesAnnotation(),
+		Args:        cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return m.runCancel(cmd.Context(), args[0])
 		},

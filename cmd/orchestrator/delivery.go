@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/internal/config"
 	"github.com/orchestrator-dev/orchestrator/internal/delivery"
 	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
@@ -46,8 +47,8 @@ func (m *Main) deliveryOptions(sp *specs.Spec, o runOptions) (delivery.Options, 
 			opts.Repo = s.Repo
 		} else {
 			for _, ref := range sp.Surfaces {
-				if ref.GitHub != nil && ref.GitHub.Repo != "" {
-					opts.Repo = ref.GitHub.Repo
+				if g, ok := ref.Override.Value.(*config.GitHub); ok && g.Repo != "" {
+					opts.Repo = g.Repo
 				}
 			}
 		}
@@ -105,7 +106,7 @@ func (m *Main) deliverer(st *store.Store, ss *surfaceSet) (*delivery.Deliverer, 
 // it asks on GitHub.
 func (m *Main) runIssue(ctx context.Context, st *store.Store, ss *surfaceSet, runID string) (int, error) {
 	run, err := st.Run(ctx, runID)
-	if err != nil || !slices.Contains(run.Surfaces, specs.SurfaceGitHub) {
+	if err != nil || !slices.Contains(run.Surfaces, "github") {
 		return 0, err
 	}
 	sp, _ := m.specOf(run)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/orchestrator-dev/orchestrator/internal/config"
@@ -219,8 +220,9 @@ func (m *Main) readConfig() (config.Config, string, error) {
 	var cfg config.Config
 	if path == "" {
 		cfg = config.DefaultEnv(m.LookupEnv)
-	} else if cfg, err = config.LoadEnv(path, m.LookupEnv); err != nil {
-		return cfg, path, err
+	} else {
+		// On a problem at some key, cfg holds the rest: see loadConfig.
+		cfg, err = config.LoadEnv(path, m.LookupEnv)
 	}
 	if cfg.Line("specs.dir") == 0 {
 		cfg.Specs.Dir = m.path(cfg.Specs.Dir)
@@ -231,22 +233,46 @@ func (m *Main) readConfig() (config.Config, string, error) {
 	if m.logLevelFlag != "" {
 		cfg.Log.Level = m.logLevelFlag
 	}
-	return cfg, path, nil
+	return cfg, path, err
 }
 
 // loadConfig reads and validates the configuration and sets Config,
 // ConfigFile and Logger. Every problem is in the error, one per line.
-func (m *Main) loadConfig() error {
+// Without withSurfaces, problems under surfaces.* are left out: the command
+// builds no surface.
+func (m *Main) loadConfig(withSurfaces bool) error {
 	cfg, path, err := m.readConfig()
-	if err == nil {
-		err = cfg.Validate()
+	errs := config.Errors(err)
+	if err == nil || (!withSurfaces && allConfigErrors(errs)) {
+		errs = append(errs, config.Errors(cfg.Validate())...)
 	}
-	if err != nil {
+	if !withSurfaces {
+		errs = slices.DeleteFunc(errs, isSurfaceProblem)
+	}
+	if err = errors.Join(errs...); err != nil {
 		return configError(problemsError("invalid configuration", err))
 	}
 	m.Config, m.ConfigFile = cfg, path
 	m.Logger = newLogger(m.Stderr, cfg.Log)
 	return nil
+}
+
+// allConfigErrors reports whether every error is a problem at a key of
+// the file, after which the rest of the configuration is usable.
+func allConfigErrors(errs []error) bool {
+	for _, e := range errs {
+		var ce *config.Error
+		if !errors.As(e, &ce) || ce.Key == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// isSurfaceProblem reports whether e is a problem of a key under surfaces.
+func isSurfaceProblem(e error) bool {
+	var ce *config.Error
+	return errors.As(e, &ce) && strings.HasPrefix(ce.Key, "surfaces.")
 }
 
 // problemsError formats the problems joined in err under title, one per

@@ -304,3 +304,23 @@ func (p *progress) interrupted(run store.Run) {
 	}
 	p.line("■ run %s interrupted (%s); continue it with 'orchestrator resume %s'", run.ID, run.Status, run.ID)
 }
+
+// since formats a duration for people.
+func since(d time.Duration) string {
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(100 * time.Millisecond).String()
+}
+
+// foreground quiets the log of commands that show their own progress (run,
+// resume, rehearse): unless the level was chosen (--log-level or
+// log.level), only warnings and errors are logged beside the progress.
+func (m *Main) foreground() {
+	if m.logLevelFlag != "" || m.Config.Line("log.level") != 0 {
+		return
+	}
+	lc := m.Config.Log
+	lc.Level = "warn"
+	m.Logger = newLogger(m.Stderr, lc)
+}

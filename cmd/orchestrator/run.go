@@ -46,7 +46,7 @@ run exits 3 and the question stays pending: answer it with
 		},
 	}
 	cmd.Flags().StringVar(&f.prompt, "prompt", "", "the task, instead of a spec file")
-	cmd.Flags().StringSliceVar(&f.surfaces, "surface", nil, "where to ask questions: terminal, github, discord (repeatable)")
+	cmd.Flags().StringSliceVar(&f.surfaces, "surface", nil, "where to ask questions: "+surfaceNames("or")+" (repeatable)")
 	cmd.Flags().StringVar(&f.workdir, "workdir", "", "the agent's working directory (default: the spec's, else agent.workdir, else here)")
 	cmd.Flags().BoolVar(&f.git, "git", false, "deliver the run's work through git: its own worktree and branch, a commit, a push and a pull request as configured (git:)")
 	cmd.Flags().BoolVar(&f.json, "json", false, "print progress as NDJSON events on stdout, see docs/json.md (questions go to stderr)")
@@ -69,6 +69,9 @@ func (m *Main) newRunFrom(specPath string, f runFlags) (runner.NewRun, error) {
 		}
 		sp, err := specs.Load(abs)
 		if err != nil {
+			return n, configError(err)
+		}
+		if err := bypassRefusal(m.Config, sp); err != nil {
 			return n, configError(err)
 		}
 		opts.SpecPath = abs
@@ -103,8 +106,8 @@ func (m *Main) newRunFrom(specPath string, f runFlags) (runner.NewRun, error) {
 		n.Surfaces = m.defaultSurfaces()
 	}
 	for _, s := range n.Surfaces {
-		if !isKnownSurface(s) {
-			return n, usageError(fmt.Errorf("unknown surface %q (want terminal, github or discord)", s))
+		if _, ok := surfaceKindOf(s); !ok {
+			return n, usageError(fmt.Errorf("unknown surface %q (want %s)", s, surfaceNames("or")))
 		}
 	}
 	b, err := json.Marshal(opts)
@@ -113,15 +116,6 @@ func (m *Main) newRunFrom(specPath string, f runFlags) (runner.NewRun, error) {
 	}
 	n.Options = b
 	return n, nil
-}
-
-func isKnownSurface(name string) bool {
-	for _, k := range specs.KnownSurfaces() {
-		if k == name {
-			return true
-		}
-	}
-	return false
 }
 
 func (m *Main) runRun(ctx context.Context, specPath string, f runFlags) error {

@@ -22,7 +22,8 @@ func (m *Main) newStatusCmd() *cobra.Command {
 		Long: `status lists the active runs (running, waiting, interrupted) — every run with
 --all — the questions waiting for an answer with their IDs and surfaces, and
 the next run times of the scheduled specs in specs.dir.`,
-		Args: cobra.NoArgs,
+		Annotations: noSurfacesAnnotation(),
+		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return m.runStatus(cmd.Context(), asJSON, all)
 		},
