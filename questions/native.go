@@ -88,6 +88,14 @@ func ApprovalSet(runID string, turn int, call ToolCall) Set {
 		},
 		FreeText: true,
 	}
+	if call.Description == "" {
+		// The model's own description of a Bash call is in its input.
+		var in struct {
+			Description string `json:"description"`
+		}
+		_ = json.Unmarshal(call.Input, &in)
+		call.Description = in.Description
+	}
 	s := NewToolSet(runID, turn, KindApproval, call, []Question{q})
 	s.Context = ApprovalDetail(call)
 	return s

@@ -88,11 +88,11 @@ func (m *Main) hookVerdict(ctx context.Context, stateDir, runID string) (approva
 	return approvals.Hook(ctx, st, runID, in)
 }
 
-// HookSettings is the --settings JSON that installs the orchestrator's hook
-// for run: exe hook --state DIR --run RUN, for every tool, with a timeout
-// (seconds) longer than the hold.
-func HookSettings(exe, stateDir, runID string, holdSeconds int) string {
-	cmd := shQuote(exe) + " hook --state " + shQuote(stateDir) + " --run " + shQuote(runID)
+// hookSettings is the --settings JSON that installs the orchestrator's hook
+// for run: PREFIX hook --state DIR --run RUN (prefix: the quoted program),
+// for every tool, with a timeout (seconds) longer than the hold.
+func hookSettings(prefix, stateDir, runID string, holdSeconds int) string {
+	cmd := prefix + " hook --state " + shQuote(stateDir) + " --run " + shQuote(runID)
 	b, _ := json.Marshal(map[string]any{"hooks": map[string]any{"PreToolUse": []any{map[string]any{
 		"matcher": "*",
 		"hooks":   []any{map[string]any{"type": "command", "command": cmd, "timeout": holdSeconds + 60}},

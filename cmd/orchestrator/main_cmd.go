@@ -79,6 +79,9 @@ type Main struct {
 	// at each step of the run loop that changes what a crash leaves behind
 	// (runner.Config.Failpoint). A built binary has no way to set it.
 	failpoint func(point string)
+	// hookCommand runs this program for the agent CLI's hook (a shell
+	// command prefix); empty: this executable (approvals_wiring.go).
+	hookCommand string
 
 	// running is set once a command's RunE is entered: an error before
 	// that is a usage error.

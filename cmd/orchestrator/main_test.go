@@ -20,6 +20,7 @@ import (
 // TestMain lets scripts run "orchestrator" as a command: testscript
 // re-executes this test binary, which then runs main's run.
 func TestMain(m *testing.M) {
+	defaultHookCommand = testHookCommand()
 	// The crash tests run this test binary as the orchestrator process.
 	if os.Getenv(envChild) == "1" {
 		child := NewMain()
@@ -30,6 +31,10 @@ func TestMain(m *testing.M) {
 		"orchestrator": func() { os.Exit(run(NewMain())) },
 	})
 }
+
+// testHookCommand runs this test binary as the orchestrator for the agent
+// CLI's hook (the CLI's environment does not pass ORCHESTRATOR_*).
+func testHookCommand() string { return envChild + "=1 " + shQuote(os.Args[0]) }
 
 // TestScripts runs the CLI scripts in testdata/script.
 func TestScripts(t *testing.T) {

@@ -106,14 +106,25 @@ func newJSONRun(r store.Run) jsonRun {
 // jsonSet is a question set: the questions of one turn, where they were
 // asked, and the answers given so far.
 type jsonSet struct {
-	ID        string         `json:"id"`
-	RunID     string         `json:"run_id"`
-	Turn      int            `json:"turn"`
+	ID    string `json:"id"`
+	RunID string `json:"run_id"`
+	Turn  int    `json:"turn"`
+	// Kind is how the model asked: marker, ask_tool or approval.
+	Kind string `json:"kind"`
+	// Tool is the tool call an ask_tool or approval set is about.
+	Tool      *jsonTool      `json:"tool,omitempty"`
 	State     string         `json:"state,omitempty"`
 	Surfaces  []string       `json:"surfaces,omitempty"`
 	Questions []jsonQuestion `json:"questions"`
 	Response  *jsonResponse  `json:"response,omitempty"`
 	CreatedAt *time.Time     `json:"created_at,omitempty"`
+}
+
+type jsonTool struct {
+	ToolUseID   string          `json:"tool_use_id"`
+	Name        string          `json:"name"`
+	Input       json.RawMessage `json:"input,omitempty"`
+	Description string          `json:"description,omitempty"`
 }
 
 type jsonQuestion struct {
@@ -155,7 +166,13 @@ func newJSONQuestion(q questions.Question) jsonQuestion {
 
 // newJSONSet shapes a set; resp may be nil (nothing answered yet).
 func newJSONSet(set questions.Set, resp *questions.Response) jsonSet {
-	out := jsonSet{ID: set.ID, RunID: set.RunID, Turn: set.Turn, Questions: []jsonQuestion{}}
+	out := jsonSet{ID: set.ID, RunID: set.RunID, Turn: set.Turn, Kind: questions.KindOf(set), Questions: []jsonQuestion{}}
+	if c := set.Tool; c != nil {
+		out.Tool = &jsonTool{ToolUseID: c.ToolUseID, Name: questions.Printable(c.Tool), Description: questions.Printable(c.Description)}
+		if json.Valid(c.Input) {
+			out.Tool.Input = c.Input
+		}
+	}
 	for _, q := range set.Questions {
 		jq := newJSONQuestion(q)
 		if resp != nil {

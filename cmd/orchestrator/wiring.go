@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
+	"github.com/orchestrator-dev/orchestrator/internal/approvals"
 	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
@@ -149,7 +150,11 @@ func (m *Main) newRunner(st *store.Store, observe func(runner.Event)) (*runner.R
 			if err != nil {
 				return nil, err
 			}
-			return executor.New(m.executorConfig(sp, o.Env))
+			c := m.executorConfig(sp, o.Env)
+			if err := m.nativeAsking(run, sp, &c); err != nil { // approvals_wiring.go
+				return nil, err
+			}
+			return executor.New(c)
 		},
 		Surfaces: func(run store.Run) ([]surfaces.Surface, error) {
 			sp, _ := m.specOf(run)
@@ -162,6 +167,10 @@ func (m *Main) newRunner(st *store.Store, observe func(runner.Event)) (*runner.R
 		Observe:   observe,
 		Failpoint: m.failpoint,
 		Delivery:  m.deliveryFor(st, ss), // delivery.go
+		Approvals: func(run store.Run) (approvals.Policy, bool) {
+			sp, _ := m.specOf(run)
+			return m.approvalsPolicy(sp, m.executorConfig(sp, nil)) // approvals_wiring.go
+		},
 		// serve keeps waiting when its terminal has no input; run and
 		// resume exit 3 instead.
 		KeepWaiting: m.serving,

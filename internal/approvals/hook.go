@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
@@ -17,6 +18,7 @@ type Store interface {
 	AskTool(ctx context.Context, call store.ToolCall, set questions.Set, surfaces []string, live bool) (store.ToolCall, bool, error)
 	WaitSet(ctx context.Context, setID string) (store.SetRecord, error)
 	MarkToolDeferred(ctx context.Context, toolUseID string) error
+	ToolCall(ctx context.Context, toolUseID string) (store.ToolCall, error)
 	RunPolicy(ctx context.Context, runID string) (json.RawMessage, error)
 	RunRules(ctx context.Context, runID string) ([]string, error)
 	Run(ctx context.Context, id string) (store.Run, error)
@@ -104,13 +106,47 @@ func GateCall(ctx context.Context, st Store, runID string, call questions.ToolCa
 	if g, ok, err := take(ctx, st, call.ToolUseID); err != nil || ok {
 		return g, err
 	}
-	p, err := LoadPolicy(ctx, st, runID)
+	setID, pass, err := prepare(ctx, st, runID, call, live, false)
 	if err != nil {
 		return Gate{}, err
 	}
+	if pass {
+		return Gate{Pass: true}, nil
+	}
+	if setID != "" {
+		return Gate{SetID: setID}, nil
+	}
+	g, _, err := take(ctx, st, call.ToolUseID)
+	return g, err
+}
+
+// AskIfNeeded is the run loop's side of GateCall: when the policy leaves the
+// call to a person, its question set is stored (or found: the hook may have
+// been first) and its ID returned while it is pending; a decision by the
+// policy is recorded, never handed out (that is the hook's).
+func AskIfNeeded(ctx context.Context, st Store, runID string, call questions.ToolCall, live bool) (string, error) {
+	setID, _, err := prepare(ctx, st, runID, call, live, false)
+	return setID, err
+}
+
+// AskForced is AskIfNeeded for a call the CLI itself asks permission for
+// (can_use_tool): a call the policy would leave to the CLI is asked too.
+func AskForced(ctx context.Context, st Store, runID string, call questions.ToolCall) (string, error) {
+	setID, _, err := prepare(ctx, st, runID, call, true, true)
+	return setID, err
+}
+
+// prepare records the policy's decision for call, or stores its question
+// set; setID is the set while it is pending; pass is true when the policy
+// leaves the call to the CLI (and force is false).
+func prepare(ctx context.Context, st Store, runID string, call questions.ToolCall, live, force bool) (setID string, pass bool, err error) {
+	p, err := LoadPolicy(ctx, st, runID)
+	if err != nil {
+		return "", false, err
+	}
 	rules, err := st.RunRules(ctx, runID)
 	if err != nil {
-		return Gate{}, err
+		return "", false, err
 	}
 	d := p.Decide(call.Tool, call.Input)
 	if d.Action == ActionAsk && call.Tool != AskUserQuestion {
@@ -121,6 +157,9 @@ func GateCall(ctx context.Context, st Store, runID string, call questions.ToolCa
 			}
 		}
 	}
+	if d.Action == ActionPass && force {
+		d.Action = ActionAsk
+	}
 	kind := questions.KindApproval
 	if call.Tool == AskUserQuestion {
 		kind = questions.KindAskTool
@@ -128,25 +167,22 @@ func GateCall(ctx context.Context, st Store, runID string, call questions.ToolCa
 	rec := store.ToolCall{ToolUseID: call.ToolUseID, RunID: runID, Kind: kind, Tool: call.Tool, Input: call.Input}
 	switch d.Action {
 	case ActionPass:
-		return Gate{Pass: true}, nil
+		return "", true, nil
 	case ActionAllow, ActionDeny:
 		rec.Decision, rec.DecidedBy = string(d.Action), "policy: "+d.Rule
 		if d.Action == ActionDeny {
 			rec.Reason = fmt.Sprintf("the orchestrator's policy denies this call (rule %s)", d.Rule)
 		}
-		if _, err := st.DecideTool(ctx, rec); err != nil {
-			return Gate{}, err
-		}
-		g, _, err := take(ctx, st, call.ToolUseID)
-		return g, err
+		_, err := st.DecideTool(ctx, rec)
+		return "", false, err
 	}
 	run, err := st.Run(ctx, runID)
 	if err != nil {
-		return Gate{}, err
+		return "", false, err
 	}
 	turn := 0
 	if t, ok, err := st.LastTurn(ctx, runID); err != nil {
-		return Gate{}, err
+		return "", false, err
 	} else if ok {
 		turn = t.Seq
 	}
@@ -156,11 +192,8 @@ func GateCall(ctx context.Context, st Store, runID string, call questions.ToolCa
 		if err != nil {
 			// Nobody can answer a malformed question: the model is told why.
 			rec.Decision, rec.DecidedBy, rec.Reason = store.DecisionDeny, "orchestrator", err.Error()
-			if _, err := st.DecideTool(ctx, rec); err != nil {
-				return Gate{}, err
-			}
-			g, _, err := take(ctx, st, call.ToolUseID)
-			return g, err
+			_, err := st.DecideTool(ctx, rec)
+			return "", false, err
 		}
 	} else {
 		set = questions.ApprovalSet(runID, turn, call)
@@ -168,13 +201,12 @@ func GateCall(ctx context.Context, st Store, runID string, call questions.ToolCa
 	set.Title = run.Title
 	c, _, err := st.AskTool(ctx, rec, set, run.Surfaces, live)
 	if err != nil {
-		return Gate{}, err
+		return "", false, err
 	}
 	if c.Decision != "" || c.SetID == "" {
-		g, _, err := take(ctx, st, call.ToolUseID)
-		return g, err
+		return "", false, nil
 	}
-	return Gate{SetID: c.SetID}, nil
+	return c.SetID, false, nil
 }
 
 // take hands out a stored decision; ok is false when there is none yet.
@@ -241,8 +273,12 @@ func Hook(ctx context.Context, st Store, runID string, in HookInput) (Verdict, e
 	}
 	if p.Hold > 0 {
 		wctx, cancel := context.WithTimeout(ctx, p.Hold)
+		go parkEarly(wctx, cancel, st, in.ToolUseID)
 		_, err := st.WaitSet(wctx, g.SetID)
 		cancel()
+		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
+			err = nil // parked early
+		}
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			return Verdict{}, err
 		}
@@ -254,4 +290,25 @@ func Hook(ctx context.Context, st Store, runID string, in HookInput) (Verdict, e
 		return Verdict{}, err
 	}
 	return Verdict{Decision: HookDefer}, nil
+}
+
+// parkPoll is how often a waiting hook checks whether the run loop parked
+// the call early (no surface of its process can take an answer).
+const parkPoll = 100 * time.Millisecond
+
+// parkEarly ends the hook's wait once the call is marked deferred.
+func parkEarly(ctx context.Context, cancel context.CancelFunc, st Store, toolUseID string) {
+	t := time.NewTicker(parkPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if c, err := st.ToolCall(ctx, toolUseID); err == nil && c.Deferred {
+				cancel()
+				return
+			}
+		}
+	}
 }

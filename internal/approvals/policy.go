@@ -83,7 +83,35 @@ func (p Policy) Decide(tool string, input json.RawMessage) Decision {
 			return Decision{Action: ActionPass}
 		}
 	}
+	if tool == "Bash" && readOnlyCommand(input) {
+		return Decision{Action: ActionPass}
+	}
 	return Decision{Action: ActionAsk}
+}
+
+// readOnlyCommands are programs that only read or print; a Bash call of one
+// of them alone (no shell operators, redirections or substitutions) is left
+// to the CLI, which runs such commands without asking.
+var readOnlyCommands = []string{"true", "false", "echo", "pwd", "ls", "cat", "head", "tail", "wc", "date", "whoami", "uname"}
+
+func readOnlyCommand(input json.RawMessage) bool {
+	var in struct {
+		Command string `json:"command"`
+	}
+	if json.Unmarshal(input, &in) != nil {
+		return false
+	}
+	cmd := strings.TrimSpace(in.Command)
+	if cmd == "" || strings.ContainsAny(cmd, ";&|<>$`\\(){}\n*?[~") {
+		return false
+	}
+	prog, _, _ := strings.Cut(cmd, " ")
+	for _, p := range readOnlyCommands {
+		if prog == p {
+			return true
+		}
+	}
+	return false
 }
 
 var toolNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)

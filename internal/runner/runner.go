@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
+	"github.com/orchestrator-dev/orchestrator/internal/approvals"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces"
@@ -118,6 +119,10 @@ type Config struct {
 	// Delivery returns how a run's work is delivered through git (nil:
 	// it is not; see deliver.go).
 	Delivery func(run store.Run) (Delivery, error)
+	// Approvals returns a run's tool-call policy when its agent runs in the
+	// control protocol with the orchestrator's hook; false: native asking
+	// is off for the run (approvals.go).
+	Approvals func(run store.Run) (approvals.Policy, bool)
 }
 
 // Runner drives runs. It is safe for concurrent use: each run is driven by
@@ -378,7 +383,7 @@ func (r *Runner) step(ctx context.Context, run store.Run) error {
 	case res.Category == "" && res.Status == executor.StatusSuccess:
 		return r.done(ctx, run, last) // delivers the run's work first (deliver.go)
 	case res.Status == executor.StatusDeferred:
-		return r.fail(ctx, run, fmt.Sprintf("turn %d ended on a tool call a PreToolUse hook deferred (%s); the orchestrator does not resume deferred tool calls",
+		return r.fail(ctx, run, fmt.Sprintf("turn %d ended on a tool call a PreToolUse hook deferred (%s) that the orchestrator has no question for; it cannot resume it",
 			last.Seq, res.Category))
 	case res.Category == executor.CategorySessionNotFound:
 		return r.fail(ctx, run, fmt.Sprintf("the CLI has no session %s any more (its session store under $HOME/.claude was removed, or this is another machine or user): %s",
@@ -467,6 +472,9 @@ func (r *Runner) correct(ctx context.Context, run store.Run, last store.Turn) er
 // is claimed in the transaction that records the turn, before the CLI starts.
 func (r *Runner) resumeWithAnswer(ctx context.Context, run store.Run, rec store.SetRecord) error {
 	prompt := answerPrompt(rec.Set, rec.Response, r.cfg.Limits.AnswerMaxBytes)
+	if p, ok := toolAnswerPrompt(rec.Set); ok {
+		prompt = p // the hook hands the answer over (approvals.go)
+	}
 	return r.turn(ctx, run, store.Turn{Kind: store.TurnAnswer, SetID: rec.Set.ID, Prompt: prompt, SessionID: run.SessionID, Resume: true})
 }
 
@@ -592,6 +600,15 @@ func (r *Runner) turn(ctx context.Context, run store.Run, t store.Turn) error {
 		r.cfg.Failpoint("claimed")
 	}
 	req := executor.Request{Prompt: t.Prompt, WorkDir: workdir, TranscriptPath: t.TranscriptPath}
+	pol, native, err := r.approvalsOn(ctx, run) // approvals.go
+	if err != nil {
+		return err
+	}
+	var live *liveAsker
+	if native {
+		req.CanUseTool = r.canUseTool(run, pol)
+		live = r.newLiveAsker(ctx, run)
+	}
 	if t.Resume {
 		req.Resume = t.SessionID
 	} else {
@@ -601,6 +618,9 @@ func (r *Runner) turn(ctx context.Context, run store.Run, t store.Turn) error {
 	started := r.cfg.Now()
 	ex, err := agent.Start(ctx, req)
 	if err != nil {
+		if live != nil {
+			live.stop()
+		}
 		return r.fail(ctx, run, fmt.Sprintf("start turn %d: %v", t.Seq, err))
 	}
 	if t.Kind == store.TurnAnswer {
@@ -612,8 +632,14 @@ func (r *Runner) turn(ctx context.Context, run store.Run, t store.Turn) error {
 		ev := ex.Event()
 		Collect(col, ev)
 		r.progress(run.ID, t.Seq, ev, started)
+		if live != nil {
+			live.observe(ev)
+		}
 	}
 	out := ex.Outcome()
+	if live != nil {
+		live.stop()
+	}
 	if out.Category == executor.CategoryCancelled && ctx.Err() != nil {
 		// Stopped by us (shutdown, ^C): leave the turn unfinished. Whoever
 		// resumes the run recovers it, and learns from the session whether
@@ -664,6 +690,9 @@ func (r *Runner) finish(ctx context.Context, run store.Run, t store.Turn, out ex
 		}
 	}
 	if err := r.cfg.Store.FinishTurn(ctx, run.ID, t.Seq, res, asked, run.Surfaces); err != nil {
+		return err
+	}
+	if err := r.parked(ctx, run, out); err != nil { // approvals.go
 		return err
 	}
 	if asked != nil {

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+)
+
+// Native asking and approvals with the real CLI (issue 13): the model calls
+// Bash or AskUserQuestion through the fake API; the orchestrator's hook
+// decides from the store.
+
+const madeFile = "made_by_tool.txt"
+
+// approvalRules: "make the file" calls Bash touch; the tool's result (or
+// refusal) is echoed back as the final text.
+func approvalRules(cmd string) []fakeapi.Rule {
+	return []fakeapi.Rule{
+		{When: "make the file", Reply: fakeapi.Reply{Text: "Making it.", ToolUse: &fakeapi.ToolUse{Name: "Bash",
+			Input: map[string]any{"command": cmd, "description": "Create the marker file"}}}, Times: 1},
+		{Respond: func(r fakeapi.Request) fakeapi.Reply {
+			return fakeapi.Reply{Text: "SAW " + strings.Join(r.ToolResults, " | ")}
+		}},
+	}
+}
+
+func (e *e2e) made() bool {
+	_, err := os.Stat(filepath.Join(e.dir, "work", madeFile))
+	return err == nil
+}
+
+// bashRuns counts the tool results the fake API got for the Bash call.
+func (e *e2e) toolResults() int {
+	n := 0
+	for _, r := range e.fake.Requests() {
+		n += len(r.ToolResults)
+	}
+	return n
+}
+
+func TestApprovalAllowOnceOnTerminal(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, approvalRules("touch "+madeFile)...)
+	code, out, _ := e.run("Allow once\n", "run", "--prompt", "make the file", "--surface", "terminal")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"Allow once", "Allow for this run", "Deny", "touch " + madeFile, "Create the marker file"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the terminal does not show %q:\n%s", want, out)
+		}
+	}
+	if !e.made() || e.toolResults() != 1 {
+		t.Errorf("the command ran: %v; tool results %d", e.made(), e.toolResults())
+	}
+	run := e.onlyRun()
+	if run.Status != store.RunDone || !strings.Contains(run.FinalText, "SAW") {
+		t.Errorf("run %s %q", run.Status, run.FinalText)
+	}
+}
+
+func TestApprovalDenyWithReasonOnTerminal(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, approvalRules("touch "+madeFile)...)
+	code, out, _ := e.run("Deny: not on a Friday\n", "run", "--prompt", "make the file", "--surface", "terminal")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if e.made() {
+		t.Error("a denied command ran")
+	}
+	run := e.onlyRun()
+	if run.Status != store.RunDone || !strings.Contains(run.FinalText, "not on a Friday") {
+		t.Errorf("the model was not told the reason: %s %q", run.Status, run.FinalText)
+	}
+}
+
+func TestApprovalPolicyDecidesWithoutAsking(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, approvalRules("touch "+madeFile)...)
+	e.writeConfig("\napprovals:\n  deny: [\"Bash(touch:*)\"]\n")
+	code, out, _ := e.run("", "run", "--prompt", "make the file", "--surface", "terminal")
+	if code != 0 || e.made() || strings.Contains(out, "Allow once") {
+		t.Fatalf("deny by policy: exit %d, made %v:\n%s", code, e.made(), out)
+	}
+	if run := e.onlyRun(); !strings.Contains(run.FinalText, "Bash(touch:*)") {
+		t.Errorf("the model was not told the rule: %q", run.FinalText)
+	}
+}
+
+func TestApprovalPolicyAllow(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, approvalRules("touch "+madeFile)...)
+	e.writeConfig("\napprovals:\n  allow: [\"Bash(touch:*)\"]\n")
+	code, out, _ := e.run("", "run", "--prompt", "make the file", "--surface", "terminal")
+	if code != 0 || !e.made() || strings.Contains(out, "Allow once") {
+		t.Fatalf("allow by policy: exit %d, made %v:\n%s", code, e.made(), out)
+	}
+}
+
+// TestApprovalParkedThenAnsweredThenResumed: the terminal's input is closed
+// while the approval waits: the run parks (exit 3, no process), status
+// lists the approval, `answer` allows it with no orchestrator running, and
+// `resume` runs the command exactly once.
+func TestApprovalParkedThenAnsweredThenResumed(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, approvalRules("touch "+madeFile)...)
+	code, _, _ := e.run("", "run", "--prompt", "make the file", "--surface", "terminal")
+	if code != exitWaiting {
+		t.Fatalf("exit %d, want %d", code, exitWaiting)
+	}
+	if e.made() {
+		t.Fatal("the command ran before it was approved")
+	}
+	code, out, _ := e.run("", "status", "--json")
+	if code != 0 {
+		t.Fatalf("status exit %d", code)
+	}
+	var rep statusReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	pending := pendingQuestions(rep.QuestionSets)
+	if len(pending) != 1 || len(rep.Runs) != 1 || rep.Runs[0].Status != "waiting" || !strings.Contains(out, "approval") {
+		t.Fatalf("status = %s", out)
+	}
+	if code, _, _ := e.run("", "answer", pending[0].q.ID, "Allow once"); code != 0 {
+		t.Fatalf("answer exit %d", code)
+	}
+	code, out, _ = e.run("", "resume", pending[0].set.RunID)
+	if code != 0 || !e.made() {
+		t.Fatalf("resume exit %d, made %v:\n%s", code, e.made(), out)
+	}
+	if n := e.toolResults(); n != 1 {
+		t.Errorf("the command's result reached the model %d times, want 1", n)
+	}
+	if code, _, _ := e.run("", "resume", pending[0].set.RunID); code == 0 && e.toolResults() != 1 {
+		t.Errorf("a second resume ran it again")
+	}
+}
+
+func TestAskUserQuestionOnTerminal(t *testing.T) {
+	t.Parallel()
+	ask := map[string]any{"questions": []any{
+		map[string]any{"question": "Which auth method?", "header": "Auth", "multiSelect": false,
+			"options": []any{map[string]any{"label": "OAuth2", "description": "o"}, map[string]any{"label": "JWT", "description": "j"}}},
+		map[string]any{"question": "Which stores?", "header": "Store", "multiSelect": true,
+			"options": []any{map[string]any{"label": "SQL", "description": "s"}, map[string]any{"label": "Redis", "description": "r"}}},
+	}}
+	e := newE2E(t,
+		fakeapi.Rule{When: "ask me", Reply: fakeapi.Reply{ToolUse: &fakeapi.ToolUse{Name: "AskUserQuestion", Input: ask}}, Times: 1},
+		fakeapi.Rule{Respond: func(r fakeapi.Request) fakeapi.Reply {
+			return fakeapi.Reply{Text: "SAW " + strings.Join(r.ToolResults, " | ")}
+		}},
+	)
+	code, out, _ := e.run("other: mTLS\n1,2\n", "run", "--prompt", "ask me", "--surface", "terminal")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	run := e.onlyRun()
+	if !strings.Contains(run.FinalText, `"Which auth method?"="mTLS"`) || !strings.Contains(run.FinalText, `"Which stores?"="SQL, Redis"`) {
+		t.Errorf("the model did not get the answers as the tool's answer: %q", run.FinalText)
+	}
+}

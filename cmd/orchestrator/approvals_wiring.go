@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/orchestrator-dev/orchestrator/executor"
+	"github.com/orchestrator-dev/orchestrator/internal/approvals"
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/specs"
+)
+
+// defaultHookCommand replaces this executable as the hook's program when
+// set (the tests run their own binary as the orchestrator).
+var defaultHookCommand string
+
+// approvalsPolicy is a run's tool-call policy: the configuration's
+// approvals with the spec's lists and hold over them, the agent's
+// allowed_tools left to the CLI. Native asking needs the claude harness.
+func (m *Main) approvalsPolicy(sp *specs.Spec, c executor.Config) (approvals.Policy, bool) {
+	if c.Harness == executor.HarnessClaw {
+		return approvals.Policy{}, false
+	}
+	a := m.Config.Approvals
+	p := approvals.Policy{Allow: a.Allow, Deny: a.Deny, Ask: a.Ask, Hold: a.Hold.Std(), Preallowed: c.AllowedTools}
+	if sp != nil && sp.Approvals != nil {
+		o := sp.Approvals
+		if o.Allow != nil {
+			p.Allow = o.Allow
+		}
+		if o.Deny != nil {
+			p.Deny = o.Deny
+		}
+		if o.Ask != nil {
+			p.Ask = o.Ask
+		}
+		if o.Hold != nil {
+			p.Hold = *o.Hold
+		}
+	}
+	return p, true
+}
+
+// nativeAsking puts the agent of run in the CLI's control protocol with the
+// orchestrator's hook, when its policy allows it: the model's AskUserQuestion
+// and its permission requests then reach people (README "Approvals").
+func (m *Main) nativeAsking(run store.Run, sp *specs.Spec, c *executor.Config) error {
+	p, ok := m.approvalsPolicy(sp, *c)
+	if !ok {
+		return nil
+	}
+	state, err := filepath.Abs(m.Config.StateDir)
+	if err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	prefix := m.hookCommand
+	if prefix == "" {
+		prefix = defaultHookCommand
+	}
+	if prefix == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("the orchestrator's own path, for the agent's hook: %w", err)
+		}
+		prefix = shQuote(exe)
+	}
+	hold := int(p.Hold / time.Second)
+	c.ControlProtocol = true
+	c.Settings = hookSettings(prefix, state, run.ID, hold)
+	// The hook waits up to the hold with the CLI silent: the idle timeout
+	// must outlast it.
+	if c.IdleTimeout > 0 && c.IdleTimeout < p.Hold+time.Minute {
+		c.IdleTimeout = p.Hold + time.Minute
+	}
+	return nil
+}

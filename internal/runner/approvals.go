@@ -1,0 +1,187 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/orchestrator-dev/orchestrator/executor"
+	"github.com/orchestrator-dev/orchestrator/internal/approvals"
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/questions"
+)
+
+// Native asking and tool approvals (issue 13; README "Approvals"). With
+// Config.Approvals set for a run, its agent runs in the CLI's control
+// protocol with the orchestrator's PreToolUse hook (`orchestrator hook`),
+// which decides each tool call from the store. While a turn runs, the run
+// loop sees each tool call the policy asks about as soon as the model makes
+// it, stores its question set (the same one the hook stores: the tool_use_id
+// is the key) and asks it on the run's surfaces like any question; the hook
+// waits for the answer within approval_hold and hands it to the CLI, or
+// defers the call: the turn ends tool_deferred, the run waits with no
+// process, and when the answer comes the session is resumed with no prompt —
+// the CLI fires the hook again for the deferred call, and the hook hands out
+// the decision, once.
+
+// approvalsOn stores the run's policy for its hook; false when native
+// asking is off for the run.
+func (r *Runner) approvalsOn(ctx context.Context, run store.Run) (approvals.Policy, bool, error) {
+	if r.cfg.Approvals == nil {
+		return approvals.Policy{}, false, nil
+	}
+	p, ok := r.cfg.Approvals(run)
+	if !ok {
+		return approvals.Policy{}, false, nil
+	}
+	if err := r.cfg.Store.SetRunPolicy(ctx, run.ID, p.Encode()); err != nil {
+		return approvals.Policy{}, false, err
+	}
+	return p, true, nil
+}
+
+// liveAsker asks the tool calls of a running turn.
+type liveAsker struct {
+	r      *Runner
+	run    store.Run
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	seen   map[string]bool
+}
+
+func (r *Runner) newLiveAsker(ctx context.Context, run store.Run) *liveAsker {
+	ctx, cancel := context.WithCancel(ctx)
+	return &liveAsker{r: r, run: run, ctx: ctx, cancel: cancel, seen: map[string]bool{}}
+}
+
+// observe starts asking about the tool calls of an assistant message that
+// the policy leaves to a person.
+func (l *liveAsker) observe(ev executor.Event) {
+	m, ok := ev.(*executor.AssistantMessage)
+	if !ok || m.ParentToolUseID != "" {
+		return
+	}
+	for _, tu := range m.ToolUses() {
+		if tu.ToolUseID == "" || l.seen[tu.ToolUseID] {
+			continue
+		}
+		l.seen[tu.ToolUseID] = true
+		call := questions.ToolCall{ToolUseID: tu.ToolUseID, Tool: tu.ToolName, Input: tu.Input}
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			if err := l.r.askLive(l.ctx, l.run, call); err != nil && l.ctx.Err() == nil {
+				l.r.log.Warn("ask about a tool call", "run", l.run.ID, "tool_use_id", call.ToolUseID, "err", err)
+			}
+		}()
+	}
+}
+
+// stop ends the asking (the turn is over: a deferred call is asked again by
+// the loop, which waits for it like any question).
+func (l *liveAsker) stop() {
+	l.cancel()
+	l.wg.Wait()
+}
+
+// askLive stores call's question set if the policy asks about it, then asks
+// it on the run's surfaces until it is answered or the turn ends.
+func (r *Runner) askLive(ctx context.Context, run store.Run, call questions.ToolCall) error {
+	setID, err := approvals.AskIfNeeded(ctx, r.cfg.Store, run.ID, call, true)
+	if err != nil || setID == "" {
+		return err
+	}
+	rec, err := r.cfg.Store.QuestionSet(ctx, setID)
+	if err != nil || rec.State != store.SetPending {
+		return err
+	}
+	err = r.wait(ctx, run, rec)
+	if errors.Is(err, ErrWaiting) {
+		// Nobody here can answer: the hook parks the call now rather
+		// than hold the CLI for nothing.
+		return r.cfg.Store.MarkToolDeferred(context.WithoutCancel(ctx), call.ToolUseID)
+	}
+	return err
+}
+
+// canUseTool answers the CLI's own permission requests (calls the hook left
+// to the CLI that it still wants a person for): the policy and the stored
+// decision first, else a person within the hold, else a refusal — a live
+// request cannot be parked.
+func (r *Runner) canUseTool(run store.Run, p approvals.Policy) func(ctx context.Context, c *executor.ControlRequest) executor.Permission {
+	return func(ctx context.Context, c *executor.ControlRequest) executor.Permission {
+		call := questions.ToolCall{ToolUseID: c.ToolUseID, Tool: c.ToolName, Input: c.Input, Description: c.Description}
+		if call.ToolUseID == "" {
+			return executor.Permission{Message: "the orchestrator cannot decide a call without a tool_use_id"}
+		}
+		setID, err := approvals.AskForced(ctx, r.cfg.Store, run.ID, call)
+		if err != nil {
+			return executor.Permission{Message: "the orchestrator could not ask about this call: " + err.Error()}
+		}
+		if setID != "" && p.Hold > 0 {
+			wctx, cancel := context.WithTimeout(ctx, p.Hold)
+			if rec, err := r.cfg.Store.QuestionSet(wctx, setID); err == nil && rec.State == store.SetPending {
+				_ = r.wait(wctx, run, rec)
+			}
+			cancel()
+		}
+		c2, take, err := r.cfg.Store.TakeToolDecision(context.WithoutCancel(ctx), call.ToolUseID)
+		switch {
+		case err != nil:
+			return executor.Permission{Message: "the orchestrator could not read the decision: " + err.Error()}
+		case take == store.TakeAgain:
+			return executor.Permission{Message: approvals.Interrupted}
+		case take == store.TakeNone:
+			return executor.Permission{Message: fmt.Sprintf("no one answered within approval_hold (%s); the call was not run", p.Hold)}
+		case c2.Decision == store.DecisionAllow:
+			return executor.Permission{Allow: true, UpdatedInput: c2.UpdatedInput}
+		default:
+			return executor.Permission{Message: orDefault(c2.Reason, "denied by "+c2.DecidedBy)}
+		}
+	}
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// parked marks the run waiting when its turn ended on a deferred tool call
+// a person is asked about.
+func (r *Runner) parked(ctx context.Context, run store.Run, out executor.Outcome) error {
+	if out.Status != executor.StatusDeferred || out.DeferredToolUse == nil {
+		return nil
+	}
+	c, err := r.cfg.Store.ToolCall(ctx, out.DeferredToolUse.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if c.SetID == "" {
+		return nil
+	}
+	if err := r.cfg.Store.MarkToolDeferred(ctx, c.ToolUseID); err != nil {
+		return err
+	}
+	rec, err := r.cfg.Store.QuestionSet(ctx, c.SetID)
+	if err != nil || rec.State != store.SetPending {
+		return err
+	}
+	return r.cfg.Store.UpdateRun(ctx, run.ID, store.RunUpdate{Status: store.RunWaiting})
+}
+
+// toolAnswerPrompt is the prompt of a turn that carries a tool call's
+// answer: none — the resumed session fires the hook again for the deferred
+// call, and the hook hands out the decision.
+func toolAnswerPrompt(set questions.Set) (string, bool) {
+	if questions.KindOf(set) == questions.KindMarker {
+		return "", false
+	}
+	return "", true
+}
