@@ -190,8 +190,8 @@ func (m *Main) buildSurface(name string, ref *specs.SurfaceRef, st *store.Store)
 		if f, ok := m.Stdin.(*os.File); ok {
 			echo = !terminal.IsTerminal(f)
 		}
-		return terminal.New(m.Stdin, out, terminal.Options{Logger: m.Logger, Pretty: pretty, Echo: echo,
-			Command: "orchestrator", By: whoami()}), nil
+		return m.foregroundTerminal(terminal.New(m.Stdin, out, terminal.Options{Logger: m.Logger, Pretty: pretty, Echo: echo,
+			Command: "orchestrator", By: whoami()})), nil
 	case specs.SurfaceGitHub:
 		return m.buildGitHub(ref)
 	case specs.SurfaceDiscord:
