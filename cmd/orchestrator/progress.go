@@ -110,6 +110,8 @@ type fgTerminal struct {
 	p *progress
 }
 
+var _ surfaces.Resolver = fgTerminal{}
+
 // foregroundTerminal wraps the terminal surface of a foreground run whose
 // progress is printed as text (m.fg).
 func (m *Main) foregroundTerminal(s *terminal.Surface) surfaces.Surface {
@@ -137,6 +139,16 @@ func (t fgTerminal) Ask(ctx context.Context, set questions.Set) (questions.Respo
 		t.p.laterSaid = true
 	}
 	return resp, err
+}
+
+// Resolve lets the surface say the set was answered elsewhere: that line
+// ends a prompt left open.
+func (t fgTerminal) Resolve(ctx context.Context, set questions.Set, resp questions.Response) error {
+	err := t.Surface.Resolve(ctx, set, resp)
+	t.p.mu.Lock()
+	t.p.atPrompt = false
+	t.p.mu.Unlock()
+	return err
 }
 
 func (p *progress) clearStatus() {

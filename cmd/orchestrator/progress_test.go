@@ -203,3 +203,30 @@ func TestAnswerLaterSaidOnce(t *testing.T) {
 		t.Errorf("no waiting line:\n%s", got)
 	}
 }
+
+// TestRunPrintsModelTextOnce: with the real CLI, run's plain output has
+// the model's text once (not again in the question, not again under
+// "done"), and when the input ends, how to answer later once.
+func TestRunPrintsModelTextOnce(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, standardRules(0)...)
+	code, out, _ := e.run("2\n", "run", "--prompt", "Implement spec X")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, text := range []string{"I need a decision.", "Implemented with JWT."} {
+		if n := strings.Count(out, text); n != 1 {
+			t.Errorf("%q is printed %d times:\n%s", text, n, out)
+		}
+	}
+	code, out, _ = e.run("", "run", "--prompt", "Implement spec X")
+	if code != exitWaiting {
+		t.Fatalf("exit %d, want %d", code, exitWaiting)
+	}
+	if n := strings.Count(out, "orchestrator resume "); n != 1 {
+		t.Errorf("how to resume is said %d times:\n%s", n, out)
+	}
+	if n := strings.Count(out, "orchestrator answer "); n != 1 {
+		t.Errorf("how to answer is said %d times:\n%s", n, out)
+	}
+}
