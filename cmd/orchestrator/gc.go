@@ -61,6 +61,7 @@ func (m *Main) runGC(ctx context.Context, age time.Duration) error {
 // run's, kept for inspection, or one still in use.
 type statusWorktree struct {
 	RunID    string `json:"run_id"`
+	Spec     string `json:"spec,omitempty"`
 	Status   string `json:"status"`
 	Branch   string `json:"branch"`
 	Worktree string `json:"worktree"`
@@ -79,7 +80,7 @@ func keptWorktrees(ctx context.Context, st interface {
 		if !k.Run.Status.Final() {
 			continue
 		}
-		out = append(out, statusWorktree{RunID: k.Run.ID, Status: string(k.Run.Status), Branch: k.Delivery.Branch, Worktree: k.Delivery.Worktree})
+		out = append(out, statusWorktree{RunID: k.Run.ID, Spec: k.Run.Spec, Status: string(k.Run.Status), Branch: k.Delivery.Branch, Worktree: k.Delivery.Worktree})
 	}
 	return out, nil
 }

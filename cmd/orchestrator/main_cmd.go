@@ -62,6 +62,9 @@ type Main struct {
 	// termOut, when set, is where the terminal surface writes instead of
 	// Stdout (run --json keeps stdout for NDJSON).
 	termOut io.Writer
+	// fg is the text progress of a foreground run (progress.go), which
+	// the terminal surface shares its output with.
+	fg *progress
 	// metrics and handlers are set by serve: the surfaces' HTTP clients
 	// are instrumented, and their webhook handlers mounted.
 	metrics  *daemon.Metrics
@@ -170,10 +173,10 @@ func (m *Main) printError(err error, code int) {
 	}
 	var ee *exitError
 	switch {
-	case code == exitCancelled:
-		fmt.Fprintln(m.Stderr, "orchestrator: cancelled")
 	case errors.As(err, &ee) && ee.err == nil:
 		// Silent: the command said it already.
+	case code == exitCancelled:
+		fmt.Fprintln(m.Stderr, "orchestrator: cancelled")
 	default:
 		// Errors may quote the model's or people's text (a run's error, an
 		// answerer's name): printed like any untrusted text.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
@@ -99,7 +100,7 @@ type jsonRun struct {
 
 func newJSONRun(r store.Run) jsonRun {
 	return jsonRun{ID: r.ID, Spec: r.Spec, Title: questions.Printable(r.Title), Status: string(r.Status), WorkDir: r.WorkDir,
-		Surfaces: nonNil(r.Surfaces), SessionID: r.SessionID, CostUSD: r.CostUSD, Error: questions.Printable(r.Error),
+		Surfaces: nonNil(r.Surfaces), SessionID: r.SessionID, CostUSD: usd(r.CostUSD), Error: questions.Printable(r.Error),
 		FinalText: questions.Printable(r.FinalText), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
 }
 
@@ -216,6 +217,19 @@ type jsonTurn struct {
 	FinishedAt    *time.Time   `json:"finished_at,omitempty"`
 	QuestionError string       `json:"question_error,omitempty"`
 	Outcome       *jsonOutcome `json:"outcome,omitempty"`
+	// Tools and AskedSet are set by show, from the turn's transcript and
+	// the decision log: the tool calls of the turn's model (in the NDJSON
+	// they are tool_use events) and the question set the turn ended with.
+	Tools    []jsonTool `json:"tools,omitempty"`
+	AskedSet string     `json:"asked_set,omitempty"`
+}
+
+// jsonTool is one tool call of the model: its tool, a one-line summary of
+// its input (redacted), and whether the CLI refused it.
+type jsonTool struct {
+	Name    string `json:"name"`
+	Summary string `json:"summary,omitempty"`
+	Refused bool   `json:"refused,omitempty"`
 }
 
 // newJSONStoredTurn shapes a turn as the store keeps it: its outcome holds
@@ -232,7 +246,7 @@ func newJSONStoredTurn(t store.Turn) jsonTurn {
 	}
 	r := t.Result
 	o := &jsonOutcome{Status: string(r.Status), ErrorCategory: string(r.Category), Error: questions.Printable(r.Error), SessionID: r.SessionID,
-		NumTurns: r.NumTurns, CostUSD: r.CostUSD, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, Warnings: []string{}}
+		NumTurns: r.NumTurns, CostUSD: usd(r.CostUSD), InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, Warnings: []string{}}
 	if !t.FinishedAt.IsZero() {
 		finished := t.FinishedAt.UTC()
 		out.FinishedAt = &finished
@@ -273,6 +287,15 @@ type jsonSkipped struct {
 	Malformed int      `json:"malformed"`
 	Oversize  int      `json:"oversize"`
 	Details   []string `json:"details,omitempty"`
+	// FirstOversize is the first oversize line: where, how long, and its
+	// first bytes (made printable), so that one can tell what it was.
+	FirstOversize *jsonOversize `json:"first_oversize,omitempty"`
+}
+
+type jsonOversize struct {
+	Line   int    `json:"line"`
+	Bytes  int64  `json:"bytes"`
+	Prefix string `json:"prefix"`
 }
 
 // unknownInt is a number, or the string "unknown" when the transcript does
@@ -304,11 +327,11 @@ func (u *unknownInt) UnmarshalJSON(b []byte) error {
 
 func newJSONOutcome(o executor.Outcome) *jsonOutcome {
 	out := &jsonOutcome{Status: string(o.Status), ErrorCategory: string(o.Category), Error: questions.Printable(o.Error),
-		Hint: questions.Printable(o.Hint), SessionID: o.SessionID, Model: o.Model, NumTurns: o.NumTurns, CostUSD: o.CostUSD,
+		Hint: questions.Printable(o.Hint), SessionID: o.SessionID, Model: o.Model, NumTurns: o.NumTurns, CostUSD: usd(o.CostUSD),
 		InputTokens: o.Usage.InputTokens, OutputTokens: o.Usage.OutputTokens, TerminalReason: o.TerminalReason,
 		PermissionDenials: o.PermissionDenials, Signal: o.Signal, Warnings: []string{},
 		FinalText:    questions.Printable(o.FinalText),
-		SkippedLines: jsonSkipped{Malformed: o.MalformedLines, Oversize: o.OversizeLines, Details: skippedDetails(o)},
+		SkippedLines: newJSONSkipped(o),
 	}
 	if o.ExitCode >= 0 && o.Signal == "" && o.Duration > 0 {
 		out.ExitCode = unknownInt{n: int64(o.ExitCode), known: true}
@@ -325,19 +348,48 @@ func newJSONOutcome(o executor.Outcome) *jsonOutcome {
 // maxSkippedDetails bounds the skipped lines an outcome lists.
 const maxSkippedDetails = 5
 
-// skippedDetails lists the first oversize lines of an outcome.
+func newJSONSkipped(o executor.Outcome) jsonSkipped {
+	out := jsonSkipped{Malformed: o.MalformedLines, Oversize: o.OversizeLines, Details: skippedDetails(o)}
+	if d := o.FirstOversize; d != nil {
+		out.FirstOversize = &jsonOversize{Line: d.Line, Bytes: d.Bytes, Prefix: questions.Printable(d.Prefix)}
+	}
+	return out
+}
+
+// skippedDetails lists the first oversize lines of an outcome, the first
+// one (Outcome.FirstOversize, kept even when the diagnostics are full) with
+// its first bytes.
 func skippedDetails(o executor.Outcome) []string {
 	var out []string
+	first := -1
+	if d := o.FirstOversize; d != nil {
+		first = d.Line
+		out = append(out, oversizeDetail(*d))
+	}
 	for _, d := range o.Diagnostics {
-		if d.Kind != executor.DiagOversize {
+		if d.Kind != executor.DiagOversize || d.Line == first {
 			continue
 		}
 		if len(out) == maxSkippedDetails {
 			break
 		}
-		out = append(out, questions.Printable(d.String()))
+		out = append(out, oversizeDetail(d))
 	}
 	return out
+}
+
+// oversizeDetail says which oversize line was skipped and how it began:
+// its prefix is the CLI's output, untrusted, and made printable on one line.
+func oversizeDetail(d executor.Diagnostic) string {
+	s := questions.Printable(d.String())
+	if d.Prefix == "" {
+		return s
+	}
+	p := strings.Join(strings.Fields(questions.Printable(d.Prefix)), " ")
+	if int64(len(d.Prefix)) < d.Bytes {
+		p += "…"
+	}
+	return s + "; it began: " + p
 }
 
 func newJSONEvent(kind eventKind, runID string, now time.Time) jsonEvent {

@@ -162,6 +162,9 @@ func (m *Main) drive(ctx context.Context, r *runner.Runner, p *progress, runID s
 		return waitingError(nil)
 	case err != nil && ctx.Err() != nil:
 		p.interrupted(run)
+		if !p.asJSON {
+			return silentExit(exitCancelled) // interrupted said where the run stands
+		}
 		return ctx.Err()
 	case err != nil:
 		return err

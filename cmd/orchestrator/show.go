@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -35,47 +38,25 @@ RUN may be a unique prefix. --json prints the same as data (docs/json.md).`,
 	return cmd
 }
 
-// The output of `show --json`: dedicated types, snake_case, versioned by
-// "v". Never internal structs, never the agent's environment.
+// The output of `show --json` (docs/json.md): the run and its turns in the
+// shapes every JSON output uses (output.go), the decision log, and where
+// the run's work went.
 
 type showOutput struct {
-	V         int            `json:"v"`
-	Run       showRun        `json:"run"`
-	Timeline  []showTurn     `json:"timeline"`
+	V        int        `json:"v"`
+	Run      jsonRun    `json:"run"`
+	Timeline []jsonTurn `json:"timeline"`
+	// Refused lists the tool calls the CLI refused, over all turns: a run
+	// that "succeeded" without doing what it needed shows here.
+	Refused   []showRefused  `json:"refused"`
 	Decisions []showDecision `json:"decisions"`
 	Delivery  *showDelivery  `json:"delivery"`
 }
 
-type showRun struct {
-	ID        string    `json:"id"`
-	Spec      string    `json:"spec,omitempty"`
-	Title     string    `json:"title"`
-	Status    string    `json:"status"`
-	Error     string    `json:"error,omitempty"`
-	Summary   string    `json:"summary,omitempty"`
-	CostUSD   float64   `json:"cost_usd"`
-	Turns     int       `json:"turns"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
-}
-
-type showTurn struct {
-	Seq        int        `json:"seq"`
-	Kind       string     `json:"kind"`
-	Status     string     `json:"status,omitempty"`
-	Category   string     `json:"category,omitempty"`
-	Error      string     `json:"error,omitempty"`
-	CostUSD    float64    `json:"cost_usd"`
-	StartedAt  time.Time  `json:"started_at"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	Tools      []showTool `json:"tools"`
-	// AskedSet is the question set the turn ended with, if any.
-	AskedSet string `json:"asked_set,omitempty"`
-}
-
-type showTool struct {
-	Name    string `json:"name"`
-	Summary string `json:"summary,omitempty"`
+// showRefused is a tool call the CLI refused, and the turn it was in.
+type showRefused struct {
+	Turn int `json:"turn"`
+	jsonTool
 }
 
 type showDecision struct {
@@ -116,8 +97,9 @@ func timePtr(t time.Time) *time.Time {
 	return &t
 }
 
-// buildShow gathers what show prints about a run.
-func buildShow(ctx context.Context, st *store.Store, id string) (showOutput, error) {
+// buildShow gathers what show prints about a run. maxLine is the line cap
+// its transcripts are read with (agent.max_line_bytes).
+func buildShow(ctx context.Context, st *store.Store, id string, maxLine int) (showOutput, error) {
 	run, err := st.Run(ctx, id)
 	if err != nil {
 		return showOutput{}, err
@@ -130,21 +112,25 @@ func buildShow(ctx context.Context, st *store.Store, id string) (showOutput, err
 	if err != nil {
 		return showOutput{}, err
 	}
-	out := showOutput{V: 1, Timeline: []showTurn{}, Decisions: []showDecision{},
-		Run: showRun{ID: run.ID, Spec: run.Spec, Title: run.Title, Status: string(run.Status), Error: run.Error,
-			Summary: run.FinalText, CostUSD: usd(run.CostUSD), Turns: len(turns), CreatedAt: run.CreatedAt, UpdatedAt: run.UpdatedAt}}
+	out := showOutput{V: jsonVersion, Run: newJSONRun(run), Timeline: []jsonTurn{}, Refused: []showRefused{}, Decisions: []showDecision{}}
 	asked := map[int]string{}
 	for _, d := range decisions {
 		asked[d.Turn] = d.SetID
-		out.Decisions = append(out.Decisions, showDecision{SetID: d.SetID, QuestionID: d.QuestionID, Turn: d.Turn, Header: d.Header,
-			Question: d.Question, Options: append([]string{}, d.Options...), Answer: d.Answer, AnsweredBy: d.By, Surface: d.Surface,
-			State: string(d.State), AskedAt: d.AskedAt, AnsweredAt: timePtr(d.AnsweredAt)})
+		out.Decisions = append(out.Decisions, showDecision{SetID: d.SetID, QuestionID: d.QuestionID, Turn: d.Turn,
+			Header: questions.Printable(d.Header), Question: questions.Printable(d.Question), Options: printableAll(d.Options),
+			Answer: questions.Printable(d.Answer), AnsweredBy: questions.Printable(d.By), Surface: d.Surface,
+			State: string(d.State), AskedAt: d.AskedAt.UTC(), AnsweredAt: timePtr(d.AnsweredAt.UTC())})
 	}
 	for _, t := range turns {
-		st := showTurn{Seq: t.Seq, Kind: string(t.Kind), Status: string(t.Result.Status), Category: string(t.Result.Category), Error: t.Result.Error,
-			CostUSD: usd(t.Result.CostUSD), StartedAt: t.StartedAt, FinishedAt: timePtr(t.FinishedAt), Tools: toolsOf(t.TranscriptPath),
-			AskedSet: asked[t.Seq]}
-		out.Timeline = append(out.Timeline, st)
+		jt := newJSONStoredTurn(t)
+		jt.AskedSet = asked[t.Seq]
+		fillFromTranscript(&jt, t.TranscriptPath, maxLine)
+		for _, tool := range jt.Tools {
+			if tool.Refused {
+				out.Refused = append(out.Refused, showRefused{Turn: t.Seq, jsonTool: tool})
+			}
+		}
+		out.Timeline = append(out.Timeline, jt)
 	}
 	if dl, ok, err := st.Delivery(ctx, run.ID); err != nil {
 		return showOutput{}, err
@@ -155,29 +141,185 @@ func buildShow(ctx context.Context, st *store.Store, id string) (showOutput, err
 	return out, nil
 }
 
-// toolsOf lists the tools a turn's model used, from its saved transcript.
-// Their one-line summaries are redacted: a command may hold a secret.
-func toolsOf(path string) []showTool {
-	tools := []showTool{}
+func printableAll(s []string) []string {
+	out := []string{}
+	for _, v := range s {
+		out = append(out, questions.Printable(v))
+	}
+	return out
+}
+
+// fillFromTranscript adds to a stored turn what only its saved transcript
+// holds: the model's tool calls (those the CLI refused marked) and, for a
+// finished turn, the outcome's model, terminal reason, refused tools,
+// skipped lines and warnings. A transcript that is missing or unreadable
+// leaves the turn as stored.
+func fillFromTranscript(jt *jsonTurn, path string, maxLine int) {
 	if path == "" {
-		return tools
+		return
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return tools
+		return
 	}
 	defer f.Close()
-	rd := executor.NewReader(f, executor.ReaderOptions{})
-	for rd.Next() {
-		msg, ok := rd.Event().(*executor.AssistantMessage)
-		if !ok || msg.ParentToolUseID != "" {
-			continue
-		}
-		for _, b := range msg.ToolUses() {
-			tools = append(tools, showTool{Name: b.ToolName, Summary: questions.Redact(toolLine(b.Input))})
+	calls := transcriptCalls{}
+	o, _ := executor.Replay(f, executor.ReaderOptions{MaxLineBytes: maxLine}, calls.observe)
+	jt.Tools = calls.list()
+	if jt.Outcome == nil {
+		return
+	}
+	if o.MalformedLines > 0 {
+		if _, err := f.Seek(0, io.SeekStart); err == nil {
+			o = cutLines(f, o, maxLine)
 		}
 	}
-	return tools
+	full := newJSONOutcome(o)
+	jt.Outcome.Model, jt.Outcome.TerminalReason = full.Model, full.TerminalReason
+	jt.Outcome.PermissionDenials, jt.Outcome.SkippedLines, jt.Outcome.Warnings = full.PermissionDenials, full.SkippedLines, full.Warnings
+}
+
+// cutLines finds, among the malformed lines of a transcript, those the
+// executor cut because they were over the line cap when the CLI wrote them
+// (the transcript keeps the first min(TranscriptPrefixBytes, cap) bytes of
+// such a line), and counts them as oversize again, with their first bytes.
+func cutLines(r io.Reader, o executor.Outcome, maxLine int) executor.Outcome {
+	if maxLine <= 0 {
+		maxLine = 64 << 20
+	}
+	cut := min(executor.TranscriptPrefixBytes, maxLine)
+	malformed := map[int]bool{}
+	for _, d := range o.Diagnostics {
+		if d.Kind == executor.DiagMalformed {
+			malformed[d.Line] = true
+		}
+	}
+	br := bufio.NewReader(r)
+	var found []executor.Diagnostic
+	for n := 1; len(malformed) > 0; n++ {
+		size, prefix, ok := lineHead(br)
+		if !ok {
+			break
+		}
+		if !malformed[n] {
+			continue
+		}
+		delete(malformed, n)
+		if size == cut {
+			found = append(found, executor.Diagnostic{Line: n, Kind: executor.DiagOversize, Bytes: int64(size), Prefix: string(prefix),
+				Msg: fmt.Sprintf("over agent.max_line_bytes when the CLI wrote it; the transcript keeps its first %d bytes", cut)})
+		}
+	}
+	if len(found) == 0 {
+		return o
+	}
+	o.MalformedLines -= len(found)
+	o.OversizeLines += len(found)
+	if o.FirstOversize == nil {
+		o.FirstOversize = &found[0]
+	}
+	o.Diagnostics = append(append([]executor.Diagnostic(nil), o.Diagnostics...), found...)
+	return o
+}
+
+// lineHead reads one line: its length without the line's end and its
+// first SkippedPrefixBytes; ok is false at the end of r.
+func lineHead(br *bufio.Reader) (size int, prefix []byte, ok bool) {
+	for {
+		chunk, err := br.ReadSlice('\n')
+		chunk = bytes.TrimSuffix(chunk, []byte("\n"))
+		size += len(chunk)
+		if room := executor.SkippedPrefixBytes - len(prefix); room > 0 {
+			prefix = append(prefix, chunk[:min(len(chunk), room)]...)
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err != nil:
+			return size, prefix, size > 0
+		default:
+			return size, prefix, true
+		}
+	}
+}
+
+// transcriptCalls collects the model's tool calls from a transcript's
+// events, and which of them the CLI refused: a system permission_denied
+// line, or the result's permission_denials, names the call by its id.
+type transcriptCalls struct {
+	calls   []jsonTool
+	ids     []string
+	refused map[string]string // tool_use_id → tool name
+}
+
+func (c *transcriptCalls) observe(ev executor.Event) {
+	switch ev := ev.(type) {
+	case *executor.AssistantMessage:
+		if ev.ParentToolUseID != "" {
+			return // a sub-agent's call
+		}
+		for _, b := range ev.ToolUses() {
+			c.calls = append(c.calls, jsonTool{Name: questions.Printable(b.ToolName), Summary: questions.Redact(toolLine(b.Input))})
+			c.ids = append(c.ids, b.ToolUseID)
+		}
+	case *executor.SystemOther:
+		if ev.Subtype != "permission_denied" {
+			return
+		}
+		var line struct {
+			ToolUseID string `json:"tool_use_id"`
+		}
+		if json.Unmarshal(ev.Raw(), &line) == nil {
+			c.refuse(line.ToolUseID, ev.ToolName)
+		}
+	case *executor.Result:
+		var line struct {
+			Denials []struct {
+				ToolName  string `json:"tool_name"`
+				ToolUseID string `json:"tool_use_id"`
+			} `json:"permission_denials"`
+		}
+		if json.Unmarshal(ev.Raw(), &line) == nil {
+			for _, d := range line.Denials {
+				c.refuse(d.ToolUseID, d.ToolName)
+			}
+		}
+	}
+}
+
+func (c *transcriptCalls) refuse(id, name string) {
+	if c.refused == nil {
+		c.refused = map[string]string{}
+	}
+	if id == "" {
+		id = "?" + name // no id: still listed, once per tool
+	}
+	c.refused[id] = name
+}
+
+// list returns the calls in order, refused ones marked; a refusal whose
+// call is not in the transcript is listed after them.
+func (c *transcriptCalls) list() []jsonTool {
+	out := []jsonTool{}
+	seen := map[string]bool{}
+	for i, call := range c.calls {
+		if _, ok := c.refused[c.ids[i]]; ok && c.ids[i] != "" {
+			call.Refused = true
+			seen[c.ids[i]] = true
+		}
+		out = append(out, call)
+	}
+	ids := make([]string, 0, len(c.refused))
+	for id := range c.refused {
+		if !seen[id] {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		out = append(out, jsonTool{Name: questions.Printable(c.refused[id]), Refused: true})
+	}
+	return out
 }
 
 // toolLine gives a one-line view of a tool call's input.
@@ -199,14 +341,12 @@ func (m *Main) runShow(ctx context.Context, id string, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	out, err := buildShow(ctx, st, id)
+	out, err := buildShow(ctx, st, id, m.Config.Agent.MaxLineBytes.Int())
 	if err != nil {
 		return err
 	}
 	if asJSON {
-		enc := json.NewEncoder(m.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return writeJSON(m.Stdout, out)
 	}
 	printShow(m.Stdout, out)
 	return nil
@@ -221,9 +361,15 @@ func printShow(w io.Writer, o showOutput) {
 	if r.Spec != "" {
 		fmt.Fprintf(w, "  spec %s\n", r.Spec)
 	}
-	fmt.Fprintf(w, "  %d turns, $%.4f, created %s, updated %s\n", r.Turns, r.CostUSD, r.CreatedAt.Format(time.RFC3339), r.UpdatedAt.Format(time.RFC3339))
+	fmt.Fprintf(w, "  %d turns, $%.4f, created %s, updated %s\n", len(o.Timeline), r.CostUSD, r.CreatedAt.Format(time.RFC3339), r.UpdatedAt.Format(time.RFC3339))
 	if r.Error != "" {
 		fmt.Fprintf(w, "  error: %s\n", safe(r.Error, 300))
+	}
+	if len(o.Refused) > 0 {
+		fmt.Fprintf(w, "  ⚠ the CLI refused %d tool call(s):\n", len(o.Refused))
+		for _, t := range o.Refused {
+			fmt.Fprintf(w, "      %s (turn %d)\n", toolCall(t.jsonTool), t.Turn)
+		}
 	}
 	fmt.Fprintln(w, "\ntimeline:")
 	bySet := map[string][]showDecision{}
@@ -231,19 +377,24 @@ func printShow(w io.Writer, o showOutput) {
 		bySet[d.SetID] = append(bySet[d.SetID], d)
 	}
 	for _, t := range o.Timeline {
-		state := t.Status
-		if t.Category != "" {
-			state += " (" + t.Category + ")"
+		state, cost := "unfinished", 0.0
+		if oc := t.Outcome; oc != nil && t.FinishedAt != nil {
+			state, cost = oc.Status, oc.CostUSD
+			if oc.ErrorCategory != "" {
+				state += " (" + oc.ErrorCategory + ")"
+			}
 		}
-		if t.FinishedAt == nil {
-			state = "unfinished"
+		started := "-"
+		if t.StartedAt != nil {
+			started = t.StartedAt.Format(time.RFC3339)
 		}
-		fmt.Fprintf(w, "  %s  turn %d (%s) %s, $%.4f\n", t.StartedAt.Format(time.RFC3339), t.Seq, t.Kind, state, t.CostUSD)
+		fmt.Fprintf(w, "  %s  turn %d (%s) %s, $%.4f\n", started, t.Seq, t.Kind, state, cost)
 		for _, tool := range t.Tools {
-			if tool.Summary != "" {
-				fmt.Fprintf(w, "      ⚙ %s: %s\n", tool.Name, safe(tool.Summary, 100))
-			} else {
-				fmt.Fprintf(w, "      ⚙ %s\n", tool.Name)
+			fmt.Fprintf(w, "      ⚙ %s\n", toolText(tool))
+		}
+		if oc := t.Outcome; oc != nil {
+			for _, d := range oc.SkippedLines.Details {
+				fmt.Fprintf(w, "      ⚠ skipped %s\n", safe(d, 400))
 			}
 		}
 		if n := len(bySet[t.AskedSet]); n > 0 {
@@ -275,6 +426,24 @@ func printShow(w io.Writer, o showOutput) {
 			fmt.Fprintf(w, "  worktree %s (kept)\n", d.Worktree)
 		}
 	}
+}
+
+// toolText is a tool call on one line: "Bash: touch x (refused by the CLI)".
+func toolText(t jsonTool) string {
+	s := toolCall(t)
+	if t.Refused {
+		s += " (refused by the CLI)"
+	}
+	return s
+}
+
+// toolCall is a tool and its input on one line: "Bash: touch x".
+func toolCall(t jsonTool) string {
+	s := safe(t.Name, 60)
+	if t.Summary != "" {
+		s += ": " + safe(t.Summary, 100)
+	}
+	return s
 }
 
 func printDecision(w io.Writer, d showDecision) {

@@ -16,46 +16,61 @@ import (
 
 func (m *Main) newStatusCmd() *cobra.Command {
 	var asJSON, all bool
+	var spec string
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "List runs and the questions waiting for an answer",
-		Long: `status lists the active runs (running, waiting, interrupted) — every run with
---all — the questions waiting for an answer with their IDs and surfaces, and
-the next run times of the scheduled specs in specs.dir.`,
+		Long: `status says whether a serve is running on this state directory, lists the
+active runs (running, waiting, interrupted) — every run with --all — the
+questions waiting for an answer with their IDs and surfaces, and when the
+scheduled specs in specs.dir run next: a spec whose previous run still runs
+or waits is skipped by the scheduler, and status says so instead of a time.
+--spec NAME shows only that spec's runs, questions and schedule.`,
 		Annotations: noSurfacesAnnotation(),
 		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return m.runStatus(cmd.Context(), asJSON, all)
+			return m.runStatus(cmd.Context(), asJSON, all, spec)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&all, "all", false, "list finished runs too")
+	cmd.Flags().StringVar(&spec, "spec", "", "only this spec's runs, questions and schedule")
 	return cmd
 }
 
-// statusNext is a scheduled spec's next run time.
+// statusNext is a scheduled spec's next run time, or, when the scheduler
+// will skip its ticks, the active run it waits for (Next is then left out).
 type statusNext struct {
-	Spec string    `json:"spec"`
-	Next time.Time `json:"next"`
+	Spec         string         `json:"spec"`
+	Next         *time.Time     `json:"next,omitempty"`
+	SkippedWhile *statusSkipped `json:"skipped_while,omitempty"`
+}
+
+// statusSkipped is the run of a spec that still runs or waits: the
+// scheduler skips the spec's ticks until it ends.
+type statusSkipped struct {
+	RunID  string `json:"run_id"`
+	Status string `json:"status"`
 }
 
 // statusReport is the output of status --json (docs/json.md).
 type statusReport struct {
 	V            int              `json:"v"`
+	Serve        statusServe      `json:"serve"`
 	Runs         []jsonRun        `json:"runs"`
 	QuestionSets []jsonSet        `json:"question_sets"`
 	Schedule     []statusNext     `json:"schedule"`
 	Worktrees    []statusWorktree `json:"worktrees"` // gc.go
 }
 
-func (m *Main) runStatus(ctx context.Context, asJSON, all bool) error {
+func (m *Main) runStatus(ctx context.Context, asJSON, all bool, spec string) error {
 	st, err := m.openStore(ctx)
 	if err != nil {
 		return err
 	}
-	f := store.RunFilter{Status: []store.RunStatus{store.RunRunning, store.RunWaiting, store.RunInterrupted}}
+	f := store.RunFilter{Status: []store.RunStatus{store.RunRunning, store.RunWaiting, store.RunInterrupted}, Spec: spec}
 	if all {
-		f = store.RunFilter{Limit: 100}
+		f = store.RunFilter{Limit: 100, Spec: spec}
 	}
 	runs, err := st.ListRuns(ctx, f)
 	if err != nil {
@@ -65,31 +80,84 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool) error {
 	if err != nil {
 		return err
 	}
-	rep := statusReport{V: jsonVersion, Runs: []jsonRun{}, QuestionSets: []jsonSet{}, Schedule: []statusNext{}}
+	rep := statusReport{V: jsonVersion, Serve: probeServe(st.Dir()), Runs: []jsonRun{}, QuestionSets: []jsonSet{}, Schedule: []statusNext{}}
 	for _, r := range runs {
 		rep.Runs = append(rep.Runs, newJSONRun(r))
 	}
+	specOf := map[string]string{} // run ID → spec, for --spec
 	for _, s := range sets {
+		if spec != "" {
+			if _, ok := specOf[s.Set.RunID]; !ok {
+				r, err := st.Run(ctx, s.Set.RunID)
+				if err != nil {
+					return err
+				}
+				specOf[s.Set.RunID] = r.Spec
+			}
+			if specOf[s.Set.RunID] != spec {
+				continue
+			}
+		}
 		rep.QuestionSets = append(rep.QuestionSets, newJSONSetRecord(s))
 	}
-	if list, err := specs.LoadDir(m.Config.Specs.Dir); err == nil || len(list) > 0 {
-		now := time.Now()
-		for _, sp := range list {
-			if sp.Schedule == "" {
-				continue
-			}
-			sched, err := specs.ParseSchedule(sp.Schedule)
-			if err != nil {
-				continue
-			}
-			rep.Schedule = append(rep.Schedule, statusNext{Spec: sp.Name, Next: sched.Next(now).UTC()})
+	list, _ := specs.LoadDir(m.Config.Specs.Dir) // validate reports bad specs; status lists the good ones
+	known := false
+	now := time.Now()
+	for _, sp := range list {
+		known = known || sp.Name == spec
+		if sp.Schedule == "" || (spec != "" && sp.Name != spec) {
+			continue
 		}
+		sched, err := specs.ParseSchedule(sp.Schedule)
+		if err != nil {
+			continue
+		}
+		// The scheduler's rule (internal/daemon: busy): a tick is skipped
+		// while a run of the spec runs or waits.
+		active, err := st.ListRuns(ctx, store.RunFilter{Spec: sp.Name, Status: []store.RunStatus{store.RunRunning, store.RunWaiting}, Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(active) > 0 {
+			rep.Schedule = append(rep.Schedule, statusNext{Spec: sp.Name, SkippedWhile: &statusSkipped{RunID: active[0].ID, Status: string(active[0].Status)}})
+			continue
+		}
+		next := sched.Next(now).UTC()
+		rep.Schedule = append(rep.Schedule, statusNext{Spec: sp.Name, Next: &next})
 	}
 	if rep.Worktrees, err = keptWorktrees(ctx, st); err != nil {
 		return err
 	}
+	if spec != "" {
+		if !known && len(rep.Runs) == 0 {
+			if any, err := st.ListRuns(ctx, store.RunFilter{Spec: spec, Limit: 1}); err != nil {
+				return err
+			} else if len(any) == 0 {
+				return usageError(fmt.Errorf("--spec %s: no spec of that name in %s and no run of it", spec, m.Config.Specs.Dir))
+			}
+		}
+		kept := []statusWorktree{}
+		for _, k := range rep.Worktrees {
+			if k.Spec == spec {
+				kept = append(kept, k)
+			}
+		}
+		rep.Worktrees = kept
+	}
 	if asJSON {
 		return writeJSON(m.Stdout, rep)
+	}
+	switch s := rep.Serve; s.State {
+	case "running":
+		if s.PID > 0 {
+			fmt.Fprintf(m.Stdout, "serve: running on this state directory (pid %d)\n\n", s.PID)
+		} else {
+			fmt.Fprint(m.Stdout, "serve: running on this state directory\n\n")
+		}
+	case "stopped":
+		fmt.Fprint(m.Stdout, "serve: not running on this state directory (scheduled specs do not run, answered runs wait for 'orchestrator resume')\n\n")
+	default:
+		fmt.Fprintf(m.Stdout, "serve: unknown (%s)\n\n", s.Note)
 	}
 	w := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
 	if len(rep.Runs) == 0 {
@@ -127,7 +195,15 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool) error {
 		fmt.Fprintln(m.Stdout)
 		fmt.Fprintln(w, "SPEC\tNEXT RUN")
 		for _, s := range rep.Schedule {
-			fmt.Fprintf(w, "%s\t%s\n", s.Spec, s.Next)
+			if s.SkippedWhile != nil {
+				verb := "runs"
+				if s.SkippedWhile.Status == string(store.RunWaiting) {
+					verb = "waits"
+				}
+				fmt.Fprintf(w, "%s\tskipped while run %s %s\n", s.Spec, s.SkippedWhile.RunID, verb)
+				continue
+			}
+			fmt.Fprintf(w, "%s\t%s\n", s.Spec, s.Next.Local().Format(time.RFC3339))
 		}
 		w.Flush()
 	}

@@ -170,8 +170,8 @@ func buildTerminal(m *Main, _ config.SurfaceConfig, _ *store.Store) (surfaces.Su
 	if f, ok := m.Stdin.(*os.File); ok {
 		echo = !terminal.IsTerminal(f)
 	}
-	return terminal.New(m.Stdin, out, terminal.Options{Logger: m.Logger, Pretty: pretty, Echo: echo,
-		Command: "orchestrator", By: whoami()}), nil
+	return m.foregroundTerminal(terminal.New(m.Stdin, out, terminal.Options{Logger: m.Logger, Pretty: pretty, Echo: echo,
+		Command: "orchestrator", By: whoami()})), nil
 }
 
 // buildDiscord makes a Discord surface for the channel of its block. Its
