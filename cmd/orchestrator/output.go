@@ -113,7 +113,7 @@ type jsonSet struct {
 	// Kind is how the model asked: marker, ask_tool or approval.
 	Kind string `json:"kind"`
 	// Tool is the tool call an ask_tool or approval set is about.
-	Tool      *jsonTool      `json:"tool,omitempty"`
+	Tool      *jsonSetTool   `json:"tool,omitempty"`
 	State     string         `json:"state,omitempty"`
 	Surfaces  []string       `json:"surfaces,omitempty"`
 	Questions []jsonQuestion `json:"questions"`
@@ -121,7 +121,7 @@ type jsonSet struct {
 	CreatedAt *time.Time     `json:"created_at,omitempty"`
 }
 
-type jsonTool struct {
+type jsonSetTool struct {
 	ToolUseID   string          `json:"tool_use_id"`
 	Name        string          `json:"name"`
 	Input       json.RawMessage `json:"input,omitempty"`
@@ -169,7 +169,7 @@ func newJSONQuestion(q questions.Question) jsonQuestion {
 func newJSONSet(set questions.Set, resp *questions.Response) jsonSet {
 	out := jsonSet{ID: set.ID, RunID: set.RunID, Turn: set.Turn, Kind: questions.KindOf(set), Questions: []jsonQuestion{}}
 	if c := set.Tool; c != nil {
-		out.Tool = &jsonTool{ToolUseID: c.ToolUseID, Name: questions.Printable(c.Tool), Description: questions.Printable(c.Description)}
+		out.Tool = &jsonSetTool{ToolUseID: c.ToolUseID, Name: questions.Printable(c.Tool), Description: questions.Printable(c.Description)}
 		if json.Valid(c.Input) {
 			out.Tool.Input = c.Input
 		}
