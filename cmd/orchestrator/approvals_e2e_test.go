@@ -1,14 +1,20 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/orchestrator-dev/orchestrator/internal/clitest"
 	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/surfaces/github/githubtest"
 )
 
 // Native asking and approvals with the real CLI (issue 13): the model calls
@@ -165,5 +171,127 @@ func TestAskUserQuestionOnTerminal(t *testing.T) {
 	run := e.onlyRun()
 	if !strings.Contains(run.FinalText, `"Which auth method?"="mTLS"`) || !strings.Contains(run.FinalText, `"Which stores?"="SQL, Redis"`) {
 		t.Errorf("the model did not get the answers as the tool's answer: %q", run.FinalText)
+	}
+}
+
+// TestApprovalAllowForRun: "Allow for this run" runs the call, and a second
+// identical call in the same run is not asked again.
+func TestApprovalAllowForRun(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	calls := 0
+	touch := &fakeapi.ToolUse{Name: "Bash", Input: map[string]any{"command": "touch " + madeFile, "description": "Create the marker file"}}
+	e := newE2E(t, fakeapi.Rule{Respond: func(r fakeapi.Request) fakeapi.Reply {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls <= 2 {
+			return fakeapi.Reply{Text: "Making it.", ToolUse: touch}
+		}
+		return fakeapi.Reply{Text: "SAW " + strings.Join(r.ToolResults, " | ")}
+	}})
+	code, out, _ := e.run("Allow for this run\n", "run", "--prompt", "make the file", "--surface", "terminal")
+	if code != 0 || !e.made() {
+		t.Fatalf("exit %d made %v:\n%s", code, e.made(), out)
+	}
+	if n := strings.Count(out, "Allow Bash to run this?"); n != 1 {
+		t.Errorf("asked %d times, want once", n)
+	}
+	sets, err := e.store().QuestionSets(context.Background(), store.SetFilter{})
+	if err != nil || len(sets) != 1 {
+		t.Errorf("sets %d %v", len(sets), err)
+	}
+	if n := e.toolResults(); n < 2 {
+		t.Errorf("the second call did not run: %d tool results", n)
+	}
+}
+
+// TestApprovalAnsweredByPreset: a spec's answers: apply to approvals (the
+// question's header is "Approval").
+func TestApprovalAnsweredByPreset(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, approvalRules("touch "+madeFile)...)
+	spec := filepath.Join(e.dir, "make.md")
+	body := fmt.Sprintf("---\nname: make\nworkdir: %q\nsurfaces: [terminal]\nanswers:\n  Approval: Allow once\n---\nmake the file\n", filepath.Join(e.dir, "work"))
+	if err := os.WriteFile(spec, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := e.run("", "run", spec)
+	if code != 0 || !e.made() {
+		t.Fatalf("exit %d made %v:\n%s", code, e.made(), out)
+	}
+}
+
+// TestAskUserQuestionOnGitHub: the model's AskUserQuestion is asked in an
+// issue comment; a reply with "other:" free text answers it as the tool's
+// answer.
+func TestAskUserQuestionOnGitHub(t *testing.T) {
+	t.Parallel()
+	ask := map[string]any{"questions": []any{map[string]any{"question": "Which auth method?", "header": "Auth", "multiSelect": false,
+		"options": []any{map[string]any{"label": "OAuth2", "description": "o"}, map[string]any{"label": "JWT", "description": "j"}}}}}
+	e := newE2E(t,
+		fakeapi.Rule{When: "ask me", Reply: fakeapi.Reply{ToolUse: &fakeapi.ToolUse{Name: "AskUserQuestion", Input: ask}}, Times: 1},
+		fakeapi.Rule{Respond: func(r fakeapi.Request) fakeapi.Reply {
+			return fakeapi.Reply{Text: "SAW " + strings.Join(r.ToolResults, " | ")}
+		}},
+	)
+	gh := githubtest.NewServer(t)
+	gh.RequireToken("test-token")
+	gh.SetPermission("alice", "write")
+	const repo = "acme/app"
+	issue := gh.CreateIssue(repo, "Nightly tasks")
+	e.writeConfig(fmt.Sprintf("  github:\n    enabled: true\n    base_url: %q\n    token: test-token\n    repo: %s\n    issue: %d\n    poll_interval: 100ms\n",
+		gh.URL()+"/", repo, issue))
+	done := make(chan int, 1)
+	go func() {
+		code, _, _ := e.run("", "run", "--surface", "github", "--prompt", "ask me")
+		done <- code
+	}()
+	q := gh.WaitQuestion(t, repo, 1, 2*time.Minute)
+	if !strings.Contains(q.Body, "Which auth method?") {
+		t.Errorf("question comment:\n%s", q.Body)
+	}
+	gh.AddComment(repo, issue, "alice", "other: mTLS")
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatal("the run did not finish")
+	}
+	if run := e.onlyRun(); !strings.Contains(run.FinalText, `"Which auth method?"="mTLS"`) {
+		t.Errorf("final %q", run.FinalText)
+	}
+}
+
+// TestApprovalCrashAtEachStep: the orchestrator is killed (SIGKILL) at each
+// step of a parked approval's answer; a restart runs the command exactly
+// once.
+func TestApprovalCrashAtEachStep(t *testing.T) {
+	clitest.Claude(t)
+	t.Parallel()
+	for _, point := range []string{"answer-stored", "claimed", "turn-started"} {
+		t.Run(point, func(t *testing.T) {
+			t.Parallel()
+			e := newE2E(t, approvalRules("touch "+madeFile)...)
+			// Parked: no terminal input.
+			if code, _, _ := e.run("", "run", "--prompt", "make the file", "--surface", "terminal"); code != exitWaiting {
+				t.Fatalf("exit %d", code)
+			}
+			run := e.onlyRun()
+			// The answer is given on the terminal of a resume that dies.
+			err := e.child("Allow once\n", point, "resume", run.ID).Run()
+			wantKilled(t, err)
+			if err := e.child("", "", "resume", run.ID).Run(); err != nil {
+				t.Fatalf("resume: %v", err)
+			}
+			if run := e.onlyRun(); run.Status != store.RunDone || !e.made() {
+				t.Fatalf("run %s made %v", run.Status, e.made())
+			}
+			if n := e.toolResults(); n != 1 {
+				t.Errorf("the command's result reached the model %d times, want 1", n)
+			}
+		})
 	}
 }
