@@ -16,7 +16,7 @@ type Store interface {
 	TakeToolDecision(ctx context.Context, toolUseID string) (store.ToolCall, store.Take, error)
 	DecideTool(ctx context.Context, call store.ToolCall) (store.ToolCall, error)
 	AskTool(ctx context.Context, call store.ToolCall, set questions.Set, surfaces []string, live bool) (store.ToolCall, bool, error)
-	WaitSet(ctx context.Context, setID string) (store.SetRecord, error)
+	QuestionSet(ctx context.Context, id string) (store.SetRecord, error)
 	MarkToolDeferred(ctx context.Context, toolUseID string) error
 	ToolCall(ctx context.Context, toolUseID string) (store.ToolCall, error)
 	RunPolicy(ctx context.Context, runID string) (json.RawMessage, error)
@@ -273,13 +273,12 @@ func Hook(ctx context.Context, st Store, runID string, in HookInput) (Verdict, e
 	}
 	if p.Hold > 0 {
 		wctx, cancel := context.WithTimeout(ctx, p.Hold)
-		go parkEarly(wctx, cancel, st, in.ToolUseID)
-		_, err := st.WaitSet(wctx, g.SetID)
+		err := waitAnswered(wctx, st, g.SetID, in.ToolUseID)
 		cancel()
-		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
-			err = nil // parked early
+		if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+			err = nil // the hold is over
 		}
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		if err != nil {
 			return Verdict{}, err
 		}
 		if g, ok, err := take(ctx, st, in.ToolUseID); err != nil || ok {
@@ -292,23 +291,45 @@ func Hook(ctx context.Context, st Store, runID string, in HookInput) (Verdict, e
 	return Verdict{Decision: HookDefer}, nil
 }
 
-// parkPoll is how often a waiting hook checks whether the run loop parked
-// the call early (no surface of its process can take an answer).
-const parkPoll = 100 * time.Millisecond
+// The hook's poll while it holds the CLI: fast at first, when a person at a
+// surface is most likely answering (the decision then reaches the CLI
+// within a few milliseconds), slower after holdFastFor.
+const (
+	holdPollFast = 5 * time.Millisecond
+	holdPollSlow = 50 * time.Millisecond
+	holdFastFor  = time.Minute
+	// parkEvery is how many polls pass between checks that the run loop
+	// parked the call early (no surface of its process can take an answer).
+	parkEvery = 10
+)
 
-// parkEarly ends the hook's wait once the call is marked deferred.
-func parkEarly(ctx context.Context, cancel context.CancelFunc, st Store, toolUseID string) {
-	t := time.NewTicker(parkPoll)
-	defer t.Stop()
-	for {
+// waitAnswered returns once the set is no longer pending, the call was
+// parked early (nil), or ctx ends.
+func waitAnswered(ctx context.Context, st Store, setID, toolUseID string) error {
+	start := time.Now()
+	for i := 0; ; i++ {
+		rec, err := st.QuestionSet(ctx, setID)
+		if err != nil {
+			return err
+		}
+		if rec.State != store.SetPending {
+			return nil
+		}
+		if i%parkEvery == parkEvery-1 {
+			if c, err := st.ToolCall(ctx, toolUseID); err == nil && c.Deferred {
+				return nil
+			}
+		}
+		d := holdPollFast
+		if time.Since(start) > holdFastFor {
+			d = holdPollSlow
+		}
+		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
-			return
+			t.Stop()
+			return ctx.Err()
 		case <-t.C:
-			if c, err := st.ToolCall(ctx, toolUseID); err == nil && c.Deferred {
-				cancel()
-				return
-			}
 		}
 	}
 }
