@@ -84,7 +84,9 @@ func approvalRoundTrip(b *testing.B, e *benchEnv, i int) (time.Duration, time.Du
 	ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
 	defer cancel()
 	done := make(chan int, 1)
-	go func() { done <- m.Exec(ctx, []string{"--config", e.config, "run", "--surface", "terminal", "--prompt", fmt.Sprintf("make the file %d", i)}) }()
+	go func() {
+		done <- m.Exec(ctx, []string{"--config", e.config, "run", "--surface", "terminal", "--prompt", fmt.Sprintf("make the file %d", i)})
+	}()
 	select {
 	case <-out.asked:
 	case code := <-done:
