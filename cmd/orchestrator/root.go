@@ -48,6 +48,7 @@ Exit codes: 0 done, 1 failed, 2 usage or configuration error,
 		m.newCancelCmd(),
 		m.newRehearseCmd(),
 		m.newServeCmd(),
+		m.newWebCmd(),
 	)
 
 	markRunning(root, &m.running)

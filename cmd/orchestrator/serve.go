@@ -64,6 +64,9 @@ func (m *Main) runServe(ctx context.Context) error {
 			return configError(fmt.Errorf("surface %s: %w", name, err))
 		}
 	}
+	if err := m.mountWeb(ctx, st); err != nil {
+		return err
+	}
 	d, err := daemon.New(daemon.Config{
 		Specs: list,
 		Runs:  r,

@@ -205,6 +205,8 @@ type Serve struct {
 	// CatchUp says what to do with schedules missed while down: skip them,
 	// or run each missed spec once. Default: skip.
 	CatchUp string `yaml:"catch_up"`
+	// Web is the web inbox (internal/config/web.go).
+	Web Web `yaml:"web"`
 }
 
 // Default values that are not zero.

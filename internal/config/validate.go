@@ -88,6 +88,7 @@ func (c *Config) Validate() error {
 		v.add("serve.max_concurrent_runs", "must be at least 1, got %d", s.MaxConcurrentRuns)
 	}
 	v.oneOf("serve.catch_up", s.CatchUp, CatchUpModes)
+	v.web(s.Web)
 
 	return errors.Join(v.errs...)
 }
