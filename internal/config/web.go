@@ -106,7 +106,7 @@ func (u *WebUser) UnmarshalYAML(n *yaml.Node) error {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
 		if val.Kind != yaml.ScalarNode {
-			return fmt.Errorf("line %d: %s: want a string", val.Line, k.Value)
+			return fmt.Errorf("%s: want a string", k.Value)
 		}
 		switch k.Value {
 		case "name":
@@ -115,7 +115,7 @@ func (u *WebUser) UnmarshalYAML(n *yaml.Node) error {
 			u.TokenSHA256 = val.Value
 		default:
 			// The value is not shown: it may be a token.
-			return fmt.Errorf("line %d: unknown key %q (a user has name and token_sha256)", k.Line, k.Value)
+			return fmt.Errorf("unknown key %q (a user has name and token_sha256)", k.Value)
 		}
 	}
 	return nil
