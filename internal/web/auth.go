@@ -87,6 +87,10 @@ func (s *Server) userOf(token string) (string, bool) {
 	return name, ok
 }
 
+// errNotAllowed: a trusted proxy vouches for someone serve.web.allow does
+// not list.
+var errNotAllowed = errors.New("not allowed here (serve.web.allow)")
+
 // authenticate finds who sent r. A bad bearer token is an error (never a
 // fall back to another way in); no credentials at all is ok == false.
 func (s *Server) authenticate(r *http.Request) (id identity, ok bool, err error) {
@@ -106,7 +110,7 @@ func (s *Server) authenticate(r *http.Request) (id identity, ok bool, err error)
 		email := strings.TrimSpace(r.Header.Get("X-Forwarded-Email"))
 		if user != "" || email != "" {
 			if !s.allowed(user, email) {
-				return identity{}, false, errors.New("not allowed (serve.web.allow)")
+				return identity{}, false, errNotAllowed
 			}
 			name := user
 			if name == "" {
@@ -183,7 +187,7 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 			status := http.StatusUnauthorized
 			if err != nil {
 				msg = err.Error()
-				if id.Name == "" && strings.Contains(msg, "allow") {
+				if errors.Is(err, errNotAllowed) {
 					status = http.StatusForbidden
 				}
 			}

@@ -177,7 +177,7 @@ func TestCrossSitePostWithoutCSRFTokenIsRefused(t *testing.T) {
 
 func TestScriptInQuestionRendersInert(t *testing.T) {
 	f := newFixture(t, nil)
-	evil := `<script>alert("q")</script><img src=x onerror=alert(1)>`
+	evil := "<script>alert(\"q\")</script><img src=x onerror=alert(1)>\x1b[31m\u202e"
 	f.be.ask(questions.Set{ID: "r1-2", RunID: "r1", Turn: 2, Title: evil,
 		Context: evil + "\n\n[click](javascript:alert(2)) <iframe src=//evil.example>",
 		Questions: []questions.Question{{ID: "qx", Header: evil, Text: evil,
@@ -190,7 +190,7 @@ func TestScriptInQuestionRendersInert(t *testing.T) {
 			t.Fatalf("GET %s: %d", path, r.status)
 		}
 		low := strings.ToLower(r.body)
-		for _, bad := range []string{"<script>alert", "<img", `href="javascript:`, "<iframe"} {
+		for _, bad := range []string{"<script>alert", "<img", `href="javascript:`, "<iframe", "\x1b", "\u202e"} {
 			if strings.Contains(low, bad) {
 				t.Errorf("GET %s: %q is live in the page", path, bad)
 			}

@@ -17,6 +17,8 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
@@ -37,6 +39,41 @@ type Backend struct {
 	Offerer Offerer
 	// MaxRuns bounds the runs listed; default 500.
 	MaxRuns int
+
+	// A live run page reads the run twice a second: what was read of each
+	// transcript is kept while the file does not change.
+	mu    sync.Mutex
+	cache map[string]cachedTranscript
+}
+
+type cachedTranscript struct {
+	size  int64
+	mod   time.Time
+	items []web.Item
+}
+
+// maxCached bounds the transcripts whose timeline items are kept.
+const maxCached = 256
+
+func (b *Backend) transcriptItems(path string, seq int) []web.Item {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil
+	}
+	b.mu.Lock()
+	c, ok := b.cache[path]
+	b.mu.Unlock()
+	if ok && c.size == fi.Size() && c.mod.Equal(fi.ModTime()) {
+		return c.items
+	}
+	items := transcriptItems(path, seq)
+	b.mu.Lock()
+	if b.cache == nil || len(b.cache) >= maxCached {
+		b.cache = map[string]cachedTranscript{}
+	}
+	b.cache[path] = cachedTranscript{size: fi.Size(), mod: fi.ModTime(), items: items}
+	b.mu.Unlock()
+	return items
 }
 
 var _ web.Backend = (*Backend)(nil)
@@ -129,7 +166,7 @@ func (b *Backend) Run(ctx context.Context, id string) (web.RunDetail, error) {
 	for _, t := range turns {
 		d.Items = append(d.Items, web.Item{Kind: web.ItemTurn, Turn: t.Seq, At: t.StartedAt, Text: string(t.Kind), Transcript: t.TranscriptPath != ""})
 		if t.TranscriptPath != "" {
-			d.Items = append(d.Items, transcriptItems(t.TranscriptPath, t.Seq)...)
+			d.Items = append(d.Items, b.transcriptItems(t.TranscriptPath, t.Seq)...)
 		}
 		if t.Finished {
 			text := t.Result.Status
