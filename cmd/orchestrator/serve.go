@@ -64,7 +64,8 @@ func (m *Main) runServe(ctx context.Context) error {
 			return configError(fmt.Errorf("surface %s: %w", name, err))
 		}
 	}
-	if err := m.mountWeb(ctx, st); err != nil {
+	resumer, err := m.mountWeb(ctx, st)
+	if err != nil {
 		return err
 	}
 	d, err := daemon.New(daemon.Config{
@@ -90,6 +91,7 @@ func (m *Main) runServe(ctx context.Context) error {
 	if err != nil {
 		return configError(err)
 	}
+	resumer.d = d
 	go func() {
 		select {
 		case <-d.Ready():

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/orchestrator-dev/orchestrator/internal/config"
+	"github.com/orchestrator-dev/orchestrator/internal/daemon"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/internal/web"
 	"github.com/orchestrator-dev/orchestrator/internal/web/webstore"
@@ -44,17 +46,49 @@ the JSON API.`,
 	return cmd
 }
 
+// webResumer resumes interrupted runs for the web inbox, through the
+// daemon (which waits for them on shutdown like for any run it drives).
+type webResumer struct {
+	st *store.Store
+	// ctx is serve's: a resumed run lives as long as serve.
+	ctx context.Context
+	d   *daemon.Daemon
+}
+
+func (r *webResumer) Resume(ctx context.Context, runID, by string) error {
+	run, err := r.st.Run(ctx, runID)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: %w", web.ErrNotFound, err)
+	}
+	if err != nil {
+		return err
+	}
+	if run.Status != store.RunInterrupted || r.d == nil {
+		return fmt.Errorf("run %s is %s: %w", run.ID, run.Status, web.ErrNotResumable)
+	}
+	if err := r.d.Resume(r.ctx, run.ID, run.Spec); err != nil {
+		if errors.Is(err, daemon.ErrDriving) || errors.Is(err, daemon.ErrNotServing) {
+			return fmt.Errorf("run %s: %w: %w", run.ID, web.ErrNotResumable, err)
+		}
+		return err
+	}
+	return nil
+}
+
 // mountWeb adds the web inbox to serve's handlers when serve.web.enabled.
-func (m *Main) mountWeb(ctx context.Context, st *store.Store) error {
+// The returned resumer is given the daemon once it exists.
+func (m *Main) mountWeb(ctx context.Context, st *store.Store) (*webResumer, error) {
+	res := &webResumer{st: st, ctx: ctx}
 	wc := m.Config.Serve.Web
 	if !wc.Enabled {
-		return nil
+		return res, nil
 	}
 	cfg := web.Config{
 		Backend:        &webstore.Backend{Store: st},
 		Allow:          wc.Allow,
 		AnswerMaxBytes: m.Config.Run.AnswerMaxBytes.Int(),
 		Done:           ctx.Done(),
+		Resume:         res,
 		Logger:         m.Logger,
 	}
 	for _, u := range wc.Users {
@@ -63,14 +97,14 @@ func (m *Main) mountWeb(ctx context.Context, st *store.Store) error {
 	for _, p := range wc.TrustedProxies {
 		pfx, err := config.ParseWebProxy(p)
 		if err != nil {
-			return configError(fmt.Errorf("serve.web.trusted_proxies: %w", err))
+			return nil, configError(fmt.Errorf("serve.web.trusted_proxies: %w", err))
 		}
 		cfg.TrustedProxies = append(cfg.TrustedProxies, pfx)
 	}
 	srv, err := web.New(cfg)
 	if err != nil {
-		return configError(err)
+		return nil, configError(err)
 	}
 	m.handlers["/"] = srv.Handler()
-	return nil
+	return res, nil
 }

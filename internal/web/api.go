@@ -183,7 +183,7 @@ func (s *Server) backendError(w http.ResponseWriter, r *http.Request, what strin
 	switch {
 	case errors.Is(err, ErrNotFound):
 		s.fail(w, r, http.StatusNotFound, what+": not found")
-	case errors.Is(err, ErrFinal):
+	case errors.Is(err, ErrFinal), errors.Is(err, ErrNotResumable):
 		s.fail(w, r, http.StatusConflict, err.Error())
 	default:
 		s.log.Error("web: "+what, "err", err)
@@ -347,6 +347,23 @@ func (s *Server) offer(r *http.Request, resp questions.Response) (int, answerRes
 func (s *Server) apiCancel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := s.cfg.Backend.Cancel(r.Context(), id, who(r).Name); err != nil {
+		s.backendError(w, r, "run "+id, err)
+		return
+	}
+	d, err := s.cfg.Backend.Run(r.Context(), id)
+	if err != nil {
+		s.backendError(w, r, "run "+id, err)
+		return
+	}
+	s.writeJSON(w, http.StatusOK, struct {
+		V   int    `json:"v"`
+		Run apiRun `json:"run"`
+	}{1, toAPIRun(d.Run)})
+}
+
+func (s *Server) apiResume(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := s.cfg.Resume.Resume(r.Context(), id, who(r).Name); err != nil {
 		s.backendError(w, r, "run "+id, err)
 		return
 	}

@@ -1,8 +1,11 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -256,5 +259,60 @@ func TestRunEventsStreamUpdatesUntilTheRunEnds(t *testing.T) {
 		if line != "" && !strings.HasPrefix(line, "event: ") && !strings.HasPrefix(line, "data: ") && !strings.HasPrefix(line, ":") {
 			t.Fatalf("malformed event line %q", line)
 		}
+	}
+}
+
+// fakeResumer resumes the fake backend's interrupted runs.
+type fakeResumer struct{ be *fakeBackend }
+
+func (f fakeResumer) Resume(ctx context.Context, runID, by string) error {
+	f.be.mu.Lock()
+	defer f.be.mu.Unlock()
+	r, ok := f.be.runs[runID]
+	if !ok {
+		return fmt.Errorf("run %s: %w", runID, ErrNotFound)
+	}
+	if r.Status != "interrupted" {
+		return fmt.Errorf("run %s is %s: %w", runID, r.Status, ErrNotResumable)
+	}
+	r.Status = "running"
+	return nil
+}
+
+func TestAPIResume(t *testing.T) {
+	f := newFixture(t, nil)
+	if r := f.do(nil, "POST", "/api/runs/r3/resume", "", bearer(aliceToken)); r.status != http.StatusNotFound {
+		t.Fatalf("resume without a Resumer: %d", r.status)
+	}
+	f = newFixture(t, func(c *Config) { c.Resume = fakeResumer{c.Backend.(*fakeBackend)} })
+	f.be.runs["r3"].Status = "interrupted"
+	page := f.do(nil, "GET", "/runs/r3", "", bearer(aliceToken))
+	if !strings.Contains(page.body, `id="resume"`) {
+		t.Fatal("no resume button on an interrupted run's page")
+	}
+	r := f.do(nil, "POST", "/api/runs/r3/resume", "", bearer(aliceToken))
+	got := decode[struct {
+		V   int    `json:"v"`
+		Run apiRun `json:"run"`
+	}](t, r)
+	if r.status != 200 || got.Run.Status != "running" {
+		t.Fatalf("resume: %d %s", r.status, r.body)
+	}
+	if r := f.do(nil, "POST", "/api/runs/r3/resume", "", bearer(aliceToken)); r.status != http.StatusConflict || !strings.Contains(r.body, "cannot be resumed now") {
+		t.Fatalf("resume a running run: %d %s", r.status, r.body)
+	}
+	if r := f.do(nil, "POST", "/api/runs/nope/resume", "", bearer(aliceToken)); r.status != http.StatusNotFound {
+		t.Fatalf("resume unknown: %d", r.status)
+	}
+	// The form needs the CSRF token.
+	c, csrf := f.signIn(aliceToken)
+	f.be.runs["r3"].Status = "interrupted"
+	body, h := form(url.Values{"csrf": {"wrong"}})
+	if r := f.do(c, "POST", "/runs/r3/resume", body, h); r.status != http.StatusForbidden {
+		t.Fatalf("resume form without the token: %d", r.status)
+	}
+	body, h = form(url.Values{"csrf": {csrf}})
+	if r := f.do(c, "POST", "/runs/r3/resume", body, h); r.status != 200 || !strings.Contains(r.body, "Run resumed.") {
+		t.Fatalf("resume form: %d", r.status)
 	}
 }

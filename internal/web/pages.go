@@ -3,6 +3,7 @@ package web
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"html/template"
 	"io"
@@ -36,6 +37,7 @@ type pageData struct {
 	Now       time.Time
 	LivePath  string
 	CancelURL string
+	ResumeURL string // empty when runs cannot be resumed here
 }
 
 // md renders markdown without raw HTML (goldmark's default: raw HTML is
@@ -248,14 +250,32 @@ func (s *Server) runPageWith(w http.ResponseWriter, r *http.Request, status int,
 		s.backendError(w, r, "run "+id, err)
 		return
 	}
-	s.render(w, r, status, "run", pageData{Title: "Run " + d.ID, Run: &d, Flash: flash, Error: errMsg,
-		LivePath: "/runs/" + d.ID + "/events", CancelURL: "/runs/" + d.ID + "/cancel"})
+	pd := pageData{Title: "Run " + d.ID, Run: &d, Flash: flash, Error: errMsg,
+		LivePath: "/runs/" + d.ID + "/events", CancelURL: "/runs/" + d.ID + "/cancel"}
+	if s.cfg.Resume != nil {
+		pd.ResumeURL = "/runs/" + d.ID + "/resume"
+	}
+	s.render(w, r, status, "run", pd)
+}
+
+func (s *Server) resumeForm(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := s.cfg.Resume.Resume(r.Context(), id, who(r).Name); err != nil {
+		if errors.Is(err, ErrNotResumable) {
+			s.runPageWith(w, r, http.StatusConflict, "", err.Error())
+			return
+		}
+		s.backendError(w, r, "run "+id, err)
+		return
+	}
+	s.log.Info("run resumed on the web", "run", id, "by", who(r).Name)
+	s.runPageWith(w, r, http.StatusOK, "Run resumed.", "")
 }
 
 func (s *Server) cancelForm(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := s.cfg.Backend.Cancel(r.Context(), id, who(r).Name); err != nil {
-		if strings.Contains(err.Error(), ErrFinal.Error()) {
+		if errors.Is(err, ErrFinal) {
 			s.runPageWith(w, r, http.StatusConflict, "", err.Error())
 			return
 		}

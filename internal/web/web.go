@@ -149,6 +149,17 @@ type Link struct {
 	URL   string
 }
 
+// Resumer drives an interrupted run again, on behalf of by. A run that is
+// not interrupted, or is driven already, wraps ErrNotResumable; an unknown
+// one ErrNotFound.
+type Resumer interface {
+	Resume(ctx context.Context, runID, by string) error
+}
+
+// ErrNotResumable is what Resumer returns (wrapped) for a run it cannot
+// resume now.
+var ErrNotResumable = errors.New("cannot be resumed now")
+
 // User is a person who signs in with a token.
 type User struct {
 	Name string
@@ -173,6 +184,9 @@ type Config struct {
 	// Done ends the live streams (server-sent events) when closed, so
 	// that a server shutdown does not wait for them.
 	Done <-chan struct{}
+	// Resume, when set, offers to resume an interrupted run (a button on
+	// its page, POST /api/runs/ID/resume).
+	Resume Resumer
 	// Poll is how often a live run page looks for changes; default 500ms.
 	Poll   time.Duration
 	Logger *slog.Logger
@@ -246,6 +260,10 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /api/runs/{id}", s.authed(s.apiRun))
 	mux.HandleFunc("POST /api/answer", s.authed(s.apiAnswer))
 	mux.HandleFunc("POST /api/runs/{id}/cancel", s.authed(s.apiCancel))
+	if cfg.Resume != nil {
+		mux.HandleFunc("POST /runs/{id}/resume", s.authed(s.resumeForm))
+		mux.HandleFunc("POST /api/runs/{id}/resume", s.authed(s.apiResume))
+	}
 	s.mux = mux
 	return s, nil
 }
