@@ -134,3 +134,54 @@ func text[S chromedp.Selectable](t *testing.T, ctx context.Context, sel S) strin
 	}
 	return s
 }
+
+// TestBrowserPhoneScreenKeyboardAndLabels: on a phone-sized screen no page
+// scrolls sideways; every field has a label; an option is chosen with the
+// keyboard alone.
+func TestBrowserPhoneScreenKeyboardAndLabels(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.Now = time.Now })
+	ctx := browsertest.New(t, 2*time.Minute)
+	err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile),
+		chromedp.Navigate(f.ts.URL+"/signin"),
+		chromedp.SendKeys(chromedp.ID("token"), aliceToken),
+		chromedp.Submit(chromedp.ID("token")),
+		chromedp.WaitVisible(chromedp.ID("set-r1-1")),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/", "/runs", "/runs/r2", "/signin?next=/"} {
+		if err := chromedp.Do(ctx, chromedp.Navigate(f.ts.URL+path), chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {
+			t.Fatal(err)
+		}
+		fits, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth <= window.innerWidth`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !fits {
+			t.Errorf("%s scrolls sideways on a phone", path)
+		}
+		unlabelled, err := chromedp.Run(ctx, chromedp.Evaluate[int](
+			`Array.from(document.querySelectorAll('input:not([type=hidden]), textarea, select')).filter(e => e.labels.length === 0).length`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if unlabelled != 0 {
+			t.Errorf("%s: %d fields without a label", path, unlabelled)
+		}
+	}
+	browsertest.Screenshot(t, ctx, "inbox-phone")
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(f.ts.URL+"/"),
+		chromedp.Focus(chromedp.CSS(`#set-r1-1 button[value="OAuth2"]`)),
+		chromedp.KeyEvent("\r"),
+		chromedp.WaitVisible(chromedp.ID("flash")),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.be.final("r1-1"); got == nil || got.Answers[0].Labels[0] != "OAuth2" {
+		t.Fatalf("keyboard answer: recorded %+v", got)
+	}
+}
