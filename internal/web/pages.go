@@ -197,8 +197,10 @@ func (s *Server) answerForm(w http.ResponseWriter, r *http.Request) {
 	}
 	status, res := s.offer(r, resp)
 	switch {
-	case res.Taken:
+	case res.Taken && res.Closed:
 		s.inboxWith(w, r, status, "Answer recorded for "+resp.SetID+": the run resumes.", resp.SetID, "")
+	case res.Taken:
+		s.inboxWith(w, r, status, "Answer recorded for "+resp.SetID+"; its other questions still wait for an answer.", resp.SetID, "")
 	default:
 		s.inboxWith(w, r, status, "", resp.SetID, res.Error)
 	}

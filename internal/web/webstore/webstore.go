@@ -263,9 +263,11 @@ func (b *Backend) Offer(ctx context.Context, resp questions.Response) (web.Decis
 	return o.Offer(ctx, resp)
 }
 
-// StoreOfferer decides answers with the store alone: a complete, valid
-// answer (surfaces.CheckResponse) to a pending set is recorded; the first
-// one wins.
+// StoreOfferer decides answers with the store alone: valid answers
+// (surfaces.CheckResponse, question by question) to a pending set are
+// recorded, the first answer to each question wins, and the set is answered
+// once every question is. An answer to some of a set's questions is kept
+// and the set stays pending.
 type StoreOfferer struct{ Store *store.Store }
 
 // Offer implements Offerer.
@@ -277,24 +279,32 @@ func (s StoreOfferer) Offer(ctx context.Context, resp questions.Response) (web.D
 	if rec.State != store.SetPending {
 		return closed(rec), nil
 	}
-	// The answers in the set's order, whatever order they came in.
-	ordered := resp
-	ordered.Answers = nil
-	seen := map[string]bool{}
-	for _, q := range rec.Set.Questions {
-		for _, a := range resp.Answers {
-			if a.QuestionID == q.ID && !seen[q.ID] {
-				seen[q.ID] = true
-				ordered.Answers = append(ordered.Answers, a)
-			}
-		}
+	if len(resp.Answers) == 0 {
+		return web.Decision{Invalid: fmt.Errorf("answer to set %s has no answers", rec.Set.ID)}, nil
 	}
+	// The answers in the set's order, whatever order they came in, checked
+	// as an answer to the questions they answer.
+	given := map[string]questions.Answer{}
 	for _, a := range resp.Answers {
 		if _, ok := rec.Set.Question(a.QuestionID); !ok {
 			return web.Decision{Invalid: fmt.Errorf("question set %s has no question %q", rec.Set.ID, a.QuestionID)}, nil
 		}
+		if _, dup := given[a.QuestionID]; dup {
+			return web.Decision{Invalid: fmt.Errorf("question %s is answered twice", a.QuestionID)}, nil
+		}
+		given[a.QuestionID] = a
 	}
-	if err := surfaces.CheckResponse(rec.Set, ordered); err != nil {
+	part := rec.Set
+	part.Questions = nil
+	ordered := resp
+	ordered.Answers = nil
+	for _, q := range rec.Set.Questions {
+		if a, ok := given[q.ID]; ok {
+			part.Questions = append(part.Questions, q)
+			ordered.Answers = append(ordered.Answers, a)
+		}
+	}
+	if err := surfaces.CheckResponse(part, ordered); err != nil {
 		return web.Decision{Invalid: err}, nil
 	}
 	got, err := s.Store.RecordAnswer(ctx, ordered)

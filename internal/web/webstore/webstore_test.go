@@ -111,11 +111,14 @@ func TestPendingAndRunTimelineFromTheStore(t *testing.T) {
 func TestOfferValidatesAndTheFirstValidAnswerWins(t *testing.T) {
 	b, st := waitingRun(t)
 	ctx := context.Background()
-	// Invalid: a label that is not an option; an incomplete answer.
+	// Invalid: a label that is not an option; an unknown question; no
+	// answer; an empty answer; one question twice.
 	for _, resp := range []questions.Response{
 		answer("alice", questions.Answer{QuestionID: "qa", Labels: []string{"Basic"}}, questions.Answer{QuestionID: "qb", Labels: []string{"chi"}}),
-		answer("alice", questions.Answer{QuestionID: "qa", Labels: []string{"JWT"}}),
 		answer("alice", questions.Answer{QuestionID: "qz", Labels: []string{"JWT"}}),
+		answer("alice"),
+		answer("alice", questions.Answer{QuestionID: "qb"}),
+		answer("alice", questions.Answer{QuestionID: "qa", Labels: []string{"JWT"}}, questions.Answer{QuestionID: "qa", Labels: []string{"OAuth2"}}),
 	} {
 		d, err := b.Offer(ctx, resp)
 		if err != nil || d.Invalid == nil || d.Taken || d.Closed {
@@ -179,5 +182,25 @@ func TestCancelExpiresTheQuestions(t *testing.T) {
 	}
 	if err := b.Cancel(ctx, "nope", "alice"); !errors.Is(err, web.ErrNotFound) {
 		t.Fatalf("cancel unknown: %v", err)
+	}
+}
+
+func TestOfferKeepsAPartialAnswerAndTheSetStaysPending(t *testing.T) {
+	b, st := waitingRun(t)
+	ctx := context.Background()
+	d, err := b.Offer(ctx, answer("alice", questions.Answer{QuestionID: "qa", Labels: []string{"JWT"}}))
+	if err != nil || !d.Taken || d.Closed || d.Final != nil {
+		t.Fatalf("partial: %+v %v", d, err)
+	}
+	if rec, _ := st.QuestionSet(ctx, "r1-s1"); rec.State != store.SetPending || len(rec.Response.Answers) != 1 {
+		t.Fatalf("after a partial answer: %+v", rec)
+	}
+	// bob answers both: his answer to qa comes second and is not kept.
+	d, err = b.Offer(ctx, answer("bob", questions.Answer{QuestionID: "qa", Labels: []string{"OAuth2"}}, questions.Answer{QuestionID: "qb", Labels: []string{"sqlc"}}))
+	if err != nil || !d.Taken || !d.Closed || d.Final == nil {
+		t.Fatalf("completing: %+v %v", d, err)
+	}
+	if a, _ := d.Final.Answer("qa"); a.Labels[0] != "JWT" {
+		t.Fatalf("qa = %+v, want alice's JWT", a)
 	}
 }
