@@ -29,7 +29,8 @@ FUZZ_TARGETS := \
 	./surfaces/github:FuzzAnswerText \
 	./surfaces/github:FuzzWebhook \
 	./surfaces/github:FuzzRenderedQuestion \
-	./surfaces/discord:FuzzParseCustomID
+	./surfaces/discord:FuzzParseCustomID \
+	./internal/web:FuzzMarkdownIsInert
 
 .PHONY: all build test vet fuzz bench demo claude chromium clean
 

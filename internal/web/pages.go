@@ -3,6 +3,7 @@ package web
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"html/template"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/yuin/goldmark"
@@ -45,12 +47,41 @@ type pageData struct {
 // printable. The model's text and people's text are untrusted alike.
 var md = goldmark.New()
 
+// maxMarkdown is the longest text rendered as markdown; a longer one is
+// shown as preformatted text.
+const maxMarkdown = 256 << 10
+
+// A live run page renders the same texts twice a second: rendered markdown
+// is kept, by the text's hash, up to mdCacheSize texts.
+const mdCacheSize = 1024
+
+var (
+	mdMu    sync.Mutex
+	mdCache = map[[32]byte]template.HTML{}
+)
+
 func markdown(s string) template.HTML {
-	var b bytes.Buffer
-	if err := md.Convert([]byte(questions.Printable(s)), &b); err != nil {
-		return template.HTML(template.HTMLEscapeString(questions.Printable(s)))
+	key := sha256.Sum256([]byte(s))
+	mdMu.Lock()
+	h, ok := mdCache[key]
+	mdMu.Unlock()
+	if ok {
+		return h
 	}
-	return template.HTML(b.String()) //nolint:gosec // goldmark without WithUnsafe escapes raw HTML
+	text := questions.Printable(s)
+	var b bytes.Buffer
+	if len(text) > maxMarkdown || md.Convert([]byte(text), &b) != nil {
+		h = template.HTML("<pre>" + template.HTMLEscapeString(text) + "</pre>")
+	} else {
+		h = template.HTML(b.String()) // goldmark without WithUnsafe omits raw HTML and drops dangerous links
+	}
+	mdMu.Lock()
+	if len(mdCache) >= mdCacheSize {
+		clear(mdCache)
+	}
+	mdCache[key] = h
+	mdMu.Unlock()
+	return h
 }
 
 func (s *Server) funcs() template.FuncMap {
