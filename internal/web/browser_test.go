@@ -151,7 +151,7 @@ func TestBrowserPhoneScreenKeyboardAndLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{"/", "/runs", "/runs/r2", "/signin?next=/"} {
+	for _, path := range []string{"/signin?next=/", "/runs", "/runs/r2", "/"} {
 		if err := chromedp.Do(ctx, chromedp.Navigate(f.ts.URL+path), chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {
 			t.Fatal(err)
 		}
