@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/orchestrator-dev/orchestrator/questions"
 )
 
 // Who signed in and how.
@@ -87,6 +89,9 @@ func (s *Server) userOf(token string) (string, bool) {
 	return name, ok
 }
 
+// maxNameBytes bounds the name a proxy gives.
+const maxNameBytes = 100
+
 // errNotAllowed: a trusted proxy vouches for someone serve.web.allow does
 // not list.
 var errNotAllowed = errors.New("not allowed here (serve.web.allow)")
@@ -115,6 +120,11 @@ func (s *Server) authenticate(r *http.Request) (id identity, ok bool, err error)
 			name := user
 			if name == "" {
 				name = email
+			}
+			// The name is shown on every surface as the answerer's.
+			name = strings.Join(strings.Fields(questions.Printable(name)), " ")
+			if len(name) > maxNameBytes {
+				name = strings.ToValidUTF8(name[:maxNameBytes], "")
 			}
 			return identity{Name: name, Via: viaProxy, csrf: s.sign(viaProxy + ":" + name)}, true, nil
 		}
