@@ -11,6 +11,7 @@ package browsertest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"image"
 	"image/png"
 	"os"
@@ -88,6 +89,16 @@ func New(t *testing.T, timeout time.Duration) context.Context {
 		cancelAlloc()
 	})
 	return ctx
+}
+
+// Stop closes the browser of ctx (a context from New) before the test
+// ends: a server that shuts down meanwhile otherwise waits for the
+// connections the browser opened ahead of need.
+func Stop(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if err := chromedp.Cancel(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		t.Logf("stop Chromium: %v", err)
+	}
 }
 
 // Screenshot saves a PNG of the whole page as name.png (in
