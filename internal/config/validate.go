@@ -105,6 +105,7 @@ func (c *Config) Validate() error {
 	if s.MinScheduleInterval < 0 {
 		v.add("serve.min_schedule_interval", "must not be negative")
 	}
+	v.web(s.Web)
 
 	return errors.Join(v.errs...)
 }
