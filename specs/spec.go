@@ -479,7 +479,7 @@ func (d *decoder) spec(s *Spec, root *yaml.Node) {
 				d.add(p.line, p.key, p.msg)
 			}
 		default:
-			d.Decode(v, sections.Field(sectionFields[key]).Addr().Interface(), key)
+			d.Decode(v, sections.FieldByIndex(sectionFields[key]).Addr().Interface(), key)
 		}
 	}
 	if s.Escalation != nil && escalateNode != nil && surfacesNode != nil {
