@@ -47,6 +47,23 @@ func (d *Decoder) Errorf(line int, key, format string, args ...any) {
 	d.Errs = append(d.Errs, &Error{File: d.File, Line: line, Key: key, Err: fmt.Errorf(format, args...)})
 }
 
+// Line returns the line lines (a Decoder's Lines) has for key, or for its
+// closest parent set in the file (for allow_users[2], the line of
+// allow_users); 0 when none was set.
+func Line(lines map[string]int, key string) int {
+	for key != "" {
+		if n := lines[key]; n > 0 {
+			return n
+		}
+		i := strings.LastIndexAny(key, ".[")
+		if i < 0 {
+			return 0
+		}
+		key = key[:i]
+	}
+	return 0
+}
+
 // JoinKey appends key to a dotted path.
 func JoinKey(path, key string) string {
 	if path == "" {
@@ -176,19 +193,17 @@ func (d *Decoder) decodeLeaf(n *yaml.Node, v reflect.Value, path string) {
 	isNull := IsNull(n)
 	switch {
 	case custom, isNull, t.Kind() == reflect.Interface:
-	case t.Kind() == reflect.Slice && n.Kind == yaml.ScalarNode && d.ScalarLists:
-		out := reflect.MakeSlice(t, 1, 1)
-		d.decode(n, out.Index(0), path)
-		v.Set(out)
-		return
 	case t.Kind() == reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
+		items, key := n.Content, func(i int) string { return fmt.Sprintf("%s[%d]", path, i) }
+		if n.Kind == yaml.ScalarNode && d.ScalarLists {
+			items, key = []*yaml.Node{n}, func(int) string { return path }
+		} else if n.Kind != yaml.SequenceNode {
 			d.Mismatch(n, "a list", path)
 			return
 		}
-		out := reflect.MakeSlice(t, len(n.Content), len(n.Content))
-		for i, item := range n.Content {
-			d.decode(item, out.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		out := reflect.MakeSlice(t, len(items), len(items))
+		for i, item := range items {
+			d.decode(item, out.Index(i), key(i))
 		}
 		v.Set(out)
 		return
