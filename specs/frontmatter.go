@@ -403,7 +403,7 @@ func (o *onTimeout) DecodeNode(d *yamlfile.Decoder, n *yaml.Node, key string) {
 			return
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			switch n.Content[i].Value {
+			switch yamlfile.Resolve(n.Content[i]).Value {
 			case "action":
 				actionNode = yamlfile.Resolve(n.Content[i+1])
 			case "option":
