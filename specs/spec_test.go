@@ -440,6 +440,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("---\n---\nT"))
 	f.Add([]byte("---\nschedule: TZ=UTC\nsurfaces: [{github: {issue: 1}}]\n---\nT"))
 	f.Add([]byte("---\na: &a [*a]\n---\n"))
+	f.Add([]byte("---\nk: &o option\non_timeout: {action: fail, *o : x}\ngit: {pull_request: ~}\n---\nT"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse("f.md", data)
 		if err != nil {
