@@ -29,9 +29,10 @@ FUZZ_TARGETS := \
 	./surfaces/github:FuzzAnswerText \
 	./surfaces/github:FuzzWebhook \
 	./surfaces/github:FuzzRenderedQuestion \
-	./surfaces/discord:FuzzParseCustomID
+	./surfaces/discord:FuzzParseCustomID \
+	./internal/web:FuzzMarkdownIsInert
 
-.PHONY: all build test vet fuzz bench demo claude clean
+.PHONY: all build test vet fuzz bench demo claude chromium clean
 
 all: build
 
@@ -50,6 +51,18 @@ $(CLAUDE):
 	rm -rf "$(CLAUDE_DIR)" && mv "$(CLAUDE_DIR).tmp" "$(CLAUDE_DIR)"
 	"$(CLAUDE)" --version
 
+# chromium installs the headless browser the web inbox's tests drive
+# (Debian's package) when it is missing; ORCHESTRATOR_TEST_CHROMIUM may name
+# another binary instead. Without root, sudo is used.
+chromium:
+	@if [ -n "$${ORCHESTRATOR_TEST_CHROMIUM:-}" ] || command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then exit 0; fi; \
+	echo "installing chromium: the web inbox's browser tests need it"; \
+	command -v apt-get >/dev/null || { echo "chromium is missing and apt-get is not here: install Chromium and set ORCHESTRATOR_TEST_CHROMIUM to its path" >&2; exit 1; }; \
+	sudo=; if [ "$$(id -u)" != 0 ]; then \
+		command -v sudo >/dev/null || { echo "chromium is missing; as root run: apt-get install -y chromium" >&2; exit 1; }; sudo=sudo; fi; \
+	$$sudo apt-get update -q && $$sudo apt-get install -y -q chromium || { echo "could not install chromium; run: apt-get install -y chromium" >&2; exit 1; }; \
+	command -v chromium >/dev/null || { echo "chromium is still missing after apt-get install" >&2; exit 1; }
+
 vet:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
@@ -62,7 +75,7 @@ fuzz:
 		$(GO) test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=$(FUZZTIME) "$$pkg"; \
 	done
 
-test: $(CLAUDE) vet
+test: $(CLAUDE) chromium vet
 	$(GO) test -race -count=1 -timeout=20m ./...
 	$(MAKE) --no-print-directory fuzz
 

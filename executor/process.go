@@ -652,11 +652,16 @@ func writeMCPConfig(servers map[string]any) (string, error) {
 	return f.Name(), nil
 }
 
-// resolveCommand finds Config.Command: a path is made absolute (it would
-// otherwise be taken relative to the work dir); a bare name is looked up in
-// the child's PATH.
+// resolveCommand finds Config.Command (LookCommand).
 func (e *Executor) resolveCommand(env []string) (string, error) {
-	name := e.cfg.Command
+	return LookCommand(e.cfg.Command, env)
+}
+
+// LookCommand finds the agent CLI name as a run does: a path is made
+// absolute (it would otherwise be taken relative to the work dir); a bare
+// name is looked up in the PATH of env (the child's environment), else of
+// this process, in absolute directories only. `validate` uses it too.
+func LookCommand(name string, env []string) (string, error) {
 	if strings.ContainsRune(name, filepath.Separator) {
 		abs, err := filepath.Abs(name)
 		if err != nil {

@@ -1,17 +1,16 @@
 package specs
 
 import (
-	"fmt"
-	"slices"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"github.com/orchestrator-dev/orchestrator/internal/config"
 )
 
 // Git is a spec's git section: its run's work is delivered as a branch, a
 // commit, a push and a pull request (internal/delivery). A nil *Git in a
 // Spec means the section is absent (the configuration's git section, or
-// `run --git`, may still apply).
+// `run --git`, may still apply); "git:" with nothing under it delivers with
+// the defaults.
 //
 //	git:
 //	  base: main                           # default: the remote's default branch
@@ -23,158 +22,44 @@ import (
 //	    reviewers: [octocat]
 //	    labels: [orchestrator]
 type Git struct {
-	Base   string
-	Branch string
+	Base   string `yaml:"base"`
+	Branch string `yaml:"branch"`
 	// Push is nil when not set.
-	Push *bool
-	Repo string
-	// PullRequest is nil when the key is absent.
-	PullRequest *GitPullRequest
+	Push *bool  `yaml:"push"`
+	Repo string `yaml:"repo"`
+	// PullRequest is nil when the key is absent, and a zero
+	// GitPullRequest when it is set with nothing under it.
+	PullRequest *GitPullRequest `yaml:"pull_request"`
 }
 
 // GitPullRequest is how a spec's pull request is opened.
 type GitPullRequest struct {
-	Draft     bool
-	Reviewers []string
-	Labels    []string
+	Draft     bool     `yaml:"draft"`
+	Reviewers []string `yaml:"reviewers"`
+	Labels    []string `yaml:"labels"`
 }
 
-// gitProblem is a problem in a git section, at a line of the frontmatter.
-type gitProblem struct {
-	line     int
-	key, msg string
-}
-
-var (
-	gitKeys = []string{"base", "branch", "push", "repo", "pull_request"}
-	prKeys  = []string{"draft", "reviewers", "labels"}
-)
-
-// parseGit reads a git section. It depends on nothing but yaml.v3, so it
-// works whatever decoder walks the rest of the frontmatter.
-func parseGit(n *yaml.Node, key string) (*Git, []gitProblem) {
-	var probs []gitProblem
-	add := func(n *yaml.Node, key, format string, args ...any) {
-		probs = append(probs, gitProblem{n.Line, key, fmt.Sprintf(format, args...)})
-	}
-	n = resolve(n)
-	if isNull(n) {
-		return &Git{}, nil
-	}
-	if n.Kind != yaml.MappingNode {
-		add(n, key, "must be a mapping (base, branch, push, repo, pull_request), not %s", kindName(n))
-		return nil, probs
-	}
-	str := func(v *yaml.Node, key string) string {
-		if v.Kind != yaml.ScalarNode || v.Tag == "!!null" || strings.TrimSpace(v.Value) == "" {
-			add(v, key, "must be a non-empty string")
-			return ""
-		}
-		return strings.TrimSpace(v.Value)
-	}
-	boolean := func(v *yaml.Node, key string) (bool, bool) {
-		var b bool
-		if v.Kind != yaml.ScalarNode || v.Tag != "!!bool" || v.Decode(&b) != nil {
-			add(v, key, "must be true or false, not %q", v.Value)
-			return false, false
-		}
-		return b, true
-	}
-	list := func(v *yaml.Node, key string) []string {
-		if v.Kind == yaml.ScalarNode {
-			if s := str(v, key); s != "" {
-				return []string{s}
-			}
-			return nil
-		}
-		if v.Kind != yaml.SequenceNode {
-			add(v, key, "must be a list of strings, not %s", kindName(v))
-			return nil
-		}
-		var out []string
-		for i, it := range v.Content {
-			if s := str(resolve(it), fmt.Sprintf("%s[%d]", key, i)); s != "" {
-				out = append(out, s)
-			}
-		}
-		return out
-	}
-	pairs := func(m *yaml.Node, path string, known []string) [][2]*yaml.Node {
-		var out [][2]*yaml.Node
-		seen := map[string]bool{}
-		for i := 0; i+1 < len(m.Content); i += 2 {
-			k, v := resolve(m.Content[i]), resolve(m.Content[i+1])
-			kk := join(path, k.Value)
-			switch {
-			case k.Kind != yaml.ScalarNode:
-				add(k, path, "a key must be a string, not %s", kindName(k))
-			case seen[k.Value]:
-				add(k, kk, "duplicate key")
-			case !slices.Contains(known, k.Value):
-				add(k, kk, "unknown key (known: %s)", strings.Join(known, ", "))
-			default:
-				seen[k.Value] = true
-				out = append(out, [2]*yaml.Node{k, v})
-			}
-		}
-		return out
-	}
-	g := &Git{}
-	for _, kv := range pairs(n, key, gitKeys) {
-		k, v := kv[0].Value, kv[1]
-		kk := join(key, k)
-		if isNull(v) && k != "pull_request" {
-			continue
-		}
-		switch k {
-		case "base":
-			g.Base = str(v, kk)
-		case "branch":
-			g.Branch = str(v, kk)
-			if g.Branch != "" && !validBranchTemplate(g.Branch) {
-				add(v, kk, "%q is not a usable branch name (no spaces, \"..\", \"~^:?*[\\\", and no leading \"-\" or \"/\")", g.Branch)
-				g.Branch = ""
-			}
-		case "push":
-			if b, ok := boolean(v, kk); ok {
-				g.Push = &b
-			}
-		case "repo":
-			g.Repo = str(v, kk)
-			if o, nm, ok := strings.Cut(g.Repo, "/"); g.Repo != "" && (!ok || o == "" || nm == "" || strings.Contains(nm, "/")) {
-				add(v, kk, "%q is not owner/name", g.Repo)
-				g.Repo = ""
-			}
-		case "pull_request":
-			pr := &GitPullRequest{}
-			g.PullRequest = pr
-			if isNull(v) {
-				continue
-			}
-			if v.Kind != yaml.MappingNode {
-				add(v, kk, "must be a mapping (draft, reviewers, labels), not %s", kindName(v))
-				continue
-			}
-			for _, kv2 := range pairs(v, kk, prKeys) {
-				k2, v2 := kv2[0].Value, kv2[1]
-				if isNull(v2) {
-					continue
-				}
-				switch k2 {
-				case "draft":
-					pr.Draft, _ = boolean(v2, join(kk, k2))
-				case "reviewers":
-					pr.Reviewers = list(v2, join(kk, k2))
-				case "labels":
-					pr.Labels = list(v2, join(kk, k2))
-				}
-			}
+// Check implements the check of a section (sectionChecker): what the
+// keys' types do not check.
+func (g *Git) Check(c *config.Checker) {
+	for _, kv := range [][2]string{{"base", g.Base}, {"branch", g.Branch}, {"repo", g.Repo}} {
+		if kv[1] != "" && strings.TrimSpace(kv[1]) == "" {
+			c.Add(kv[0], "must not be empty")
 		}
 	}
-	if g.PullRequest != nil && g.Push != nil && !*g.Push {
-		add(n, key, "push: false cannot open a pull request: a pull request needs the branch on the remote")
+	if g.Branch != "" && !validBranchTemplate(g.Branch) {
+		c.Add("branch", "%q is not a usable branch name (no spaces, \"..\", \"~^:?*[\\\", and no leading \"-\" or \"/\")", g.Branch)
 	}
-	return g, probs
+	if o, nm, ok := strings.Cut(g.Repo, "/"); g.Repo != "" && (!ok || o == "" || nm == "" || strings.Contains(nm, "/")) {
+		c.Add("repo", "%q is not owner/name", g.Repo)
+	}
+	if pr := g.PullRequest; pr != nil {
+		c.NonEmptyItems("pull_request.reviewers", pr.Reviewers)
+		c.NonEmptyItems("pull_request.labels", pr.Labels)
+		if g.Push != nil && !*g.Push {
+			c.Add("", "push: false cannot open a pull request: a pull request needs the branch on the remote")
+		}
+	}
 }
 
 // validBranchTemplate rejects what git never accepts in a branch name

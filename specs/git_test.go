@@ -15,6 +15,7 @@ func TestParseGit(t *testing.T) {
 	}{
 		{"absent", "name: a\n", nil},
 		{"empty mapping: delivery with the defaults", "git: {}\n", &Git{}},
+		{"nothing under it: delivery with the defaults", "git:\n", &Git{}},
 		{"every key", "git:\n  base: main\n  branch: \"bot/{spec}/{date}\"\n  push: false\n  repo: acme/app\n", &Git{Base: "main", Branch: "bot/{spec}/{date}", Push: &no, Repo: "acme/app"}},
 		{"pull request with nothing under it", "git:\n  pull_request:\n", &Git{PullRequest: &GitPullRequest{}}},
 		{"pull request", "git:\n  pull_request:\n    draft: true\n    reviewers: [octocat, hubot]\n    labels: orchestrator\n",
@@ -35,14 +36,16 @@ func TestParseGit(t *testing.T) {
 func TestParseGitErrors(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ name, front, want string }{
-		{"not a mapping", "git: yes\n", "a.md:2: git: must be a mapping"},
-		{"unknown key", "git:\n  bsae: main\n", "a.md:3: git.bsae: unknown key (known: base, branch, push, repo, pull_request)"},
+		{"not a mapping", "git: yes\n", `a.md:2: git: want a mapping of keys, found a string "yes"`},
+		{"unknown key", "git:\n  bsae: main\n", `a.md:3: git.bsae: unknown key (did you mean "base"?)`},
 		{"unknown pull request key", "git:\n  pull_request:\n    reviewer: [a]\n", "a.md:4: git.pull_request.reviewer: unknown key"},
 		{"bad branch", "git:\n  branch: \"a..b\"\n", "a.md:3: git.branch: \"a..b\" is not a usable branch name"},
 		{"bad repo", "git:\n  repo: acme\n", "a.md:3: git.repo: \"acme\" is not owner/name"},
-		{"push not a bool", "git:\n  push: sometimes\n", "a.md:3: git.push: must be true or false"},
+		{"push not a bool", "git:\n  push: sometimes\n", `a.md:3: git.push: want true or false, found a string "sometimes"`},
 		{"a pull request without a push", "git:\n  push: false\n  pull_request: {}\n", "git: push: false cannot open a pull request"},
 		{"duplicate key", "git:\n  base: a\n  base: b\n", "a.md:4: git.base: duplicate key"},
+		{"blank reviewer", "git:\n  pull_request:\n    reviewers: [a, ' ']\n", "a.md:4: git.pull_request.reviewers[1]: must not be empty"},
+		{"blank base", "git:\n  base: ' '\n", "a.md:3: git.base: must not be empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("a.md", []byte("---\n"+tc.front+"---\nTask\n"))

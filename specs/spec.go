@@ -61,19 +61,20 @@
 //   - on_timeout: what to do at question_timeout: "fail" (the run fails),
 //     "skip" (the model is told nobody answered), or
 //     {action: default, option: Label} (the named option is chosen).
+//   - the sections of Sections, such as git (see Git).
 //
-// Unknown keys (with a "did you mean" for the closest known one), duplicate
-// keys and bad values are errors that name the file, the line and the key;
-// Parse reports all of them, not only the first.
+// The frontmatter is decoded by the decoder the configuration uses
+// (internal/yamlfile), with the same messages: unknown keys (with a "did
+// you mean" for the closest known one), duplicate keys, wrong types and bad
+// values are errors that name the file, the line and the key; Parse reports
+// all of them, not only the first.
 package specs
 
 import (
 	"bytes"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -117,25 +118,21 @@ type Spec struct {
 	// Escalation is escalate_to with its overrides; nil when not set.
 	Escalation *SurfaceRef
 	OnTimeout  OnTimeout
-	// Git delivers the run's work as a branch and a pull request; nil
-	// when the spec has no git section (git.go).
-	Git *Git
-	// Approvals is the policy for the model's tool calls; nil when the
-	// spec has no approvals section (approvals.go).
-	Approvals *Approvals
 	// Body is the task given to the model: the markdown after the
 	// frontmatter, without leading and trailing blank space.
 	Body string
-	// Sections are the keys decoded into structs (see Sections).
-	Sections Sections
+	// Sections are the frontmatter's sections (see Sections), such as
+	// Git; their fields are promoted (sp.Git).
+	Sections
 
-	// lines maps a top-level key set in the file to its line, for errors
-	// found after parsing (a duplicate name, a check against the config).
+	// lines maps a key set in the file (dotted below the top level:
+	// "git.branch") to its line, for errors found after parsing (a
+	// duplicate name, a check against the config).
 	lines map[string]int
 }
 
-// Line returns the line of the file the top-level key was set on, 0 when
-// it was not set.
+// Line returns the line of the file the key ("schedule", "git.branch") was
+// set on, 0 when it was not set.
 func (s Spec) Line(key string) int { return s.lines[key] }
 
 // Agent holds the agent settings of a spec. A zero field is not set and
@@ -250,13 +247,13 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 // yaml.v3 reports, which for an unclosed [ or { can be a line early.
 func Parse(path string, data []byte) (Spec, error) {
 	s := Spec{Path: path}
-	d := &decoder{yamlfile.Decoder{File: path}}
+	d := &yamlfile.Decoder{File: path, ScalarLists: true}
 
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	text := strings.ReplaceAll(string(data), "\r\n", "\n")
 	lines := strings.SplitAfter(text, "\n")
 	if len(lines) == 0 || strings.TrimRight(lines[0], " \t\n") != "---" {
-		d.add(1, "", "missing frontmatter: a spec file starts with a line \"---\"")
+		d.Errorf(1, "", "missing frontmatter: a spec file starts with a line \"---\"")
 		return s, d.Errs.Err()
 	}
 	end := -1
@@ -267,7 +264,7 @@ func Parse(path string, data []byte) (Spec, error) {
 		}
 	}
 	if end < 0 {
-		d.add(1, "", "frontmatter not closed: no line \"---\" after the first")
+		d.Errorf(1, "", "frontmatter not closed: no line \"---\" after the first")
 		return s, d.Errs.Err()
 	}
 	front := strings.Join(lines[1:end], "")
@@ -279,504 +276,18 @@ func Parse(path string, data []byte) (Spec, error) {
 		d.Errs = append(d.Errs, yamlfile.SyntaxError(path, d.Offset, err))
 		return s, d.Errs.Err()
 	}
+	var fm frontmatter
+	d.Lines = map[string]int{}
 	if len(doc.Content) > 0 {
-		d.spec(&s, doc.Content[0])
+		d.Decode(doc.Content[0], &fm, "")
 	}
-
-	if s.Name == "" && s.Line("name") == 0 {
-		base := strings.TrimSuffix(filepath.Base(path), ".md")
-		if !nameRE.MatchString(base) {
-			d.add(0, "name", fmt.Sprintf("no name given and the file name %q is not a valid name: set name", base))
-		} else {
-			s.Name = base
-		}
-	}
-	for _, p := range []*string{&s.WorkDir, &s.Agent.MCPConfig} {
-		if *p != "" && !filepath.IsAbs(*p) {
-			*p = filepath.Join(filepath.Dir(path), *p)
-		}
-	}
+	s.lines = d.Lines
+	fm.fill(&s, d) // frontmatter.go
 	if s.Body == "" {
-		d.add(end, "", "missing body: the task for the model follows the frontmatter")
+		d.Errorf(end, "", "missing body: the task for the model follows the frontmatter")
 	}
 	slices.SortStableFunc(d.Errs, func(a, b *Error) int { return a.Line - b.Line })
 	return s, d.Errs.Err()
-}
-
-// decoder turns frontmatter nodes into a Spec, collecting every problem;
-// its lines are the frontmatter's, Offset makes them the file's.
-type decoder struct {
-	yamlfile.Decoder
-}
-
-// add records a problem at a frontmatter line (0: no line).
-func (d *decoder) add(line int, key, msg string) { d.Errorf(line, key, "%s", msg) }
-
-// addf records a problem at node n.
-func (d *decoder) addf(n *yaml.Node, key, format string, args ...any) {
-	d.Errorf(n.Line, key, format, args...)
-}
-
-// resolve follows aliases.
-func resolve(n *yaml.Node) *yaml.Node {
-	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 100; i++ {
-		n = n.Alias
-	}
-	return n
-}
-
-func isNull(n *yaml.Node) bool {
-	return n.Kind == 0 || (n.Kind == yaml.ScalarNode && n.Tag == "!!null")
-}
-
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		return "a scalar"
-	}
-	return "an alias"
-}
-
-// pairs returns the key/value pairs of mapping n, reporting keys that are
-// not scalars, duplicates and (when known is not nil) unknown keys; the
-// returned pairs are the valid ones, with resolved values.
-func (d *decoder) pairs(n *yaml.Node, path string, known []string) [][2]*yaml.Node {
-	out, _ := d.pairsOK(n, path, known)
-	return out
-}
-
-// pairsOK is pairs that also reports whether every key was valid.
-func (d *decoder) pairsOK(n *yaml.Node, path string, known []string) ([][2]*yaml.Node, bool) {
-	var out [][2]*yaml.Node
-	first := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
-		if k.Kind != yaml.ScalarNode {
-			d.addf(k, path, "a key must be a string, not %s", kindName(k))
-			continue
-		}
-		if k.Tag == "!!merge" {
-			d.addf(k, join(path, "<<"), "merge keys are not supported")
-			continue
-		}
-		key := join(path, k.Value)
-		if line, dup := first[k.Value]; dup {
-			d.addf(k, key, "duplicate key (first on line %d)", line+d.Offset)
-			continue
-		}
-		first[k.Value] = k.Line
-		if known != nil && !slices.Contains(known, k.Value) {
-			d.addf(k, key, "unknown key%s", yamlfile.Suggest(k.Value, known))
-			continue
-		}
-		out = append(out, [2]*yaml.Node{k, v})
-	}
-	return out, len(out) == len(n.Content)/2
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-var specKeys = []string{
-	"name", "schedule", "surfaces", "workdir",
-	"model", "allowed_tools", "disallowed_tools", "mcp_config", "permission_mode", "max_turns", "timeout", "idle_timeout",
-	"answers", "question_timeout", "remind_every", "escalate_to", "on_timeout", "git",
-	"approvals",
-}
-
-func (d *decoder) spec(s *Spec, root *yaml.Node) {
-	root = resolve(root)
-	if isNull(root) {
-		return
-	}
-	if root.Kind != yaml.MappingNode {
-		d.addf(root, "", "the frontmatter must be a mapping of keys to values, not %s", kindName(root))
-		return
-	}
-	var surfacesNode, escalateNode, remindNode *yaml.Node
-	sections := reflect.ValueOf(&s.Sections).Elem()
-	sectionFields := yamlfile.Fields(sections.Type())
-	known := slices.Concat(specKeys, slices.Collect(maps.Keys(sectionFields)))
-	for _, kv := range d.pairs(root, "", known) {
-		k, v := kv[0], kv[1]
-		key := k.Value
-		if isNull(v) {
-			continue
-		}
-		if s.lines == nil {
-			s.lines = map[string]int{}
-		}
-		s.lines[key] = v.Line + d.Offset
-		switch key {
-		case "name":
-			if name, ok := d.str(v, key); ok {
-				if !nameRE.MatchString(name) {
-					d.addf(v, key, "%q is not a valid name: use letters, digits, \".\", \"_\" and \"-\", starting with a letter or digit, at most 64 characters", name)
-				} else {
-					s.Name = name
-				}
-			}
-		case "schedule":
-			if expr, ok := d.str(v, key); ok {
-				if _, err := ParseSchedule(expr); err != nil {
-					d.addf(v, key, "%v", err)
-				} else {
-					s.Schedule = strings.TrimSpace(expr)
-				}
-			}
-		case "surfaces":
-			surfacesNode = v
-			s.Surfaces = d.surfaces(v, key)
-		case "workdir":
-			s.WorkDir = d.path(v, key)
-		case "model":
-			s.Agent.Model, _ = d.str(v, key)
-		case "allowed_tools":
-			s.Agent.AllowedTools = d.strList(v, key)
-		case "disallowed_tools":
-			s.Agent.DisallowedTools = d.strList(v, key)
-		case "mcp_config":
-			s.Agent.MCPConfig = d.path(v, key)
-		case "permission_mode":
-			if mode, ok := d.str(v, key); ok {
-				if !slices.Contains(config.PermissionModes, mode) {
-					d.addf(v, key, "unknown permission mode %q (known: %s)", mode, strings.Join(config.PermissionModes, ", "))
-				} else {
-					s.Agent.PermissionMode = mode
-				}
-			}
-		case "max_turns":
-			if n, ok := d.positiveInt(v, key); ok {
-				s.Agent.MaxTurns = n
-			}
-		case "timeout":
-			s.Agent.Timeout = d.duration(v, key)
-		case "idle_timeout":
-			s.Agent.IdleTimeout = d.duration(v, key)
-		case "answers":
-			s.Answers = d.answers(v, key)
-		case "question_timeout":
-			s.QuestionTimeout = d.duration(v, key)
-		case "remind_every":
-			remindNode = v
-			s.RemindEvery = d.duration(v, key)
-		case "escalate_to":
-			escalateNode = v
-			if ref, ok := d.surface(v, key); ok {
-				s.Escalation = &ref
-				s.EscalateTo = ref.Name
-			}
-		case "on_timeout":
-			s.OnTimeout = d.onTimeout(v, key)
-		case "git":
-			var probs []gitProblem
-			s.Git, probs = parseGit(v, key) // git.go
-			for _, p := range probs {
-				d.add(p.line, p.key, p.msg)
-			}
-		case "approvals":
-			var probs []gitProblem
-			s.Approvals, probs = parseApprovals(v, key) // approvals.go
-			for _, p := range probs {
-				d.add(p.line, p.key, p.msg)
-			}
-		default:
-			d.Decode(v, sections.Field(sectionFields[key]).Addr().Interface(), key)
-		}
-	}
-	if s.Escalation != nil && escalateNode != nil && surfacesNode != nil {
-		for _, r := range s.Surfaces {
-			if r.Name == s.EscalateTo {
-				d.addf(escalateNode, "escalate_to", "%s is already one of surfaces: escalate to another surface", s.EscalateTo)
-				s.Escalation, s.EscalateTo = nil, ""
-				break
-			}
-		}
-	}
-	if s.QuestionTimeout > 0 && s.RemindEvery >= s.QuestionTimeout {
-		d.addf(remindNode, "remind_every", "must be shorter than question_timeout (%s), or no reminder is ever sent", s.QuestionTimeout)
-	}
-}
-
-// path reads a file path, expanding a leading "~/" to the home directory.
-func (d *decoder) path(n *yaml.Node, key string) string {
-	p, ok := d.str(n, key)
-	if !ok {
-		return ""
-	}
-	if p != "~" && !strings.HasPrefix(p, "~/") {
-		return p
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		d.addf(n, key, "cannot expand ~: %v", err)
-		return ""
-	}
-	return filepath.Join(home, p[1:])
-}
-
-// str reads a scalar as a string.
-func (d *decoder) str(n *yaml.Node, key string) (string, bool) {
-	if n.Kind != yaml.ScalarNode {
-		d.addf(n, key, "must be a string, not %s", kindName(n))
-		return "", false
-	}
-	if strings.TrimSpace(n.Value) == "" {
-		d.addf(n, key, "must not be empty")
-		return "", false
-	}
-	return n.Value, true
-}
-
-// strList reads a list of strings, or a single string as a list of one.
-// An empty list gives a non-nil empty slice.
-func (d *decoder) strList(n *yaml.Node, key string) []string {
-	if n.Kind == yaml.ScalarNode {
-		if s, ok := d.str(n, key); ok {
-			return []string{s}
-		}
-		return nil
-	}
-	if n.Kind != yaml.SequenceNode {
-		d.addf(n, key, "must be a list of strings, not %s", kindName(n))
-		return nil
-	}
-	out := []string{}
-	for i, item := range n.Content {
-		item = resolve(item)
-		if s, ok := d.str(item, fmt.Sprintf("%s[%d]", key, i)); ok {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func (d *decoder) positiveInt(n *yaml.Node, key string) (int, bool) {
-	var i int
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&i) != nil {
-		d.addf(n, key, "must be a whole number, not %q", n.Value)
-		return 0, false
-	}
-	if i <= 0 {
-		d.addf(n, key, "must be positive, not %d", i)
-		return 0, false
-	}
-	return i, true
-}
-
-// duration reads a positive Go duration ("90s", "1h30m").
-func (d *decoder) duration(n *yaml.Node, key string) time.Duration {
-	s, ok := d.str(n, key)
-	if !ok {
-		return 0
-	}
-	v, err := time.ParseDuration(strings.TrimSpace(s))
-	if err != nil {
-		d.addf(n, key, "%q is not a duration such as 90s, 30m or 12h", s)
-		return 0
-	}
-	if v <= 0 {
-		d.addf(n, key, "must be positive, not %s (leave the key out to keep the config's value)", s)
-		return 0
-	}
-	return v
-}
-
-func (d *decoder) surfaces(n *yaml.Node, key string) []SurfaceRef {
-	if n.Kind == yaml.ScalarNode {
-		// surfaces: github — a single name.
-		if ref, ok := d.surface(n, key); ok {
-			return []SurfaceRef{ref}
-		}
-		return nil
-	}
-	if n.Kind != yaml.SequenceNode {
-		d.addf(n, key, "must be a list of surfaces, not %s", kindName(n))
-		return nil
-	}
-	if len(n.Content) == 0 {
-		d.addf(n, key, "must name at least one surface (leave the key out to use the config's)")
-		return nil
-	}
-	var out []SurfaceRef
-	firstLine := map[string]int{}
-	for i, item := range n.Content {
-		item = resolve(item)
-		ikey := fmt.Sprintf("%s[%d]", key, i)
-		ref, ok := d.surface(item, ikey)
-		if !ok {
-			continue
-		}
-		if line, dup := firstLine[ref.Name]; dup {
-			d.addf(item, ikey, "%s is listed twice (first on line %d)", ref.Name, line+d.Offset)
-			continue
-		}
-		firstLine[ref.Name] = item.Line
-		out = append(out, ref)
-	}
-	return out
-}
-
-// surface reads a surface name or a one-key mapping from a name to its
-// overrides.
-func (d *decoder) surface(n *yaml.Node, key string) (SurfaceRef, bool) {
-	names := config.SurfaceNames()
-	known := strings.Join(names, ", ")
-	switch n.Kind {
-	case yaml.ScalarNode:
-		name, ok := d.str(n, key)
-		if !ok {
-			return SurfaceRef{}, false
-		}
-		if !slices.Contains(names, name) {
-			d.addf(n, key, "unknown surface %q (known: %s)", name, known)
-			return SurfaceRef{}, false
-		}
-		return SurfaceRef{Name: name}, true
-	case yaml.MappingNode:
-		pairs := d.pairs(n, key, nil)
-		if len(n.Content) != 2 || len(pairs) != 1 {
-			d.addf(n, key, "a surface with overrides is a mapping of one key, its name (for example {github: {issue: 42}})")
-			return SurfaceRef{}, false
-		}
-		k, v := pairs[0][0], pairs[0][1]
-		name := k.Value
-		if !slices.Contains(names, name) {
-			d.addf(k, key, "unknown surface %q (known: %s)", name, known)
-			return SurfaceRef{}, false
-		}
-		ref := SurfaceRef{Name: name}
-		if isNull(v) {
-			return ref, true
-		}
-		okey := join(key, name)
-		if v.Kind != yaml.MappingNode {
-			d.addf(v, okey, "overrides must be a mapping, not %s", kindName(v))
-			return SurfaceRef{}, false
-		}
-		if len(config.OverrideKeys(name)) == 0 {
-			if len(v.Content) > 0 {
-				d.addf(v, okey, "the %s has no overrides", name)
-				return SurfaceRef{}, false
-			}
-			return ref, true
-		}
-		o, ok := config.DecodeOverride(&d.Decoder, name, v, okey)
-		ref.Override = o
-		return ref, ok
-	}
-	d.addf(n, key, "must be a surface name or a mapping from a surface name to its overrides, not %s", kindName(n))
-	return SurfaceRef{}, false
-}
-
-func (d *decoder) answers(n *yaml.Node, key string) []PresetAnswer {
-	if n.Kind != yaml.MappingNode {
-		d.addf(n, key, "must be a mapping from a question's header or text to its answer, not %s", kindName(n))
-		return nil
-	}
-	var out []PresetAnswer
-	firstLine := map[string]int{}
-	for _, kv := range d.pairs(n, key, nil) {
-		k, v := kv[0], kv[1]
-		match := strings.TrimSpace(k.Value)
-		akey := fmt.Sprintf("%s[%q]", key, match)
-		if match == "" {
-			d.addf(k, key, "a question's header or text must not be empty")
-			continue
-		}
-		lower := strings.ToLower(match)
-		if line, dup := firstLine[lower]; dup {
-			d.addf(k, akey, "answered twice (first on line %d)", line+d.Offset)
-			continue
-		}
-		firstLine[lower] = k.Line
-		var answer string
-		switch {
-		case isNull(v):
-			d.addf(k, akey, "the answer must not be empty")
-			continue
-		case v.Kind == yaml.SequenceNode:
-			labels := d.strList(v, akey)
-			if len(labels) == 0 {
-				d.addf(v, akey, "the list of labels must not be empty")
-				continue
-			}
-			answer = strings.Join(labels, ", ")
-		default:
-			a, ok := d.str(v, akey)
-			if !ok {
-				continue
-			}
-			answer = strings.TrimSpace(a)
-		}
-		out = append(out, PresetAnswer{Match: match, Answer: answer})
-	}
-	return out
-}
-
-func (d *decoder) onTimeout(n *yaml.Node, key string) OnTimeout {
-	actions := OnTimeoutFail + ", " + OnTimeoutDefault + ", " + OnTimeoutSkip
-	var (
-		o                    OnTimeout
-		actionNode, optNode  *yaml.Node
-		actionKey, optionKey = join(key, "action"), join(key, "option")
-	)
-	switch n.Kind {
-	case yaml.ScalarNode:
-		actionNode, actionKey = n, key
-	case yaml.MappingNode:
-		for _, kv := range d.pairs(n, key, []string{"action", "option"}) {
-			if isNull(kv[1]) {
-				continue
-			}
-			if kv[0].Value == "action" {
-				actionNode = kv[1]
-			} else {
-				optNode = kv[1]
-			}
-		}
-		if actionNode == nil {
-			d.addf(n, actionKey, "missing: one of %s", actions)
-			return OnTimeout{}
-		}
-	default:
-		d.addf(n, key, "must be one of %s, or {action: default, option: …}, not %s", actions, kindName(n))
-		return OnTimeout{}
-	}
-	action, ok := d.str(actionNode, actionKey)
-	if !ok {
-		return OnTimeout{}
-	}
-	switch action {
-	case OnTimeoutFail, OnTimeoutSkip:
-		if optNode != nil {
-			d.addf(optNode, optionKey, "only on_timeout action default takes an option")
-			return OnTimeout{}
-		}
-	case OnTimeoutDefault:
-		if optNode == nil {
-			d.addf(actionNode, key, "default needs the option to choose: on_timeout: {action: default, option: …}")
-			return OnTimeout{}
-		}
-		opt, ok := d.str(optNode, optionKey)
-		if !ok {
-			return OnTimeout{}
-		}
-		o.Option = strings.TrimSpace(opt)
-	default:
-		d.addf(actionNode, actionKey, "unknown action %q (known: %s)", action, actions)
-		return OnTimeout{}
-	}
-	o.Action = action
-	return o
 }
 
 // ScheduleInterval returns the shortest time between two firings of a

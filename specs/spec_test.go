@@ -192,14 +192,14 @@ func TestParseErrors(t *testing.T) {
 		{name: "unclosed frontmatter", data: "---\nname: x\nTask\n", line: 1, msg: "frontmatter not closed"},
 		{name: "invalid YAML", data: "---\nname: x\nmodel: : x\n---\nT\n", line: 3, msg: "invalid YAML: mapping values are not allowed"},
 		{name: "tab indentation", data: "---\nname: x\n\tmodel: x\n---\nT\n", line: 3, msg: "invalid YAML: found a tab"},
-		{name: "frontmatter is a list", data: "---\n- a\n---\nT\n", line: 2, msg: "must be a mapping"},
+		{name: "frontmatter is a list", data: "---\n- a\n---\nT\n", line: 2, msg: "want a mapping of keys, found a list"},
 		{name: "unknown key", data: "---\nname: x\nschedul: '@daily'\n---\nT\n", line: 3, key: "schedul", msg: "unknown key"},
-		{name: "duplicate key", data: "---\nmodel: a\nmodel: b\n---\nT\n", line: 3, key: "model", msg: "duplicate key (first on line 2)"},
-		{name: "non-scalar key", data: "---\n[a]: b\n---\nT\n", line: 2, msg: "a key must be a string"},
+		{name: "duplicate key", data: "---\nmodel: a\nmodel: b\n---\nT\n", line: 3, key: "model", msg: "duplicate key (first set on line 2)"},
+		{name: "non-scalar key", data: "---\n[a]: b\n---\nT\n", line: 2, msg: "keys must be plain names"},
 		{name: "merge key", data: "---\n<<: {model: x}\n---\nT\n", line: 2, key: "<<", msg: "merge keys are not supported"},
 		{name: "bad name", data: "---\nname: -x\n---\nT\n", line: 2, key: "name", msg: "not a valid name"},
 		{name: "name from a bad file name", path: "dir/My Spec.md", data: "---\n---\nT\n", key: "name", msg: "set name"},
-		{name: "name is a list", data: "---\nname: [a]\n---\nT\n", line: 2, key: "name", msg: "must be a string, not a list"},
+		{name: "name is a list", data: "---\nname: [a]\n---\nT\n", line: 2, key: "name", msg: "want a string, found a list"},
 		{name: "bad cron field", data: "---\nschedule: '* * * *'\n---\nT\n", line: 2, key: "schedule", msg: "not a valid schedule"},
 		{name: "bad descriptor", data: "---\nschedule: '@sometimes'\n---\nT\n", line: 2, key: "schedule", msg: "not a valid schedule"},
 		{name: "bad every", data: "---\nschedule: '@every soon'\n---\nT\n", line: 2, key: "schedule", msg: "not a valid schedule"},
@@ -207,30 +207,30 @@ func TestParseErrors(t *testing.T) {
 		{name: "unknown zone", data: "---\nschedule: CRON_TZ=Mars/Olympus 0 1 * * *\n---\nT\n", line: 2, key: "schedule", msg: "not a valid schedule"},
 		{name: "never fires", data: "---\nschedule: 0 0 30 2 *\n---\nT\n", line: 2, key: "schedule", msg: "never fires"},
 		{name: "empty surfaces", data: "---\nsurfaces: []\n---\nT\n", line: 2, key: "surfaces", msg: "at least one surface"},
-		{name: "surfaces as a mapping", data: "---\nsurfaces: {github: {}}\n---\nT\n", line: 2, key: "surfaces", msg: "must be a list"},
+		{name: "surfaces as a mapping", data: "---\nsurfaces: {github: {}}\n---\nT\n", line: 2, key: "surfaces", msg: "want a list of surfaces, found a mapping"},
 		{name: "unknown surface", data: "---\nsurfaces: [terminal, slack]\n---\nT\n", line: 2, key: "surfaces[1]", msg: `unknown surface "slack"`},
 		{name: "unknown surface with overrides", data: "---\nsurfaces:\n  - slack: {x: 1}\n---\nT\n", line: 3, key: "surfaces[0]", msg: `unknown surface "slack"`},
 		{name: "two surfaces in one item", data: "---\nsurfaces:\n  - {github: {}, discord: {}}\n---\nT\n", line: 3, key: "surfaces[0]", msg: "mapping of one key"},
 		{name: "surface twice", data: "---\nsurfaces:\n  - github\n  - github: {issue: 1}\n---\nT\n", line: 4, key: "surfaces[1]", msg: "listed twice (first on line 3)"},
 		{name: "terminal overrides", data: "---\nsurfaces: [{terminal: {x: 1}}]\n---\nT\n", line: 2, key: "surfaces[0].terminal", msg: "no overrides"},
-		{name: "overrides not a mapping", data: "---\nsurfaces: [{github: 42}]\n---\nT\n", line: 2, key: "surfaces[0].github", msg: "must be a mapping"},
+		{name: "overrides not a mapping", data: "---\nsurfaces: [{github: 42}]\n---\nT\n", line: 2, key: "surfaces[0].github", msg: "want a mapping of keys, found a number"},
 		{name: "bad repo", data: "---\nsurfaces: [{github: {repo: acme}}]\n---\nT\n", line: 2, key: "surfaces[0].github.repo", msg: "not owner/name"},
 		{name: "issue not a number", data: "---\nsurfaces: [{github: {issue: '#4'}}]\n---\nT\n", line: 2, key: "surfaces[0].github.issue", msg: "whole number"},
 		{name: "unknown github key", data: "---\nsurfaces:\n  - github:\n      label: x\n---\nT\n", line: 4, key: "surfaces[0].github.label", msg: "unknown key"},
 		{name: "bad channel", data: "---\nsurfaces: [{discord: {channel_id: general}}]\n---\nT\n", line: 2, key: "surfaces[0].discord.channel_id", msg: "Discord channel ID"},
 		{name: "bad bool", data: "---\nsurfaces: [{discord: {thread_per_run: yes}}]\n---\nT\n", line: 2, key: "surfaces[0].discord.thread_per_run", msg: "true or false"},
-		{name: "tool list of lists", data: "---\nallowed_tools: [[a]]\n---\nT\n", line: 2, key: "allowed_tools[0]", msg: "must be a string"},
-		{name: "tools as a mapping", data: "---\nallowed_tools: {a: b}\n---\nT\n", line: 2, key: "allowed_tools", msg: "list of strings"},
-		{name: "bad permission mode", data: "---\npermission_mode: yolo\n---\nT\n", line: 2, key: "permission_mode", msg: "unknown permission mode"},
+		{name: "tool list of lists", data: "---\nallowed_tools: [[a]]\n---\nT\n", line: 2, key: "allowed_tools[0]", msg: "want a string, found a list"},
+		{name: "tools as a mapping", data: "---\nallowed_tools: {a: b}\n---\nT\n", line: 2, key: "allowed_tools", msg: "want a list, found a mapping"},
+		{name: "bad permission mode", data: "---\npermission_mode: yolo\n---\nT\n", line: 2, key: "permission_mode", msg: "want one of default, acceptEdits"},
 		{name: "max_turns zero", data: "---\nmax_turns: 0\n---\nT\n", line: 2, key: "max_turns", msg: "must be positive"},
 		{name: "max_turns fraction", data: "---\nmax_turns: 1.5\n---\nT\n", line: 2, key: "max_turns", msg: "whole number"},
-		{name: "duration without unit", data: "---\ntimeout: 30\n---\nT\n", line: 2, key: "timeout", msg: "not a duration"},
+		{name: "duration without unit", data: "---\ntimeout: 30\n---\nT\n", line: 2, key: "timeout", msg: `duration "30" has no unit`},
 		{name: "zero duration", data: "---\nquestion_timeout: 0s\n---\nT\n", line: 2, key: "question_timeout", msg: "must be positive"},
 		{name: "reminder after timeout", data: "---\nquestion_timeout: 1h\nremind_every: 1h\n---\nT\n", line: 3, key: "remind_every", msg: "shorter than question_timeout"},
-		{name: "answers as a list", data: "---\nanswers: [a]\n---\nT\n", line: 2, key: "answers", msg: "must be a mapping"},
+		{name: "answers as a list", data: "---\nanswers: [a]\n---\nT\n", line: 2, key: "answers", msg: "want a mapping from a question's header or text to its answer, found a list"},
 		{name: "empty answer", data: "---\nanswers:\n  Database:\n---\nT\n", line: 3, key: `answers["Database"]`, msg: "must not be empty"},
 		{name: "answered twice", data: "---\nanswers:\n  DB: a\n  db : b\n---\nT\n", line: 4, key: `answers["db"]`, msg: "answered twice (first on line 3)"},
-		{name: "answer is a mapping", data: "---\nanswers:\n  DB: {a: b}\n---\nT\n", line: 3, key: `answers["DB"]`, msg: "must be a string"},
+		{name: "answer is a mapping", data: "---\nanswers:\n  DB: {a: b}\n---\nT\n", line: 3, key: `answers["DB"]`, msg: "want a string, found a mapping"},
 		{name: "unknown escalation", data: "---\nescalate_to: pager\n---\nT\n", line: 2, key: "escalate_to", msg: `unknown surface "pager"`},
 		{name: "escalation already a surface", data: "---\nsurfaces: [terminal, discord]\nescalate_to: discord\n---\nT\n", line: 3, key: "escalate_to", msg: "already one of surfaces"},
 		{name: "unknown on_timeout", data: "---\non_timeout: retry\n---\nT\n", line: 2, key: "on_timeout", msg: `unknown action "retry"`},
@@ -239,7 +239,7 @@ func TestParseErrors(t *testing.T) {
 		{name: "option for fail", data: "---\non_timeout: {action: fail, option: x}\n---\nT\n", line: 2, key: "on_timeout.option", msg: "only on_timeout action default"},
 		{name: "on_timeout without action", data: "---\non_timeout: {option: x}\n---\nT\n", line: 2, key: "on_timeout.action", msg: "missing"},
 		{name: "on_timeout unknown key", data: "---\non_timeout: {action: fail, when: x}\n---\nT\n", line: 2, key: "on_timeout.when", msg: "unknown key"},
-		{name: "on_timeout as a list", data: "---\non_timeout: [fail]\n---\nT\n", line: 2, key: "on_timeout", msg: "must be one of"},
+		{name: "on_timeout as a list", data: "---\non_timeout: [fail]\n---\nT\n", line: 2, key: "on_timeout", msg: "want one of fail, default, skip, or {action: default, option: …}, found a list"},
 		{name: "missing body", data: "---\nname: x\n---\n\n  \n", line: 3, msg: "missing body"},
 	}
 	for _, tt := range tests {
@@ -292,15 +292,15 @@ func TestParseMixedErrors(t *testing.T) {
 		{8, "surfaces[3]", "terminal is listed twice (first on line 5)"},
 		{9, "workdir", "must not be empty"},
 		{11, "max_turns", "whole number"},
-		{12, "timeout", "not a duration"},
+		{12, "timeout", `duration "10" has no unit`},
 		{13, "idle_timeout", "must be positive"},
-		{14, "permission_mode", `unknown permission mode "yolo"`},
+		{14, "permission_mode", `want one of default, acceptEdits, auto, bypassPermissions, dontAsk, manual, plan, got "yolo"`},
 		{17, `answers["database"]`, "answered twice (first on line 16)"},
 		{19, "remind_every", "shorter than question_timeout"},
 		{20, "escalate_to", `unknown surface "pager"`},
 		{21, "on_timeout", "needs the option"},
 		{22, "retries", "unknown key"},
-		{23, "timeout", "duplicate key (first on line 12)"},
+		{23, "timeout", "duplicate key (first set on line 12)"},
 		{24, "", "missing body"},
 	}
 	if len(errs) != len(want) {
@@ -440,6 +440,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("---\n---\nT"))
 	f.Add([]byte("---\nschedule: TZ=UTC\nsurfaces: [{github: {issue: 1}}]\n---\nT"))
 	f.Add([]byte("---\na: &a [*a]\n---\n"))
+	f.Add([]byte("---\nk: &o option\non_timeout: {action: fail, *o : x}\ngit: {pull_request: ~}\n---\nT"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse("f.md", data)
 		if err != nil {
@@ -478,5 +479,50 @@ func BenchmarkParse(b *testing.B) {
 		if _, err := Parse("refactor-payments.md", data); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestParseSameWordingAsConfig: a problem reads the same in a spec and in
+// the configuration, both being decoded by internal/yamlfile.
+func TestParseSameWordingAsConfig(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, spec, config string
+	}{
+		{"duplicate key", "model: a\nmodel: b\n", "agent:\n  model: a\n  model: b\n"},
+		{"key not a plain name", "? [a]\n: b\n", "agent:\n  ? [a]\n  : b\n"},
+		{"merge key", "<<: {model: x}\n", "agent:\n  <<: {model: x}\n"},
+		{"unknown key", "modle: x\n", "agent:\n  modle: x\n"},
+		{"wrong type", "model: [a]\n", "agent:\n  model: [a]\n"},
+		{"fraction for a whole number", "max_turns: 1.5\n", "agent:\n  max_turns: 1.5\n"},
+		{"duration without a unit", "timeout: 30\n", "agent:\n  timeout: 30\n"},
+		{"bad permission mode", "permission_mode: yolo\n", "agent:\n  permission_mode: yolo\n"},
+		{"tools not a list", "allowed_tools: {a: b}\n", "agent:\n  allowed_tools: {a: b}\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse("s.md", []byte("---\n"+tc.spec+"---\nT\n"))
+			var errs Errors
+			if !errors.As(err, &errs) || len(errs) != 1 {
+				t.Fatalf("spec: %v, want one problem", err)
+			}
+			cfg, cerr := config.ParseEnv(strings.NewReader(tc.config), "c.yaml", func(string) (string, bool) { return "", false })
+			if cerr == nil {
+				cerr = cfg.Validate()
+			}
+			var want *Error
+			for _, e := range config.Errors(cerr) {
+				if errors.As(e, &want) && strings.HasPrefix(want.Key, "agent") {
+					break
+				}
+				want = nil
+			}
+			if want == nil {
+				t.Fatalf("config: %v, want a problem at agent", cerr)
+			}
+			if got := errs[0].Err.Error(); got != want.Err.Error() {
+				t.Errorf("spec says %q, config says %q", got, want.Err.Error())
+			}
+		})
 	}
 }

@@ -25,8 +25,8 @@ func (m *Main) approvalsPolicy(sp *specs.Spec, c executor.Config) (approvals.Pol
 	}
 	a := m.Config.Approvals
 	p := approvals.Policy{Allow: a.Allow, Deny: a.Deny, Ask: a.Ask, Hold: a.Hold.Std(), Preallowed: c.AllowedTools}
-	if sp != nil && sp.Approvals != nil {
-		o := sp.Approvals
+	if sp != nil && sp.Sections.Approvals != nil {
+		o := sp.Sections.Approvals
 		if o.Allow != nil {
 			p.Allow = o.Allow
 		}
@@ -37,7 +37,7 @@ func (m *Main) approvalsPolicy(sp *specs.Spec, c executor.Config) (approvals.Pol
 			p.Ask = o.Ask
 		}
 		if o.Hold != nil {
-			p.Hold = *o.Hold
+			p.Hold = o.Hold.Std()
 		}
 	}
 	return p, true

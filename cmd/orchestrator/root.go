@@ -61,6 +61,7 @@ Exit codes: 0 done, 1 failed, 2 usage or configuration error,
 		m.newServeCmd(),
 		m.newShowCmd(), // show.go
 		m.newGCCmd(),   // gc.go
+		m.newWebCmd(),
 		m.newHookCmd(), // hook.go
 	)
 

@@ -77,6 +77,10 @@ func (m *Main) runServe(ctx context.Context) error {
 			return configError(fmt.Errorf("surface %s: %w", name, err))
 		}
 	}
+	resumer, err := m.mountWeb(ctx, st)
+	if err != nil {
+		return err
+	}
 	d, err := daemon.New(daemon.Config{
 		Specs: list,
 		Runs:  r,
@@ -100,6 +104,7 @@ func (m *Main) runServe(ctx context.Context) error {
 	if err != nil {
 		return configError(err)
 	}
+	resumer.d = d
 	go func() {
 		select {
 		case <-d.Ready():

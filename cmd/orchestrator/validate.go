@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/orchestrator-dev/orchestrator/executor"
 	"github.com/orchestrator-dev/orchestrator/internal/config"
 	"github.com/orchestrator-dev/orchestrator/specs"
 )
@@ -20,9 +22,11 @@ func (m *Main) newValidateCmd() *cobra.Command {
 		Short: "Check the configuration and the spec files",
 		Long: `validate reads the configuration and every spec file of specs.dir (or the spec
 files given) and prints every problem found, each with its file, line and
-key: besides each file's own problems, a spec's workdir must be a directory,
-its mcp_config a readable JSON file, its surfaces enabled, its schedule no more
-frequent than serve.min_schedule_interval. It exits with 2 when there is any.`,
+key: besides each file's own problems, agent.command must be found (on PATH
+or as a path; the default "claude" not found is only a warning), a spec's
+workdir must be a directory, its mcp_config a readable JSON file, its
+surfaces enabled, its schedule no more frequent than
+serve.min_schedule_interval. It exits with 2 when there is any.`,
 		Args:        cobra.ArbitraryArgs,
 		Annotations: skipConfigAnnotation(), // it reports config problems itself
 		RunE:        func(cmd *cobra.Command, args []string) error { return m.runValidate(args) },
@@ -41,11 +45,16 @@ func (m *Main) runValidate(files []string) error {
 		err = cfg.Validate()
 	}
 	problems = append(problems, config.Errors(err)...)
+	var command []error
+	if usable {
+		command = m.agentCommandProblems(cfg, path, config.Errors(err))
+		problems = append(problems, command...)
+	}
 	name := path
 	if name == "" {
 		name = "(defaults)"
 	}
-	if err == nil {
+	if err == nil && len(command) == 0 {
 		fmt.Fprintf(m.Stdout, "config %s: ok\n", name)
 	}
 
@@ -98,6 +107,40 @@ func (m *Main) runValidate(files []string) error {
 		word = "problem"
 	}
 	return &exitError{code: exitUsage, err: fmt.Errorf("%d %s found", len(problems), word)}
+}
+
+// agentCommandProblems reports an agent.command that runs would not find
+// (executor.LookCommand), at its key, file and line. Only a command set in
+// the file is a problem: the default ("claude") not found is a warning, so
+// that validate passes where the CLI is not installed (a CI job checking
+// the specs). Nothing is said when agent.command already has a problem.
+func (m *Main) agentCommandProblems(cfg config.Config, path string, found []error) []error {
+	for _, e := range found {
+		var ce *config.Error
+		if errors.As(e, &ce) && ce.Key == "agent.command" {
+			return nil
+		}
+	}
+	name := strings.TrimSpace(cfg.Agent.Command)
+	if name == "" {
+		return nil
+	}
+	if strings.ContainsRune(name, filepath.Separator) {
+		name = m.path(name)
+	}
+	var env []string
+	if p, ok := cfg.Agent.Env["PATH"]; ok {
+		env = []string{"PATH=" + p}
+	}
+	if _, err := executor.LookCommand(name, env); err != nil {
+		if cfg.Line("agent.command") == 0 {
+			fmt.Fprintf(m.Stderr, "warning: agent.command (default %q): the agent CLI is not found (%v): runs will fail until it is installed or agent.command is set\n", cfg.Agent.Command, err)
+			return nil
+		}
+		return []error{&config.Error{File: path, Line: cfg.Line("agent.command"), Key: "agent.command",
+			Err: fmt.Errorf("the agent CLI is not found: %w", err)}}
+	}
+	return nil
 }
 
 // checkSpecsAgainst checks what a spec needs from the configuration: the

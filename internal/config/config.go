@@ -224,6 +224,8 @@ type Serve struct {
 	// paid run. 0 means the default, 1m; lower it (e.g. to 1s) only on
 	// purpose, as tests do.
 	MinScheduleInterval Duration `yaml:"min_schedule_interval"`
+	// Web is the web inbox (internal/config/web.go).
+	Web Web `yaml:"web"`
 }
 
 // Default values that are not zero.

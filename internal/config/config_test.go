@@ -93,7 +93,7 @@ func yamlKeys(t reflect.Type, prefix string) []string {
 	for name, i := range yamlFields(t) {
 		key := joinKey(prefix, name)
 		keys = append(keys, key)
-		f := t.Field(i).Type
+		f := t.FieldByIndex(i).Type
 		if f.Kind() == reflect.Struct && !reflect.PointerTo(f).Implements(unmarshalerType) {
 			keys = append(keys, yamlKeys(f, key)...)
 		}
@@ -145,7 +145,7 @@ func TestExampleDefaults(t *testing.T) {
 func diff(a, b reflect.Value, path string, out *[]string) {
 	if a.Kind() == reflect.Struct {
 		for name, i := range yamlFields(a.Type()) {
-			diff(a.Field(i), b.Field(i), joinKey(path, name), out)
+			diff(a.FieldByIndex(i), b.FieldByIndex(i), joinKey(path, name), out)
 		}
 		if path == "" {
 			slices.Sort(*out)

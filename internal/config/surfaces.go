@@ -80,7 +80,7 @@ func (s *Surfaces) Surface(name string) SurfaceConfig {
 	if !ok {
 		return nil
 	}
-	return v.Field(idx).Addr().Interface().(SurfaceConfig)
+	return v.FieldByIndex(idx).Addr().Interface().(SurfaceConfig)
 }
 
 // OverrideKeys returns the keys of the named surface's block that a spec
@@ -119,7 +119,7 @@ func (o Override) Apply(block SurfaceConfig) {
 	dst, src := reflect.ValueOf(block).Elem(), reflect.ValueOf(o.Value).Elem()
 	fields := yamlfile.Fields(dst.Type())
 	for _, key := range o.Keys {
-		dst.Field(fields[key]).Set(src.Field(fields[key]))
+		dst.FieldByIndex(fields[key]).Set(src.FieldByIndex(fields[key]))
 	}
 }
 

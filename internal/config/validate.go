@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/orchestrator-dev/orchestrator/internal/yamlfile"
 )
 
 // Allowed values of the keys that take one of a few words.
@@ -106,6 +108,7 @@ func (c *Config) Validate() error {
 	if s.MinScheduleInterval < 0 {
 		v.add("serve.min_schedule_interval", "must not be negative")
 	}
+	v.web(s.Web)
 
 	return errors.Join(v.errs...)
 }
@@ -168,20 +171,8 @@ func (v *validator) add(key, format string, args ...any) {
 }
 
 // line returns the line key was set on, or the line of its closest parent
-// set in the file (for allow_users[2], the line of allow_users).
-func (v *validator) line(key string) int {
-	for key != "" {
-		if n := v.c.lines[key]; n > 0 {
-			return n
-		}
-		i := strings.LastIndexAny(key, ".[")
-		if i < 0 {
-			return 0
-		}
-		key = key[:i]
-	}
-	return 0
-}
+// set in the file.
+func (v *validator) line(key string) int { return yamlfile.Line(v.c.lines, key) }
 
 func (v *validator) oneOf(key, val string, allowed []string) {
 	if !slices.Contains(allowed, val) {

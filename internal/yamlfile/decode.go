@@ -3,6 +3,7 @@ package yamlfile
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"reflect"
 	"slices"
@@ -17,7 +18,8 @@ import (
 // is an error with a "did you mean" for the closest known one, a
 // duplicate key an error naming the first; other values go through
 // yaml.v3 (and a type's yaml.Unmarshaler), with its type errors reworded.
-// The zero Decoder is usable.
+// A type whose pointer is a NodeDecoder decodes itself. The zero Decoder
+// is usable.
 type Decoder struct {
 	// File names the file in errors.
 	File string
@@ -30,6 +32,9 @@ type Decoder struct {
 	// Hidden are nodes whose values must not be shown in errors (values
 	// read from the environment).
 	Hidden map[*yaml.Node]bool
+	// ScalarLists takes a single value where a list is wanted as a list of
+	// one ("allowed_tools: Read"), as a spec's frontmatter does.
+	ScalarLists bool
 	// Errs are the problems found, in the order found.
 	Errs Errors
 }
@@ -40,6 +45,23 @@ func (d *Decoder) Errorf(line int, key, format string, args ...any) {
 		line += d.Offset
 	}
 	d.Errs = append(d.Errs, &Error{File: d.File, Line: line, Key: key, Err: fmt.Errorf(format, args...)})
+}
+
+// Line returns the line lines (a Decoder's Lines) has for key, or for its
+// closest parent set in the file (for allow_users[2], the line of
+// allow_users); 0 when none was set.
+func Line(lines map[string]int, key string) int {
+	for key != "" {
+		if n := lines[key]; n > 0 {
+			return n
+		}
+		i := strings.LastIndexAny(key, ".[")
+		if i < 0 {
+			return 0
+		}
+		key = key[:i]
+	}
+	return 0
 }
 
 // JoinKey appends key to a dotted path.
@@ -55,16 +77,50 @@ func (d *Decoder) Decode(n *yaml.Node, v any, path string) {
 	d.decode(n, reflect.ValueOf(v).Elem(), path)
 }
 
-var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+// NodeDecoder is a value that decodes itself from a node, reporting its
+// problems through d with keys under path (a value of several shapes, such
+// as a name or a mapping from a name to its settings). It is not called
+// for a null value, which leaves the value as it is.
+type NodeDecoder interface {
+	DecodeNode(d *Decoder, n *yaml.Node, path string)
+}
 
-func (d *Decoder) decode(n *yaml.Node, v reflect.Value, path string) {
+var (
+	unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+	nodeDecoderType = reflect.TypeFor[NodeDecoder]()
+)
+
+// Resolve follows aliases.
+func Resolve(n *yaml.Node) *yaml.Node {
 	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 100; i++ {
 		n = n.Alias
 	}
+	return n
+}
+
+// IsNull reports whether n is an empty value ("key:" or "key: null").
+func IsNull(n *yaml.Node) bool {
+	return n.Kind == 0 || n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+func (d *Decoder) decode(n *yaml.Node, v reflect.Value, path string) {
+	n = Resolve(n)
 	t := v.Type()
+	if reflect.PointerTo(t).Implements(nodeDecoderType) {
+		if !IsNull(n) {
+			v.Addr().Interface().(NodeDecoder).DecodeNode(d, n, path)
+		}
+		return
+	}
 	if t.Kind() == reflect.Pointer {
-		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
-			v.SetZero()
+		if IsNull(n) {
+			// A key with an empty value: nil, but a section (a struct)
+			// that is present with its defaults ("pull_request:").
+			if t.Elem().Kind() == reflect.Struct {
+				v.Set(reflect.New(t.Elem()))
+			} else {
+				v.SetZero()
+			}
 			return
 		}
 		if v.IsNil() {
@@ -77,27 +133,16 @@ func (d *Decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		d.decodeLeaf(n, v, path)
 		return
 	}
-	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+	if IsNull(n) {
 		return // "github:" with nothing under it: the defaults stay
 	}
 	if n.Kind != yaml.MappingNode {
-		d.Errorf(n.Line, path, "want a mapping of keys, found %s", Describe(n))
+		d.Mismatch(n, "a mapping of keys", path)
 		return
 	}
 	fields := Fields(t)
-	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			d.Errorf(k.Line, path, "keys must be plain names, found %s", Describe(k))
-			continue
-		}
+	for k, val := range d.Pairs(n, path) {
 		key := JoinKey(path, k.Value)
-		if first, dup := seen[k.Value]; dup {
-			d.Errorf(k.Line, key, "duplicate key (first set on line %d)", first+d.Offset)
-			continue
-		}
-		seen[k.Value] = k.Line
 		idx, ok := fields[k.Value]
 		if !ok {
 			d.Errorf(k.Line, key, "unknown key%s", Suggest(k.Value, slices.Collect(maps.Keys(fields))))
@@ -106,7 +151,36 @@ func (d *Decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		if d.Lines != nil {
 			d.Lines[key] = k.Line + d.Offset
 		}
-		d.decode(val, v.Field(idx), key)
+		d.decode(val, v.FieldByIndex(idx), key)
+	}
+}
+
+// Pairs yields the key and value nodes of mapping n (aliases followed) in
+// order, reporting under path, as it comes to them, the keys that are not
+// plain names, merge keys ("<<") and duplicate keys, which it leaves out.
+func (d *Decoder) Pairs(n *yaml.Node, path string) iter.Seq2[*yaml.Node, *yaml.Node] {
+	return func(yield func(k, v *yaml.Node) bool) {
+		seen := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := Resolve(n.Content[i]), Resolve(n.Content[i+1])
+			if k.Kind != yaml.ScalarNode {
+				d.Errorf(k.Line, path, "keys must be plain names, found %s", Describe(k))
+				continue
+			}
+			key := JoinKey(path, k.Value)
+			if k.ShortTag() == "!!merge" {
+				d.Errorf(k.Line, key, "merge keys are not supported")
+				continue
+			}
+			if first, dup := seen[k.Value]; dup {
+				d.Errorf(k.Line, key, "duplicate key (first set on line %d)", first+d.Offset)
+				continue
+			}
+			seen[k.Value] = k.Line
+			if !yield(k, val) {
+				return
+			}
+		}
 	}
 }
 
@@ -116,48 +190,49 @@ func (d *Decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 func (d *Decoder) decodeLeaf(n *yaml.Node, v reflect.Value, path string) {
 	t := v.Type()
 	custom := reflect.PointerTo(t).Implements(unmarshalerType)
-	isNull := n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+	isNull := IsNull(n)
 	switch {
 	case custom, isNull, t.Kind() == reflect.Interface:
 	case t.Kind() == reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
-			d.mismatch(n, "a list", path)
+		items, key := n.Content, func(i int) string { return fmt.Sprintf("%s[%d]", path, i) }
+		if n.Kind == yaml.ScalarNode && d.ScalarLists {
+			items, key = []*yaml.Node{n}, func(int) string { return path }
+		} else if n.Kind != yaml.SequenceNode {
+			d.Mismatch(n, "a list", path)
 			return
 		}
-		out := reflect.MakeSlice(t, len(n.Content), len(n.Content))
-		for i, item := range n.Content {
-			d.decode(item, out.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		out := reflect.MakeSlice(t, len(items), len(items))
+		for i, item := range items {
+			d.decode(item, out.Index(i), key(i))
 		}
 		v.Set(out)
 		return
 	case t.Kind() == reflect.Map:
 		if n.Kind != yaml.MappingNode {
-			d.mismatch(n, "a mapping", path)
+			d.Mismatch(n, "a mapping", path)
 			return
 		}
 		out := reflect.MakeMapWithSize(t, len(n.Content)/2)
-		seen := map[string]int{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if first, dup := seen[n.Content[i].Value]; dup {
-				d.Errorf(n.Content[i].Line, JoinKey(path, n.Content[i].Value), "duplicate key (first set on line %d)", first+d.Offset)
-				continue
-			}
-			seen[n.Content[i].Value] = n.Content[i].Line
+		for key, val := range d.Pairs(n, path) {
 			k := reflect.New(t.Key()).Elem()
-			d.decodeLeaf(n.Content[i], k, path)
+			d.decodeLeaf(key, k, path)
 			e := reflect.New(t.Elem()).Elem()
-			d.decode(n.Content[i+1], e, JoinKey(path, n.Content[i].Value))
+			d.decode(val, e, JoinKey(path, key.Value))
 			out.SetMapIndex(k, e)
 		}
 		v.Set(out)
 		return
+	case kindWanted(t) == "an integer" && n.Kind == yaml.ScalarNode && n.ShortTag() != "!!int":
+		// yaml.v3 would truncate 1.5 to 1.
+		d.Mismatch(n, kindWanted(t), path)
+		return
 	case t.Kind() == reflect.Bool && n.Kind == yaml.ScalarNode && n.ShortTag() != "!!bool":
 		// yaml.v3 takes yes, no, on and off as booleans here; they are
 		// strings everywhere else in YAML 1.2, so they are refused.
-		d.mismatch(n, kindWanted(t), path)
+		d.Mismatch(n, kindWanted(t), path)
 		return
 	case n.Kind != yaml.ScalarNode:
-		d.mismatch(n, kindWanted(t), path)
+		d.Mismatch(n, kindWanted(t), path)
 		return
 	}
 	p := reflect.New(t)
@@ -165,7 +240,7 @@ func (d *Decoder) decodeLeaf(n *yaml.Node, v reflect.Value, path string) {
 	if err := n.Decode(p.Interface()); err != nil {
 		var te *yaml.TypeError
 		if errors.As(err, &te) {
-			d.mismatch(n, kindWanted(t), path)
+			d.Mismatch(n, kindWanted(t), path)
 		} else {
 			d.Errorf(n.Line, path, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
 		}
@@ -174,8 +249,8 @@ func (d *Decoder) decodeLeaf(n *yaml.Node, v reflect.Value, path string) {
 	v.Set(p.Elem())
 }
 
-// mismatch reports a value of the wrong kind.
-func (d *Decoder) mismatch(n *yaml.Node, want, path string) {
+// Mismatch reports a value of the wrong kind: "want WANT, found a list".
+func (d *Decoder) Mismatch(n *yaml.Node, want, path string) {
 	msg := "want " + want + ", found " + Describe(n)
 	if n.Kind == yaml.ScalarNode && n.Value != "" && !d.Hidden[n] {
 		msg += " " + strconv.Quote(n.Value)
@@ -186,16 +261,27 @@ func (d *Decoder) mismatch(n *yaml.Node, want, path string) {
 	d.Errorf(n.Line, path, "%s", msg)
 }
 
-// Fields maps the yaml keys of struct type t to field indexes.
-func Fields(t reflect.Type) map[string]int {
-	m := map[string]int{}
+// Fields maps the yaml keys of struct type t to field indexes (for
+// reflect.Value.FieldByIndex). The keys of a field tagged `yaml:",inline"`
+// are keys of t.
+func Fields(t reflect.Type) map[string][]int {
+	m := map[string][]int{}
 	for i := range t.NumField() {
 		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if !f.IsExported() || name == "" || name == "-" {
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if !f.IsExported() {
 			continue
 		}
-		m[name] = i
+		if name == "" && opts == "inline" && f.Type.Kind() == reflect.Struct {
+			for key, idx := range Fields(f.Type) {
+				m[key] = append([]int{i}, idx...)
+			}
+			continue
+		}
+		if name == "" || name == "-" {
+			continue
+		}
+		m[name] = []int{i}
 	}
 	return m
 }

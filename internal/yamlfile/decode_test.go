@@ -62,3 +62,100 @@ func TestSyntaxError(t *testing.T) {
 		t.Errorf("SyntaxError = %#v (%v)", e, e)
 	}
 }
+
+// shape decodes itself: a name, or a mapping from the name to a count.
+type shape struct {
+	Name  string
+	Count int
+}
+
+func (s *shape) DecodeNode(d *Decoder, n *yaml.Node, path string) {
+	if n.Kind == yaml.ScalarNode {
+		s.Name = n.Value
+		return
+	}
+	for k, v := range d.Pairs(n, path) {
+		s.Name = k.Value
+		d.Decode(v, &s.Count, JoinKey(path, s.Name))
+	}
+}
+
+type common struct {
+	Level string `yaml:"level"`
+}
+
+type withShapes struct {
+	One     shape    `yaml:"one"`
+	Many    []shape  `yaml:"many"`
+	Tools   []string `yaml:"tools"`
+	Count   int      `yaml:"count"`
+	Section *struct {
+		Draft bool `yaml:"draft"`
+	} `yaml:"section"`
+	Absent *struct {
+		Draft bool `yaml:"draft"`
+	} `yaml:"absent"`
+	Common common `yaml:",inline"`
+}
+
+func decodeString(t *testing.T, d *Decoder, in string, v any) {
+	t.Helper()
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(in), &doc); err != nil {
+		t.Fatal(err)
+	}
+	d.Decode(doc.Content[0], v, "")
+}
+
+// TestDecodeNodeDecoderInlineAndScalarLists: a NodeDecoder decodes its own
+// shapes with the decoder's checks and keys; an inline struct's keys are
+// the parent's; ScalarLists takes one value as a list of one; a section
+// (a pointer to a struct) set with nothing under it is present.
+func TestDecodeNodeDecoderInlineAndScalarLists(t *testing.T) {
+	t.Parallel()
+	d := &Decoder{File: "s.yaml", ScalarLists: true, Lines: map[string]int{}}
+	var v withShapes
+	decodeString(t, d, "one: a\nmany:\n  - b\n  - {c: 3}\n  - {d: x}\ntools: Read\nlevel: debug\nsection:\nabsent: ~\nlevle: x\n", &v)
+	want := []string{
+		`s.yaml:5: many[2].d: want an integer, found a string "x" (a whole number)`,
+		`s.yaml:10: levle: unknown key (did you mean "level"?)`,
+	}
+	if got := d.Errs.Error(); got != strings.Join(want, "\n") {
+		t.Errorf("errors =\n%s\nwant\n%s", got, strings.Join(want, "\n"))
+	}
+	if v.One.Name != "a" || len(v.Many) != 3 || v.Many[1] != (shape{"c", 3}) || len(v.Tools) != 1 || v.Tools[0] != "Read" ||
+		v.Common.Level != "debug" || v.Section == nil || v.Absent == nil {
+		t.Errorf("decoded %+v", v)
+	}
+	if d.Lines["level"] != 7 || d.Lines["section"] != 8 {
+		t.Errorf("lines = %v", d.Lines)
+	}
+
+	d = &Decoder{File: "s.yaml"}
+	v = withShapes{}
+	decodeString(t, d, "tools: Read\n", &v)
+	if got := d.Errs.Error(); got != `s.yaml:1: tools: want a list, found a string "Read"` {
+		t.Errorf("without ScalarLists: %s", got)
+	}
+}
+
+// TestDecodeRefusesMergeKeysAndFractions: "<<" is refused by name (not
+// as an unknown key), and a number with a fraction is not truncated into
+// an integer.
+func TestDecodeRefusesMergeKeysAndFractions(t *testing.T) {
+	t.Parallel()
+	d := &Decoder{File: "s.yaml"}
+	var v withShapes
+	decodeString(t, d, "base: &b {level: x}\n<<: *b\ncount: 1.5\n", &v)
+	want := []string{
+		`s.yaml:1: base: unknown key (known keys: absent, count, level, many, one, section, tools)`,
+		`s.yaml:2: <<: merge keys are not supported`,
+		`s.yaml:3: count: want an integer, found a number "1.5" (a whole number)`,
+	}
+	if got := d.Errs.Error(); got != strings.Join(want, "\n") {
+		t.Errorf("errors =\n%s\nwant\n%s", got, strings.Join(want, "\n"))
+	}
+	if v.Count != 0 {
+		t.Errorf("count = %d", v.Count)
+	}
+}

@@ -1,0 +1,379 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/orchestrator-dev/orchestrator/questions"
+)
+
+// ErrFinal is what Backend.Cancel returns (wrapped) for a run that already
+// ended.
+var ErrFinal = errors.New("already ended")
+
+// The JSON API follows docs/json.md: dedicated output types, "v": 1 at the
+// top level, snake_case, times in RFC 3339 UTC, model and human text made
+// printable, nothing of a run's options.
+
+type apiOption struct {
+	Label       string `json:"label"`
+	Description string `json:"description,omitempty"`
+}
+
+type apiQuestion struct {
+	ID          string      `json:"id"`
+	Header      string      `json:"header,omitempty"`
+	Question    string      `json:"question"`
+	Options     []apiOption `json:"options,omitempty"`
+	MultiSelect bool        `json:"multi_select,omitempty"`
+	FreeText    bool        `json:"free_text,omitempty"`
+	Answered    bool        `json:"answered"`
+}
+
+type apiAnswer struct {
+	QuestionID string   `json:"question_id"`
+	Labels     []string `json:"labels,omitempty"`
+	Text       string   `json:"text,omitempty"`
+}
+
+type apiResponse struct {
+	By      string      `json:"by"`
+	Surface string      `json:"surface"`
+	At      string      `json:"at,omitempty"`
+	Answers []apiAnswer `json:"answers"`
+}
+
+type apiSet struct {
+	ID        string        `json:"id"`
+	RunID     string        `json:"run_id"`
+	Turn      int           `json:"turn"`
+	Spec      string        `json:"spec,omitempty"`
+	RunTitle  string        `json:"run_title,omitempty"`
+	Title     string        `json:"title,omitempty"`
+	Context   string        `json:"context,omitempty"`
+	State     string        `json:"state"`
+	Surfaces  []string      `json:"surfaces"`
+	Reminders int           `json:"reminders"`
+	Questions []apiQuestion `json:"questions"`
+	Response  *apiResponse  `json:"response,omitempty"`
+	CreatedAt string        `json:"created_at,omitempty"`
+}
+
+type apiRun struct {
+	ID        string  `json:"id"`
+	Spec      string  `json:"spec,omitempty"`
+	Title     string  `json:"title"`
+	Status    string  `json:"status"`
+	CostUSD   float64 `json:"cost_usd"`
+	Turns     int     `json:"turns"`
+	Error     string  `json:"error,omitempty"`
+	CreatedAt string  `json:"created_at"`
+	UpdatedAt string  `json:"updated_at"`
+}
+
+type apiItem struct {
+	Kind     string       `json:"kind"`
+	Turn     int          `json:"turn"`
+	At       string       `json:"at,omitempty"`
+	Text     string       `json:"text,omitempty"`
+	Tool     string       `json:"tool,omitempty"`
+	CostUSD  float64      `json:"cost_usd,omitempty"`
+	SetID    string       `json:"set_id,omitempty"`
+	Response *apiResponse `json:"response,omitempty"`
+	// Transcript is the path of the turn's transcript download.
+	Transcript string `json:"transcript,omitempty"`
+}
+
+type apiDecision struct {
+	SetID    string `json:"set_id"`
+	Header   string `json:"header,omitempty"`
+	Question string `json:"question"`
+	State    string `json:"state"`
+	Answer   string `json:"answer,omitempty"`
+	By       string `json:"by,omitempty"`
+	Surface  string `json:"surface,omitempty"`
+	At       string `json:"at,omitempty"`
+}
+
+type apiLink struct {
+	Label string `json:"label"`
+	URL   string `json:"url"`
+}
+
+func jsonTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func p(s string) string { return questions.Printable(s) }
+
+func toAPIResponse(r questions.Response) *apiResponse {
+	if len(r.Answers) == 0 {
+		return nil
+	}
+	out := &apiResponse{By: p(r.By), Surface: p(r.Surface), At: jsonTime(r.At), Answers: []apiAnswer{}}
+	for _, a := range r.Answers {
+		labels := make([]string, len(a.Labels))
+		for i, l := range a.Labels {
+			labels[i] = p(l)
+		}
+		out.Answers = append(out.Answers, apiAnswer{QuestionID: a.QuestionID, Labels: labels, Text: p(a.Text)})
+	}
+	return out
+}
+
+func toAPISet(pd Pending) apiSet {
+	set := pd.Set
+	out := apiSet{ID: set.ID, RunID: set.RunID, Turn: set.Turn, Spec: p(pd.Spec), RunTitle: p(pd.RunTitle),
+		Title: p(set.Title), Context: p(set.Context), State: "pending", Surfaces: append([]string{}, pd.Surfaces...),
+		Reminders: pd.Reminders, Response: toAPIResponse(pd.Given), CreatedAt: jsonTime(pd.AskedAt), Questions: []apiQuestion{}}
+	for _, q := range set.Questions {
+		aq := apiQuestion{ID: q.ID, Header: p(q.Header), Question: p(q.Text), MultiSelect: q.MultiSelect, FreeText: q.AcceptsFreeText()}
+		for _, o := range q.Options {
+			aq.Options = append(aq.Options, apiOption{Label: p(o.Label), Description: p(o.Description)})
+		}
+		_, aq.Answered = pd.Given.Answer(q.ID)
+		out.Questions = append(out.Questions, aq)
+	}
+	return out
+}
+
+func toAPIRun(r Run) apiRun {
+	return apiRun{ID: r.ID, Spec: p(r.Spec), Title: p(r.Title), Status: r.Status, CostUSD: r.CostUSD, Turns: r.Turns,
+		Error: p(r.Error), CreatedAt: jsonTime(r.CreatedAt), UpdatedAt: jsonTime(r.UpdatedAt)}
+}
+
+func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(true)
+	if err := enc.Encode(v); err != nil {
+		s.log.Debug("web: write json", "err", err)
+	}
+}
+
+type apiError struct {
+	V      int          `json:"v"`
+	Error  string       `json:"error"`
+	Closed bool         `json:"closed,omitempty"`
+	Final  *apiResponse `json:"final,omitempty"`
+}
+
+// fail answers an error: JSON on the API (and to scripts), a page otherwise.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	if isAPI(r) || r.Method != http.MethodGet {
+		if !isAPI(r) && strings.Contains(r.Header.Get("Accept"), "text/html") {
+			s.render(w, r, status, "error", pageData{Title: http.StatusText(status), Error: msg})
+			return
+		}
+		s.writeJSON(w, status, apiError{V: 1, Error: p(msg)})
+		return
+	}
+	s.render(w, r, status, "error", pageData{Title: http.StatusText(status), Error: msg})
+}
+
+func (s *Server) backendError(w http.ResponseWriter, r *http.Request, what string, err error) {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		s.fail(w, r, http.StatusNotFound, what+": not found")
+	case errors.Is(err, ErrFinal), errors.Is(err, ErrNotResumable):
+		s.fail(w, r, http.StatusConflict, err.Error())
+	default:
+		s.log.Error("web: "+what, "err", err)
+		s.fail(w, r, http.StatusInternalServerError, what+": the store could not be read; see the server's log")
+	}
+}
+
+func (s *Server) apiPending(w http.ResponseWriter, r *http.Request) {
+	list, err := s.pendingNewestFirst(r)
+	if err != nil {
+		s.backendError(w, r, "pending questions", err)
+		return
+	}
+	out := struct {
+		V       int      `json:"v"`
+		Pending []apiSet `json:"pending"`
+	}{V: 1, Pending: []apiSet{}}
+	for _, pd := range list {
+		out.Pending = append(out.Pending, toAPISet(pd))
+	}
+	s.writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) apiRuns(w http.ResponseWriter, r *http.Request) {
+	runs, err := s.filteredRuns(r)
+	if err != nil {
+		s.backendError(w, r, "runs", err)
+		return
+	}
+	out := struct {
+		V    int      `json:"v"`
+		Runs []apiRun `json:"runs"`
+	}{V: 1, Runs: []apiRun{}}
+	for _, run := range runs {
+		out.Runs = append(out.Runs, toAPIRun(run))
+	}
+	s.writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) apiRun(w http.ResponseWriter, r *http.Request) {
+	d, err := s.cfg.Backend.Run(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.backendError(w, r, "run "+r.PathValue("id"), err)
+		return
+	}
+	out := struct {
+		V         int           `json:"v"`
+		Run       apiRun        `json:"run"`
+		FinalText string        `json:"final_text,omitempty"`
+		Timeline  []apiItem     `json:"timeline"`
+		Decisions []apiDecision `json:"decisions"`
+		Links     []apiLink     `json:"links"`
+	}{V: 1, Run: toAPIRun(d.Run), FinalText: p(d.FinalText), Timeline: []apiItem{}, Decisions: []apiDecision{}, Links: []apiLink{}}
+	for _, it := range d.Items {
+		ai := apiItem{Kind: it.Kind, Turn: it.Turn, At: jsonTime(it.At), Text: p(it.Text), Tool: p(it.Tool), CostUSD: it.CostUSD}
+		if it.Set != nil {
+			ai.SetID = it.Set.ID
+		}
+		if it.Response != nil {
+			ai.Response = toAPIResponse(*it.Response)
+		}
+		if it.Transcript {
+			ai.Transcript = transcriptPath(d.ID, it.Turn)
+		}
+		out.Timeline = append(out.Timeline, ai)
+	}
+	for _, dc := range d.Decisions {
+		out.Decisions = append(out.Decisions, apiDecision{SetID: dc.SetID, Header: p(dc.Header), Question: p(dc.Question),
+			State: dc.State, Answer: p(dc.Answer), By: p(dc.By), Surface: p(dc.Surface), At: jsonTime(dc.At)})
+	}
+	for _, l := range d.Links {
+		out.Links = append(out.Links, apiLink{Label: p(l.Label), URL: l.URL})
+	}
+	s.writeJSON(w, http.StatusOK, out)
+}
+
+func transcriptPath(runID string, seq int) string {
+	return fmt.Sprintf("/runs/%s/transcripts/%d", runID, seq)
+}
+
+// apiAnswerRequest is the body of POST /api/answer.
+type apiAnswerRequest struct {
+	SetID   string      `json:"set_id"`
+	Answers []apiAnswer `json:"answers"`
+}
+
+func (s *Server) apiAnswer(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	var req apiAnswerRequest
+	if err := dec.Decode(&req); err != nil {
+		s.fail(w, r, http.StatusBadRequest, "body: want {\"set_id\": ..., \"answers\": [{\"question_id\": ..., \"labels\": [...], \"text\": ...}]}: "+err.Error())
+		return
+	}
+	resp := questions.Response{SetID: strings.TrimSpace(req.SetID)}
+	for _, a := range req.Answers {
+		resp.Answers = append(resp.Answers, questions.Answer{QuestionID: a.QuestionID, Labels: a.Labels, Text: a.Text})
+	}
+	status, res := s.offer(r, resp)
+	s.writeJSON(w, status, res)
+}
+
+// answerResult is what POST /api/answer returns, and what the inbox shows.
+type answerResult struct {
+	V      int          `json:"v"`
+	SetID  string       `json:"set_id"`
+	Taken  bool         `json:"taken"`
+	Closed bool         `json:"closed"`
+	Error  string       `json:"error,omitempty"`
+	Final  *apiResponse `json:"final,omitempty"`
+}
+
+// offer hands resp, from the signed-in user, to the backend and says what
+// became of it, with the HTTP status to answer.
+func (s *Server) offer(r *http.Request, resp questions.Response) (int, answerResult) {
+	res := answerResult{V: 1, SetID: resp.SetID}
+	if resp.SetID == "" {
+		res.Error = "set_id: required"
+		return http.StatusBadRequest, res
+	}
+	if max := s.cfg.AnswerMaxBytes; max > 0 {
+		for _, a := range resp.Answers {
+			if len(a.Text) > max {
+				res.Error = fmt.Sprintf("the answer is %d bytes long; at most %d are accepted (run.answer_max_bytes)", len(a.Text), max)
+				return http.StatusUnprocessableEntity, res
+			}
+		}
+	}
+	id := who(r)
+	resp.By, resp.Surface, resp.At = id.Name, SurfaceName, s.cfg.Now().UTC()
+	d, err := s.cfg.Backend.Offer(r.Context(), resp)
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			res.Error = "question set " + resp.SetID + ": not found"
+			return http.StatusNotFound, res
+		}
+		s.log.Error("web: offer", "set", resp.SetID, "err", err)
+		res.Error = "the answer could not be recorded; see the server's log"
+		return http.StatusInternalServerError, res
+	}
+	res.Taken, res.Closed = d.Taken, d.Closed
+	if d.Final != nil {
+		res.Final = toAPIResponse(*d.Final)
+	}
+	switch {
+	case d.Invalid != nil:
+		res.Error = p(d.Invalid.Error())
+		return http.StatusUnprocessableEntity, res
+	case !d.Taken && d.Final != nil:
+		res.Error = fmt.Sprintf("too late: answered elsewhere by %s on %s", p(d.Final.By), p(d.Final.Surface))
+		return http.StatusConflict, res
+	case !d.Taken:
+		res.Error = "too late: the question was closed (expired, or its run was cancelled)"
+		return http.StatusConflict, res
+	}
+	s.log.Info("answered on the web", "set", resp.SetID, "by", id.Name)
+	return http.StatusOK, res
+}
+
+func (s *Server) apiCancel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := s.cfg.Backend.Cancel(r.Context(), id, who(r).Name); err != nil {
+		s.backendError(w, r, "run "+id, err)
+		return
+	}
+	d, err := s.cfg.Backend.Run(r.Context(), id)
+	if err != nil {
+		s.backendError(w, r, "run "+id, err)
+		return
+	}
+	s.writeJSON(w, http.StatusOK, struct {
+		V   int    `json:"v"`
+		Run apiRun `json:"run"`
+	}{1, toAPIRun(d.Run)})
+}
+
+func (s *Server) apiResume(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := s.cfg.Resume.Resume(r.Context(), id, who(r).Name); err != nil {
+		s.backendError(w, r, "run "+id, err)
+		return
+	}
+	d, err := s.cfg.Backend.Run(r.Context(), id)
+	if err != nil {
+		s.backendError(w, r, "run "+id, err)
+		return
+	}
+	s.writeJSON(w, http.StatusOK, struct {
+		V   int    `json:"v"`
+		Run apiRun `json:"run"`
+	}{1, toAPIRun(d.Run)})
+}

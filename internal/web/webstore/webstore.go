@@ -1,0 +1,362 @@
+// Package webstore implements the web inbox's Backend on top of the store:
+// pending sets, runs, a run's timeline (its turns, what the CLI wrote in
+// each turn's transcript, its questions and answers), answers and cancel.
+//
+// Answers go through Offerer. The default, StoreOfferer, validates with
+// surfaces.CheckResponse and records with store.RecordAnswer (first answer
+// wins, in one transaction); a runner that decides answers itself can be
+// plugged in instead.
+package webstore
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/orchestrator-dev/orchestrator/executor"
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/internal/web"
+	"github.com/orchestrator-dev/orchestrator/questions"
+	"github.com/orchestrator-dev/orchestrator/surfaces"
+)
+
+// Offerer decides an offered answer (the surfaces' Answers contract).
+type Offerer interface {
+	Offer(ctx context.Context, resp questions.Response) (web.Decision, error)
+}
+
+// Backend is web.Backend on a store.
+type Backend struct {
+	Store *store.Store
+	// Offerer defaults to StoreOfferer{Store}.
+	Offerer Offerer
+	// MaxRuns bounds the runs listed; default 500.
+	MaxRuns int
+
+	// A live run page reads the run twice a second: what was read of each
+	// transcript is kept while the file does not change.
+	mu    sync.Mutex
+	cache map[string]cachedTranscript
+}
+
+type cachedTranscript struct {
+	size  int64
+	mod   time.Time
+	items []web.Item
+}
+
+// maxCached bounds the transcripts whose timeline items are kept.
+const maxCached = 256
+
+func (b *Backend) transcriptItems(path string, seq int) []web.Item {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil
+	}
+	b.mu.Lock()
+	c, ok := b.cache[path]
+	b.mu.Unlock()
+	if ok && c.size == fi.Size() && c.mod.Equal(fi.ModTime()) {
+		return c.items
+	}
+	items := transcriptItems(path, seq)
+	b.mu.Lock()
+	if b.cache == nil || len(b.cache) >= maxCached {
+		b.cache = map[string]cachedTranscript{}
+	}
+	b.cache[path] = cachedTranscript{size: fi.Size(), mod: fi.ModTime(), items: items}
+	b.mu.Unlock()
+	return items
+}
+
+var _ web.Backend = (*Backend)(nil)
+
+func notFound(err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: %w", web.ErrNotFound, err)
+	}
+	return err
+}
+
+// Pending implements web.Backend.
+func (b *Backend) Pending(ctx context.Context) ([]web.Pending, error) {
+	sets, err := b.Store.QuestionSets(ctx, store.SetFilter{State: []store.SetState{store.SetPending}})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]web.Pending, 0, len(sets))
+	runs := map[string]store.Run{}
+	for _, rec := range sets {
+		run, ok := runs[rec.Set.RunID]
+		if !ok {
+			if run, err = b.Store.Run(ctx, rec.Set.RunID); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return nil, err
+			}
+			runs[rec.Set.RunID] = run
+		}
+		n := 0
+		if !rec.RemindedAt.IsZero() {
+			n++
+		}
+		if !rec.EscalatedAt.IsZero() {
+			n++
+		}
+		out = append(out, web.Pending{Set: rec.Set, Spec: run.Spec, RunTitle: run.Title, Surfaces: rec.Surfaces,
+			AskedAt: rec.CreatedAt, Reminders: n, Given: rec.Response})
+	}
+	return out, nil
+}
+
+func (b *Backend) toRun(ctx context.Context, r store.Run) (web.Run, []store.Turn, error) {
+	turns, err := b.Store.Turns(ctx, r.ID)
+	if err != nil {
+		return web.Run{}, nil, err
+	}
+	return web.Run{ID: r.ID, Spec: r.Spec, Title: r.Title, Status: string(r.Status), CostUSD: r.CostUSD,
+		Turns: len(turns), Error: r.Error, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}, turns, nil
+}
+
+// Runs implements web.Backend.
+func (b *Backend) Runs(ctx context.Context) ([]web.Run, error) {
+	max := b.MaxRuns
+	if max <= 0 {
+		max = 500
+	}
+	runs, err := b.Store.ListRuns(ctx, store.RunFilter{Limit: max})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]web.Run, 0, len(runs))
+	for _, r := range runs {
+		wr, _, err := b.toRun(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, wr)
+	}
+	return out, nil
+}
+
+// Run implements web.Backend.
+func (b *Backend) Run(ctx context.Context, id string) (web.RunDetail, error) {
+	r, err := b.Store.Run(ctx, id)
+	if err != nil {
+		return web.RunDetail{}, notFound(err)
+	}
+	wr, turns, err := b.toRun(ctx, r)
+	if err != nil {
+		return web.RunDetail{}, err
+	}
+	sets, err := b.Store.QuestionSets(ctx, store.SetFilter{RunID: r.ID})
+	if err != nil {
+		return web.RunDetail{}, err
+	}
+	d := web.RunDetail{Run: wr, FinalText: r.FinalText}
+	bySeq := map[int][]store.SetRecord{}
+	for _, s := range sets {
+		bySeq[s.Set.Turn] = append(bySeq[s.Set.Turn], s)
+	}
+	for _, t := range turns {
+		d.Items = append(d.Items, web.Item{Kind: web.ItemTurn, Turn: t.Seq, At: t.StartedAt, Text: string(t.Kind), Transcript: t.TranscriptPath != ""})
+		if t.TranscriptPath != "" {
+			d.Items = append(d.Items, b.transcriptItems(t.TranscriptPath, t.Seq)...)
+		}
+		if t.Finished {
+			text := string(t.Result.Status)
+			if t.Result.Error != "" {
+				text += ": " + t.Result.Error
+			}
+			d.Items = append(d.Items, web.Item{Kind: web.ItemResult, Turn: t.Seq, At: t.FinishedAt, Text: text, CostUSD: t.Result.CostUSD})
+		}
+		for _, s := range bySeq[t.Seq] {
+			set := s.Set
+			d.Items = append(d.Items, web.Item{Kind: web.ItemQuestion, Turn: t.Seq, At: s.CreatedAt, Set: &set})
+			if len(s.Response.Answers) > 0 {
+				resp := s.Response
+				d.Items = append(d.Items, web.Item{Kind: web.ItemAnswer, Turn: t.Seq, At: s.AnsweredAt, Set: &set, Response: &resp})
+			}
+		}
+	}
+	for _, s := range sets {
+		for _, q := range s.Set.Questions {
+			e := web.DecisionEntry{SetID: s.Set.ID, Question: q.Text, Header: q.Header, State: string(s.State)}
+			if a, ok := s.Response.Answer(q.ID); ok {
+				e.Answer = strings.Join(append(append([]string{}, a.Labels...), nonEmpty(a.Text)...), ", ")
+				e.By, e.Surface, e.At = s.Response.By, s.Response.Surface, s.Response.At
+			}
+			d.Decisions = append(d.Decisions, e)
+		}
+	}
+	return d, nil
+}
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
+}
+
+// maxToolInput bounds a tool use's input shown in the timeline.
+const maxToolInput = 400
+
+// transcriptItems reads what the model wrote and which tools it used from a
+// turn's transcript, as far as it is written (a turn still streaming has a
+// partial transcript; an unreadable one adds nothing).
+func transcriptItems(path string, seq int) []web.Item {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []web.Item
+	var p executor.Parser
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	for sc.Scan() {
+		ev, err := p.ParseLine(sc.Bytes())
+		if err != nil {
+			continue
+		}
+		m, ok := ev.(*executor.AssistantMessage)
+		if !ok {
+			continue
+		}
+		for _, t := range m.Texts() {
+			if strings.TrimSpace(t) != "" {
+				out = append(out, web.Item{Kind: web.ItemText, Turn: seq, Text: t})
+			}
+		}
+		for _, u := range m.ToolUses() {
+			in := compact(u.Input)
+			if len(in) > maxToolInput {
+				in = strings.ToValidUTF8(in[:maxToolInput], "") + "…"
+			}
+			out = append(out, web.Item{Kind: web.ItemTool, Turn: seq, Tool: u.ToolName, Text: in})
+		}
+	}
+	return out
+}
+
+func compact(raw json.RawMessage) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// Offer implements web.Backend.
+func (b *Backend) Offer(ctx context.Context, resp questions.Response) (web.Decision, error) {
+	o := b.Offerer
+	if o == nil {
+		o = StoreOfferer{Store: b.Store}
+	}
+	return o.Offer(ctx, resp)
+}
+
+// StoreOfferer decides answers with the store alone: valid answers
+// (surfaces.CheckResponse, question by question) to a pending set are
+// recorded, the first answer to each question wins, and the set is answered
+// once every question is. An answer to some of a set's questions is kept
+// and the set stays pending.
+type StoreOfferer struct{ Store *store.Store }
+
+// Offer implements Offerer.
+func (s StoreOfferer) Offer(ctx context.Context, resp questions.Response) (web.Decision, error) {
+	rec, err := s.Store.QuestionSet(ctx, resp.SetID)
+	if err != nil {
+		return web.Decision{}, notFound(err)
+	}
+	if rec.State != store.SetPending {
+		return closed(rec), nil
+	}
+	if len(resp.Answers) == 0 {
+		return web.Decision{Invalid: fmt.Errorf("answer to set %s has no answers", rec.Set.ID)}, nil
+	}
+	// The answers in the set's order, whatever order they came in, checked
+	// as an answer to the questions they answer.
+	given := map[string]questions.Answer{}
+	for _, a := range resp.Answers {
+		if _, ok := rec.Set.Question(a.QuestionID); !ok {
+			return web.Decision{Invalid: fmt.Errorf("question set %s has no question %q", rec.Set.ID, a.QuestionID)}, nil
+		}
+		if _, dup := given[a.QuestionID]; dup {
+			return web.Decision{Invalid: fmt.Errorf("question %s is answered twice", a.QuestionID)}, nil
+		}
+		given[a.QuestionID] = a
+	}
+	part := rec.Set
+	part.Questions = nil
+	ordered := resp
+	ordered.Answers = nil
+	for _, q := range rec.Set.Questions {
+		if a, ok := given[q.ID]; ok {
+			part.Questions = append(part.Questions, q)
+			ordered.Answers = append(ordered.Answers, a)
+		}
+	}
+	if err := surfaces.CheckResponse(part, ordered); err != nil {
+		return web.Decision{Invalid: err}, nil
+	}
+	got, err := s.Store.RecordAnswer(ctx, ordered)
+	if errors.Is(err, store.ErrAlreadyAnswered) {
+		return closed(got), nil
+	}
+	if err != nil {
+		return web.Decision{}, err
+	}
+	d := web.Decision{Taken: true}
+	if got.State != store.SetPending {
+		final := got.Response
+		d.Final, d.Closed = &final, true
+	}
+	return d, nil
+}
+
+func closed(rec store.SetRecord) web.Decision {
+	d := web.Decision{Closed: true}
+	if rec.State != store.SetExpired && len(rec.Response.Answers) > 0 {
+		final := rec.Response
+		d.Final = &final
+	}
+	return d
+}
+
+// Cancel implements web.Backend.
+func (b *Backend) Cancel(ctx context.Context, runID, by string) error {
+	r, err := b.Store.Run(ctx, runID)
+	if err != nil {
+		return notFound(err)
+	}
+	if r.Status.Final() {
+		return fmt.Errorf("run %s is %w (%s)", r.ID, web.ErrFinal, r.Status)
+	}
+	return b.Store.CancelRun(ctx, r.ID, "cancelled by "+by+" on the web")
+}
+
+// Transcript implements web.Backend.
+func (b *Backend) Transcript(ctx context.Context, runID string, seq int) (io.ReadCloser, error) {
+	turns, err := b.Store.Turns(ctx, runID)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	for _, t := range turns {
+		if t.Seq == seq && t.TranscriptPath != "" {
+			f, err := os.Open(t.TranscriptPath)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", web.ErrNotFound, err)
+			}
+			return f, nil
+		}
+	}
+	return nil, fmt.Errorf("turn %d of run %s: %w", seq, runID, web.ErrNotFound)
+}
