@@ -26,7 +26,7 @@ func TestParseApprovals(t *testing.T) {
 
 func TestParseApprovalsErrors(t *testing.T) {
 	for src, want := range map[string]string{
-		"approvals: yes\n":                    "approvals: must be a mapping",
+		"approvals: yes\n":                    "approvals: want a mapping",
 		"approvals:\n  allow: [\"Bash(x\"]\n": "approvals.allow[0]",
 		"approvals:\n  maybe: []\n":           "approvals.maybe: unknown key",
 		"approvals:\n  approval_hold: soon\n": "approvals.approval_hold",
