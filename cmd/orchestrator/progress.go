@@ -123,8 +123,8 @@ func (m *Main) foregroundTerminal(s *terminal.Surface) surfaces.Surface {
 
 func (t fgTerminal) Ask(ctx context.Context, set questions.Set) (questions.Response, error) {
 	t.p.mu.Lock()
-	if t.p.textTurns[set.Turn] {
-		set.Context = ""
+	if t.p.textTurns[set.Turn] && questions.KindOf(set) == questions.KindMarker {
+		set.Context = "" // printed with the progress; an approval's context is its call
 	}
 	t.p.atPrompt = true
 	t.p.mu.Unlock()
