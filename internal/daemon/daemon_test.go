@@ -785,3 +785,39 @@ func TestListenError(t *testing.T) {
 	}
 	lock.Unlock()
 }
+
+// TestMetricsByKind: the kinds of question set are counted apart.
+func TestMetricsByKind(t *testing.T) {
+	t.Parallel()
+	m := NewMetrics(nil)
+	marker := questions.Set{ID: "s1", RunID: "r1", Questions: []questions.Question{{ID: "qa", Text: "A?"}}}
+	approval := questions.ApprovalSet("r1", 1, questions.ToolCall{ToolUseID: "t1", Tool: "Bash", Input: []byte(`{"command":"touch x"}`)})
+	for _, set := range []*questions.Set{&marker, &approval} {
+		m.Observe(runner.Event{Kind: runner.EventQuestion, RunID: "r1", Set: set})
+	}
+	a, _ := questions.ParseQuestionAnswer(approval.Questions[0], "Allow once")
+	resp := questions.Response{SetID: approval.ID, Surface: "terminal", Answers: []questions.Answer{a}}
+	m.Observe(runner.Event{Kind: runner.EventAnswer, RunID: "r1", Set: &approval, Response: &resp})
+	fams, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*dto.MetricFamily{}
+	for _, f := range fams {
+		byName[f.GetName()] = f
+	}
+	for _, c := range []struct {
+		name, kind string
+		want       float64
+	}{
+		{"orchestrator_questions_asked_by_kind_total", "marker", 1},
+		{"orchestrator_questions_asked_by_kind_total", "approval", 1},
+		{"orchestrator_questions_asked_by_kind_total", "ask_tool", 0},
+		{"orchestrator_answers_by_kind_total", "approval", 1},
+		{"orchestrator_answers_by_kind_total", "marker", 0},
+	} {
+		if v := value(byName, c.name, "kind", c.kind); v != c.want {
+			t.Errorf("%s{kind=%s} = %v, want %v", c.name, c.kind, v, c.want)
+		}
+	}
+}

@@ -37,7 +37,9 @@ type Metrics struct {
 	runs        *prometheus.CounterVec
 	inProgress  prometheus.Gauge
 	asked       prometheus.Counter
+	askedKind   *prometheus.CounterVec
 	answers     *prometheus.CounterVec
+	answersKind *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	reminders   prometheus.Counter
 	escalations prometheus.Counter
@@ -81,6 +83,14 @@ func NewMetrics(st QuestionStore) *Metrics {
 			Name: "orchestrator_questions_asked_total",
 			Help: "Question sets asked on surfaces by this process.",
 		}),
+		askedKind: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orchestrator_questions_asked_by_kind_total",
+			Help: "Question sets asked on surfaces by this process, by kind (marker, ask_tool, approval).",
+		}, []string{"kind"}),
+		answersKind: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orchestrator_answers_by_kind_total",
+			Help: "Question sets answered in full, by kind (marker, ask_tool, approval).",
+		}, []string{"kind"}),
 		answers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orchestrator_answers_total",
 			Help: "Question sets answered in full, by the surface the (last) answer came from.",
@@ -128,11 +138,15 @@ func NewMetrics(st QuestionStore) *Metrics {
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.runs, m.inProgress, m.asked, m.answers, m.latency, m.reminders, m.escalations,
+		m.runs, m.inProgress, m.asked, m.askedKind, m.answers, m.answersKind, m.latency, m.reminders, m.escalations,
 		m.agentErrors, m.turns, m.cost, m.apiRequests, m.apiDuration, pending,
 	)
 	for _, o := range runOutcomes {
 		m.runs.WithLabelValues(string(o))
+	}
+	for _, k := range []string{questions.KindMarker, questions.KindAskTool, questions.KindApproval} {
+		m.askedKind.WithLabelValues(k)
+		m.answersKind.WithLabelValues(k)
 	}
 	return m
 }
@@ -204,6 +218,7 @@ func (m *Metrics) Observe(ev runner.Event) {
 		if _, ok := m.sets[ev.Set.ID]; !ok {
 			m.sets[ev.Set.ID] = &seenSet{runID: ev.RunID, askedAt: time.Now()}
 			m.asked.Inc()
+			m.askedKind.WithLabelValues(questions.KindOf(*ev.Set)).Inc()
 		}
 		m.mu.Unlock()
 	case runner.EventAnswer:
@@ -262,6 +277,7 @@ func (m *Metrics) observeAnswer(ev runner.Event) {
 		surface = "unknown"
 	}
 	m.answers.WithLabelValues(surface).Inc()
+	m.answersKind.WithLabelValues(questions.KindOf(*ev.Set)).Inc()
 	if m.st != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		rec, err := m.st.QuestionSet(ctx, ev.Set.ID)
