@@ -187,7 +187,7 @@ func render(set questions.Set, idx int, a *answered) (string, []*discordgo.Messa
 		content = clip(content, maxContent)
 	}
 	fitEmbed(e)
-	return content, []*discordgo.MessageEmbed{e}, components(q, r, a)
+	return content, []*discordgo.MessageEmbed{e}, components(q, r, a, questions.KindOf(set) == questions.KindApproval)
 }
 
 // summary says an answer in one line, for the answered message.
@@ -207,7 +207,9 @@ func summary(a questions.Answer, limit int) string {
 
 // components builds the buttons, select menu and "Other…" button of q,
 // disabled when a is set.
-func components(q questions.Question, r string, a *answered) []discordgo.MessageComponent {
+// An approval's buttons are green (Allow once), grey (Allow for this run) and
+// red (Deny); its "Other…" form takes a refusal's reason.
+func components(q questions.Question, r string, a *answered, approval bool) []discordgo.MessageComponent {
 	disabled := a != nil
 	chosen := map[string]bool{}
 	if a != nil {
@@ -222,6 +224,9 @@ func components(q questions.Question, r string, a *answered) []discordgo.Message
 	case !q.MultiSelect && len(q.Options) <= maxButtonsPerRow:
 		for i, o := range q.Options {
 			style := discordgo.PrimaryButton
+			if approval {
+				style = approvalStyle(o.Label)
+			}
 			if disabled {
 				style = discordgo.SecondaryButton
 				if chosen[o.Label] {
@@ -268,6 +273,9 @@ func components(q questions.Question, r string, a *answered) []discordgo.Message
 		if len(q.Options) == 0 {
 			label = "Answer…"
 		}
+		if approval {
+			label = "Deny with a reason…"
+		}
 		b := discordgo.Button{Label: label, Style: discordgo.SecondaryButton, CustomID: customID(r, actText), Disabled: disabled}
 		if disabled && a != nil && a.Answer.Text != "" {
 			b.Style = discordgo.SuccessButton
@@ -284,6 +292,16 @@ func components(q questions.Question, r string, a *answered) []discordgo.Message
 		rows = append(rows, discordgo.ActionsRow{Components: row})
 	}
 	return rows
+}
+
+func approvalStyle(label string) discordgo.ButtonStyle {
+	switch label {
+	case questions.AllowOnce:
+		return discordgo.SuccessButton
+	case questions.Deny:
+		return discordgo.DangerButton
+	}
+	return discordgo.SecondaryButton
 }
 
 // optionLabel is the option's label as a button or menu shows it.

@@ -240,3 +240,39 @@ func BenchmarkRender(b *testing.B) {
 		render(set, 0, nil)
 	}
 }
+
+// TestRenderApproval: an approval shows the call and green/grey/red buttons,
+// and its free-text form is a refusal's reason.
+func TestRenderApproval(t *testing.T) {
+	set := questions.ApprovalSet("r1", 1, questions.ToolCall{ToolUseID: "t1", Tool: "Bash", Input: []byte(`{"command":"rm -rf build"}`)})
+	_, embeds, comps := render(set, 0, nil)
+	var ctx string
+	for _, f := range embeds[0].Fields {
+		if f.Name == "Context" {
+			ctx = f.Value
+		}
+	}
+	if !strings.Contains(ctx, "rm -rf build") {
+		t.Errorf("context %q", ctx)
+	}
+	var styles []discordgo.ButtonStyle
+	var other string
+	for _, row := range comps {
+		r, ok := row.(discordgo.ActionsRow)
+		if !ok {
+			continue
+		}
+		for _, c := range r.Components {
+			if b, ok := c.(discordgo.Button); ok {
+				if strings.Contains(b.Label, "reason") {
+					other = b.Label
+				} else {
+					styles = append(styles, b.Style)
+				}
+			}
+		}
+	}
+	if len(styles) != 3 || styles[0] != discordgo.SuccessButton || styles[1] != discordgo.SecondaryButton || styles[2] != discordgo.DangerButton || other == "" {
+		t.Errorf("buttons %v, free text %q", styles, other)
+	}
+}
