@@ -355,9 +355,30 @@ func (s *Surface) renderSet(set questions.Set) string {
 	}
 	b.WriteString(head + "\n")
 	if c := strings.TrimSpace(clean(set.Context)); c != "" {
-		b.WriteString(indent(lastBytes(c, maxContext), "  ") + "\n")
+		c = lastBytes(c, maxContext)
+		if s.opts.Pretty && questions.KindOf(set) == questions.KindApproval {
+			c = highlightCode(c)
+		}
+		b.WriteString(indent(c, "  ") + "\n")
 	}
 	return b.String()
+}
+
+// highlightCode shows the lines inside an approval's code blocks (the
+// command, the diff) in bold.
+func highlightCode(c string) string {
+	lines := strings.Split(c, "\n")
+	in := false
+	for i, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "```") {
+			in = !in
+			continue
+		}
+		if in && l != "" {
+			lines[i] = bold(l)
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 func (s *Surface) renderQuestion(set questions.Set, i int) string {
