@@ -35,8 +35,7 @@ func TestJSONGoldenShow(t *testing.T) {
 }
 
 // deniedRules: the model runs `touch made_by_tool.txt` with Bash, which
-// the CLI refuses (no allowed_tools, default permission mode), then says
-// it could not.
+// is refused (a deny rule of the approvals policy), then says it could not.
 func deniedRules() []fakeapi.Rule {
 	return []fakeapi.Rule{
 		{When: "needs approval", Reply: fakeapi.Reply{Text: "I could not create the file."}},
@@ -52,6 +51,9 @@ func deniedRules() []fakeapi.Rule {
 func TestDeniedToolCallsAreListed(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, deniedRules()...)
+	// A call that is not allowed is asked of a person by default (README
+	// "Approvals"); a deny rule refuses it at once, as the CLI reports it.
+	e.writeConfig("\napprovals:\n  deny: [\"Bash(touch:*)\"]\n")
 	code, out, _ := e.run("", "run", "--prompt", "Implement spec X")
 	if code != 0 {
 		t.Fatalf("run exit %d", code)
