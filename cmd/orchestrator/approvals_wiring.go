@@ -40,6 +40,11 @@ func (m *Main) approvalsPolicy(sp *specs.Spec, c executor.Config) (approvals.Pol
 			p.Hold = o.Hold.Std()
 		}
 	}
+	if c.Timeout > 0 && p.Hold > c.Timeout/2 {
+		// The hold must end well before the turn's timeout stops the CLI
+		// (and its hook) in the middle of it: past it the call parks.
+		p.Hold = c.Timeout / 2
+	}
 	return p, true
 }
 

@@ -60,8 +60,8 @@ func (r *Runner) newLiveAsker(ctx context.Context, run store.Run) *liveAsker {
 // the policy leaves to a person.
 func (l *liveAsker) observe(ev executor.Event) {
 	m, ok := ev.(*executor.AssistantMessage)
-	if !ok || m.ParentToolUseID != "" {
-		return
+	if !ok {
+		return // a sub-agent's calls go through the hook too: they are asked as well
 	}
 	for _, tu := range m.ToolUses() {
 		if tu.ToolUseID == "" || l.seen[tu.ToolUseID] {
@@ -184,4 +184,23 @@ func toolAnswerPrompt(set questions.Set) (string, bool) {
 		return "", false
 	}
 	return "", true
+}
+
+// toolAnswerHandedOut says, for a turn that carried a tool call's answer
+// (no prompt: the hook hands it over), whether the hook handed the decision
+// to the CLI: then the answer reached the session. ok is false for any
+// other turn.
+func (r *Runner) toolAnswerHandedOut(ctx context.Context, t store.Turn) (used, ok bool) {
+	if t.Kind != store.TurnAnswer || t.Prompt != "" || t.SetID == "" {
+		return false, false
+	}
+	rec, err := r.cfg.Store.QuestionSet(ctx, t.SetID)
+	if err != nil || rec.Set.Tool == nil {
+		return false, false
+	}
+	c, err := r.cfg.Store.ToolCall(ctx, rec.Set.Tool.ToolUseID)
+	if err != nil {
+		return false, true
+	}
+	return !c.UsedAt.IsZero(), true
 }

@@ -385,6 +385,9 @@ func (r *Runner) step(ctx context.Context, run store.Run) error {
 	case res.Status == executor.StatusDeferred:
 		return r.fail(ctx, run, fmt.Sprintf("turn %d ended on a tool call a PreToolUse hook deferred (%s) that the orchestrator has no question for; it cannot resume it",
 			last.Seq, res.Category))
+	case res.Category == executor.CategoryToolDeferredUnavailable:
+		return r.fail(ctx, run, fmt.Sprintf("turn %d: the tool call the session was waiting on is not available any more (an MCP server that is gone, or a session resumed without the control protocol): %s",
+			last.Seq, res.Error))
 	case res.Category == executor.CategorySessionNotFound:
 		return r.fail(ctx, run, fmt.Sprintf("the CLI has no session %s any more (its session store under $HOME/.claude was removed, or this is another machine or user): %s",
 			sessionOf(run, last), res.Error))
@@ -522,7 +525,9 @@ func (r *Runner) recover(ctx context.Context, run store.Run, t store.Turn) error
 		}
 	}
 	delivered := false
-	if n := needle(t); n != "" {
+	if used, ok := r.toolAnswerHandedOut(ctx, t); ok { // approvals.go
+		delivered = used
+	} else if n := needle(t); n != "" {
 		delivered, err = agent.SessionTranscriptHas(sessionOf(run, t), n)
 		if err != nil && !errors.Is(err, executor.ErrSessionFileNotFound) {
 			r.log.Warn("cannot read the CLI's session; assuming the prompt did not reach it", "run", run.ID, "err", err)
