@@ -68,3 +68,24 @@ func (l *Lock) Unlock() error {
 	l.f = nil
 	return err
 }
+
+// RunDriven reports whether a process (this one included) holds the lock of
+// run id: whether some process drives it now.
+func (s *Store) RunDriven(id string) (bool, error) {
+	path := filepath.Join(s.dir, "locks", "run-"+id+".lock")
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("lock of run %s: %w", id, err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return true, nil
+		}
+		return false, fmt.Errorf("lock of run %s: %w", id, err)
+	}
+	return false, nil // closing f releases the shared lock just taken
+}

@@ -291,5 +291,6 @@ func (s *Store) CancelRun(ctx context.Context, id, reason string) error {
 	if err != nil {
 		return fmt.Errorf("cancel run %s: %w", id, err)
 	}
+	s.changed()
 	return nil
 }
