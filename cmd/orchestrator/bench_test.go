@@ -449,8 +449,9 @@ func readSpawns(log string) ([]time.Time, error) {
 // Metrics: p50-ms and p90-ms, answer start → resumed CLI started;
 // claimed-p50-ms, answer start → the answer turn's row (the set claimed,
 // written just before the spawn); answer-cmd-p50-ms, the answer command
-// alone. The waiting process notices an answer from another process by
-// polling the store (store.pollInterval, 20ms).
+// alone. The waiting process notices an answer from another process by the
+// poke the answer's commit writes under <state>/wake (store/wait.go), the
+// slow poll being only the fallback.
 func BenchmarkAnswerToResume(b *testing.B) {
 	if runtime.GOOS != "linux" {
 		b.Skip("the whole-program benchmarks read /proc: Linux only")

@@ -16,7 +16,6 @@ import (
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/specs"
-	"github.com/orchestrator-dev/orchestrator/surfaces"
 )
 
 // cliEnv is the real CLI against a fake API, and a store.
@@ -61,9 +60,8 @@ func newCLIEnv(t *testing.T, rules ...fakeapi.Rule) *cliEnv {
 func (e *cliEnv) runner(t *testing.T) *runner.Runner {
 	t.Helper()
 	r, err := runner.New(runner.Config{
-		Store:    e.st,
-		Agent:    func(store.Run) (runner.Agent, error) { return e.ex, nil },
-		Surfaces: func(store.Run) ([]surfaces.Surface, error) { return nil, nil },
+		Store:   e.st,
+		Resolve: func(store.Run) (runner.Resolved, error) { return runner.Resolved{Agent: e.ex}, nil },
 		Observe: func(ev runner.Event) {
 			e.m.Observe(ev)
 			switch ev.Kind {
