@@ -431,3 +431,33 @@ func TestCancelStopsAWaitingRun(t *testing.T) {
 		t.Fatalf("%d requests; nothing may reach the model after the cancel", n)
 	}
 }
+
+// TestSpecRemovedMidRunKeepsItsPolicy: a run keeps the spec it started
+// with. Its question waits (the terminal's input ended), the spec file is
+// then removed, and `resume` still applies the spec's on_timeout: the
+// default option answers, as the spec said when the run began.
+func TestSpecRemovedMidRunKeepsItsPolicy(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, standardRules(0)...)
+	spec := filepath.Join(e.dir, "work", "task.md")
+	body := "---\nname: task\nsurfaces: [terminal]\nquestion_timeout: 1s\non_timeout: {action: default, option: JWT}\n---\nImplement spec X\n"
+	if err := os.WriteFile(spec, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := e.run("", "run", spec); code != exitWaiting {
+		t.Fatalf("run exit %d, want %d (waiting)", code, exitWaiting)
+	}
+	run := e.onlyRun()
+	if err := os.Remove(spec); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // past the question timeout
+	code, out, _ := e.run("", "resume", run.ID)
+	if code != 0 || !strings.Contains(out, "Implemented with JWT.") {
+		t.Fatalf("resume exit %d; want the spec's on_timeout default (JWT) applied", code)
+	}
+	sets, _ := e.store().QuestionSets(context.Background(), store.SetFilter{RunID: run.ID})
+	if len(sets) != 1 || sets[0].Response.Surface != "timeout" {
+		t.Fatalf("sets = %+v, want the question answered by the timeout policy", sets)
+	}
+}
