@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,9 @@ import (
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
+
+// errRunCancelled stops a turn whose run was cancelled.
+var errRunCancelled = errors.New("the run was cancelled")
 
 // turn runs one turn of the agent CLI and stores how it ended.
 func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn) error {
@@ -41,8 +45,23 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 	}
 	r.emit(Event{Kind: EventTurnStarted, RunID: run.ID, Turn: t.Seq, TurnKind: t.Kind})
 	started := r.cfg.Now()
-	ex, err := agent.Start(ctx, req)
+	// A run cancelled meanwhile (`orchestrator cancel`, from any process)
+	// stops the CLI: its process group is interrupted, then killed.
+	tctx, stopTurn := context.WithCancelCause(ctx)
+	defer stopTurn(nil)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		if got, err := r.cfg.Store.WaitRunFinal(tctx, run.ID); err == nil && got.Status == store.RunCancelled {
+			stopTurn(errRunCancelled)
+		}
+	}()
+	defer func() { stopTurn(nil); <-watched }()
+	ex, err := agent.Start(tctx, req)
 	if err != nil {
+		if context.Cause(tctx) == errRunCancelled {
+			return nil // the loop finds the run cancelled
+		}
 		return r.fail(ctx, run, fmt.Sprintf("start turn %d: %v", t.Seq, err))
 	}
 	if t.Kind == store.TurnAnswer {
@@ -56,6 +75,16 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 		r.progress(run.ID, t.Seq, ev, started)
 	}
 	out := ex.Outcome()
+	if context.Cause(tctx) == errRunCancelled {
+		// The CLI was stopped because the run was cancelled: the turn is
+		// finished as cancelled (its cost kept); the run stays cancelled.
+		out.Category = executor.CategoryCancelled
+		if out.Error == "" {
+			out.Error = "the run was cancelled during this turn"
+		}
+		r.log.Info("stopped the agent: the run was cancelled", "run", run.ID, "turn", t.Seq)
+		return r.finish(ctx, run, t, out, col)
+	}
 	if out.Category == executor.CategoryCancelled && ctx.Err() != nil {
 		// Stopped by us (shutdown, ^C): leave the turn unfinished. Whoever
 		// resumes the run recovers it, and learns from the session whether

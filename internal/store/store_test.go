@@ -379,3 +379,35 @@ func TestReopenKeepsStateAndAbandon(t *testing.T) {
 		t.Fatalf("ref: %q %v %v", v, ok, err)
 	}
 }
+
+// TestWaitRunFinalSeesAnotherProcessCancel: a run cancelled by another
+// process wakes WaitRunFinal (the turn being run is then stopped).
+func TestWaitRunFinalSeesAnotherProcessCancel(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	s := open(t, dir)
+	s.pollEvery = time.Hour // the poke must do it
+	newWaitingRun(t, s, "r1", "qa")
+	got := make(chan Run, 1)
+	go func() {
+		run, err := s.WaitRunFinal(ctx, "r1")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- run
+	}()
+	time.Sleep(20 * time.Millisecond)
+	if err := open(t, dir).CancelRun(ctx, "r1", "test"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case run := <-got:
+		if run.Status != RunCancelled {
+			t.Fatalf("status = %s", run.Status)
+		}
+	case <-ctx.Done():
+		t.Fatal("waiter never woke")
+	}
+}

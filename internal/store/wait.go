@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +57,34 @@ func (s *Store) WaitSet(ctx context.Context, setID string) (SetRecord, error) {
 		case <-ctx.Done():
 			s.unwatch(setID, ch)
 			return SetRecord{}, ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// runKey is the watcher's key of a run (set IDs are the keys of sets).
+func runKey(id string) string { return "run\x00" + id }
+
+// WaitRunFinal blocks until the run is final (done, failed, cancelled —
+// here or by another process's `orchestrator cancel`) or ctx ends. It
+// returns the run as it then is.
+func (s *Store) WaitRunFinal(ctx context.Context, id string) (Run, error) {
+	key := runKey(id)
+	for {
+		ch := s.watch(key)
+		run, err := s.Run(ctx, id)
+		if err != nil {
+			s.unwatch(key, ch)
+			return Run{}, err
+		}
+		if run.Status.Final() {
+			s.unwatch(key, ch)
+			return run, nil
+		}
+		select {
+		case <-ctx.Done():
+			s.unwatch(key, ch)
+			return Run{}, ctx.Err()
 		case <-ch:
 		}
 	}
@@ -213,27 +242,47 @@ func (s *Store) watchWakeDir() (*fsnotify.Watcher, error) {
 	return fw, nil
 }
 
-// notPending returns those of ids that are no longer pending.
+// notPending returns the keys of ids (set IDs, runKeys) whose wait is
+// over: sets no longer pending, runs final.
 func (s *Store) notPending(ctx context.Context, conn *sql.Conn, ids []string) ([]string, error) {
-	args := make([]any, len(ids)+1)
-	args[0] = SetPending
-	for i, id := range ids {
-		args[i+1] = id
+	var sets, runs []string
+	for _, id := range ids {
+		if r, ok := strings.CutPrefix(id, runKey("")); ok {
+			runs = append(runs, r)
+		} else {
+			sets = append(sets, id)
+		}
 	}
-	rows, err := conn.QueryContext(ctx, `SELECT id FROM question_sets WHERE state <> ? AND id IN (`+placeholders(len(ids))+`)`, args...)
-	if err != nil {
+	var done []string
+	query := func(q string, fixed []any, ids []string, key func(string) string) error {
+		if len(ids) == 0 {
+			return nil
+		}
+		args := fixed
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		rows, err := conn.QueryContext(ctx, q+` AND id IN (`+placeholders(len(ids))+`)`, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			done = append(done, key(id))
+		}
+		return rows.Err()
+	}
+	if err := query(`SELECT id FROM question_sets WHERE state <> ?`, []any{SetPending}, sets, func(id string) string { return id }); err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var done []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		done = append(done, id)
+	if err := query(`SELECT id FROM runs WHERE status IN (?, ?, ?)`, []any{RunDone, RunFailed, RunCancelled}, runs, runKey); err != nil {
+		return nil, err
 	}
-	return done, rows.Err()
+	return done, nil
 }
 
 // stopPolling wakes every waiter (they re-read the database themselves, and
