@@ -239,9 +239,6 @@ func (d *Daemon) Addr() string {
 // runs and started the scheduler.
 func (d *Daemon) Ready() <-chan struct{} { return d.ready }
 
-// Entries are the specs with their next and previous run times, for status.
-func (d *Daemon) Entries() []specs.Entry { return d.sched.Entries() }
-
 // Running returns the IDs of the runs this daemon drives now, sorted.
 func (d *Daemon) Running() []string {
 	d.mu.Lock()
@@ -429,7 +426,7 @@ func (d *Daemon) adoptLoop(ctx context.Context) {
 // drive failed is adopted again after a backoff. The runs left undriven
 // are reported by /healthz and orchestrator_runs_undriven.
 func (d *Daemon) adopt(ctx context.Context) {
-	runs, err := d.cfg.Store.ListRuns(ctx, store.RunFilter{Status: takeUp})
+	runs, err := d.cfg.Store.ListRuns(ctx, store.RunFilter{Status: takeUp, Brief: true})
 	if err != nil {
 		if ctx.Err() == nil {
 			d.log.Error("adopt runs: list runs", "err", err)

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"net/http"
+	"regexp"
 	"sync"
 	"time"
 
@@ -131,7 +132,10 @@ func NewMetrics(st QuestionStore) *Metrics {
 		Help: "Questions asked and not answered yet.",
 	}, m.pendingQuestions)
 	m.Registry.MustRegister(
-		collectors.NewGoCollector(),
+		// go_memstats_*, and the live heap as of the last GC
+		// (go_gc_heap_live_bytes): what a leak makes grow.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.runs, m.inProgress, m.undriven, m.asked, m.answers, m.latency, m.reminders, m.escalations,
 		m.agentErrors, m.turns, m.cost, m.apiRequests, m.apiDuration, pending,
