@@ -24,6 +24,7 @@ FUZZ_TARGETS := \
 	./questions:FuzzDetect \
 	./questions:FuzzStreamDetector \
 	./questions:FuzzParseAnswer \
+	./questions:FuzzPrintable \
 	./surfaces/terminal:FuzzAskOutput \
 	./surfaces/github:FuzzAnswerText \
 	./surfaces/github:FuzzWebhook \

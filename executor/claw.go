@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// The claw harness (seed 003): `claw --output-format json` prints one JSON
+// The claw harness (docs/claude-cli.md): `claw --output-format json` prints one JSON
 // envelope on stdout when the turn is over, a success envelope
 //
 //	{"message": "...", "model": "...", "iterations": 3, "usage": {...}, "estimated_cost": "$0.0123", ...}
@@ -46,7 +46,7 @@ func ParseClawEnvelope(out []byte) (*Result, error) {
 	}
 	r := &Result{}
 	r.setBase(env.SessionID, obj)
-	r.Usage = usage(env.Usage)
+	r.Usage = decodeUsage(env.Usage)
 	r.TotalCostUSD = parseCost(env.EstimatedCost)
 	if n, err := env.Iterations.Int64(); err == nil {
 		r.NumTurns = int(n)

@@ -14,7 +14,7 @@ import (
 // Harness names the agent CLI's output protocol.
 const (
 	HarnessClaude = "claude" // --output-format stream-json --verbose (the default)
-	HarnessClaw   = "claw"   // --output-format json: one envelope at the end (seed 003)
+	HarnessClaw   = "claw"   // --output-format json: one envelope at the end (docs/claude-cli.md)
 )
 
 // Defaults applied by New to zero fields.
@@ -63,6 +63,11 @@ type Config struct {
 	// DropEnv names more variables not to inherit; a trailing "*" makes a
 	// prefix ("MYCORP_*").
 	DropEnv []string
+	// PassEnv names inherited variables that look like secrets (see
+	// SecretLike) and are passed on all the same; a trailing "*" makes a
+	// prefix ("AWS_*"). DropEnv and the orchestrator's own variables still
+	// win.
+	PassEnv []string
 	// BaseEnv replaces os.Environ() as the inherited environment (tests).
 	BaseEnv []string
 
@@ -90,7 +95,7 @@ type Config struct {
 }
 
 // Executor runs the agent CLI. It is safe for concurrent use: each Start
-// makes an independent Run.
+// makes an independent Process.
 type Executor struct {
 	cfg Config
 	log *slog.Logger
@@ -147,6 +152,11 @@ func New(cfg Config) (*Executor, error) {
 			return nil, fmt.Errorf("executor config: env name %q is invalid", k)
 		}
 	}
+	for _, k := range cfg.PassEnv {
+		if k == "" || k == "*" || strings.ContainsAny(k, "=\x00") {
+			return nil, fmt.Errorf("executor config: pass env name %q is invalid", k)
+		}
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -156,10 +166,18 @@ func New(cfg Config) (*Executor, error) {
 // Config returns the configuration with defaults filled in.
 func (e *Executor) Config() Config { return e.cfg }
 
+// MaxArgPrompt is the longest prompt passed as a command-line argument
+// (claude harness). A longer one is written to the CLI's stdin, which `claude
+// -p` reads as the prompt when no prompt argument is given: Linux refuses a
+// single argument over 128 KiB (MAX_ARG_STRLEN) with "argument list too
+// long" (docs/claude-cli.md).
+const MaxArgPrompt = 64 << 10
+
 // Request is one call of the CLI.
 type Request struct {
 	// Prompt is required. It goes after "--", so a prompt starting with
-	// "-" is not read as a flag (claude harness).
+	// "-" is not read as a flag; one over MaxArgPrompt bytes goes on stdin
+	// instead (claude harness).
 	Prompt string
 	// Resume continues a session (--resume); SessionID fixes the id of a
 	// new one (--session-id, a UUID). At most one of them.
@@ -250,10 +268,19 @@ func (e *Executor) args(req Request, mcpTemp string) []string {
 	if c.DangerouslySkipPermissions {
 		a = append(a, "--dangerously-skip-permissions")
 	}
+	if promptOnStdin(c, req) {
+		return a // the prompt goes on stdin
+	}
 	return append(a, "--", req.Prompt)
 }
 
-// clawArgs follows claw's global flags (seed 003 and claw's CLI): one
+// promptOnStdin says whether req's prompt is written to the CLI's stdin
+// rather than passed as an argument (see MaxArgPrompt).
+func promptOnStdin(c *Config, req Request) bool {
+	return c.Harness != HarnessClaw && len(req.Prompt) > MaxArgPrompt
+}
+
+// clawArgs follows claw's global flags (its documentation): one
 // envelope on stdout; the prompt goes last with -p. claw resumes from a
 // session file path given to --resume. These arguments are written from
 // claw's documentation, not verified against a claw binary.
@@ -289,9 +316,11 @@ var droppedEnvPrefixes = []string{"GITHUB_", "GH_", "DISCORD_", "ORCHESTRATOR_"}
 // Environ returns the child's environment, built on purpose: the inherited
 // environment (Config.BaseEnv, or os.Environ()) without CLAUDECODE,
 // CLAUDE_CODE_ENTRYPOINT, anything starting with GITHUB_, GH_, DISCORD_ or
-// ORCHESTRATOR_ (the orchestrator's own tokens) and the names in
-// Config.DropEnv; ANTHROPIC_*, CLAUDE_CODE_*, DISABLE_* and the rest pass
-// through; then Config.Env, which wins. The result is sorted by name.
+// ORCHESTRATOR_ (the orchestrator's own tokens), the names in
+// Config.DropEnv, and the variables that look like secrets (SecretLike)
+// unless Config.PassEnv lists them; ANTHROPIC_*, CLAUDE_CODE_*, DISABLE_*
+// and the rest pass through; then Config.Env, which wins. The result is
+// sorted by name.
 func (e *Executor) Environ() []string {
 	base := e.cfg.BaseEnv
 	if base == nil {
@@ -327,7 +356,16 @@ func (e *Executor) dropped(name string) bool {
 			return true
 		}
 	}
-	for _, d := range e.cfg.DropEnv {
+	if matchesAny(name, e.cfg.DropEnv) {
+		return true
+	}
+	return SecretLike(name) && !matchesAny(name, e.cfg.PassEnv)
+}
+
+// matchesAny says whether name is in list, where an entry ending in "*" is
+// a prefix.
+func matchesAny(name string, list []string) bool {
+	for _, d := range list {
 		if p, ok := strings.CutSuffix(d, "*"); ok {
 			if strings.HasPrefix(name, p) {
 				return true
@@ -335,6 +373,41 @@ func (e *Executor) dropped(name string) bool {
 		} else if name == d {
 			return true
 		}
+	}
+	return false
+}
+
+// agentCredentials are the CLI's own credentials: they look like secrets
+// and are inherited all the same.
+var agentCredentials = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"}
+
+// awsCredentials are the AWS credential variables without a secret-looking
+// name of their own.
+var awsCredentials = []string{"AWS_ACCESS_KEY_ID"}
+
+// SecretLike says whether an environment variable's name looks like it
+// holds a secret, compared in upper case: it ends in _TOKEN or _KEY, holds
+// _SECRET, _PASSWORD or CREDENTIAL, starts with TOKEN, SECRET or PASSWORD,
+// or is AWS_ACCESS_KEY_ID. The CLI's own credentials (ANTHROPIC_API_KEY,
+// ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_OAUTH_TOKEN) are not secret-like: the
+// agent needs them.
+func SecretLike(name string) bool {
+	for _, c := range agentCredentials {
+		if name == c {
+			return false
+		}
+	}
+	n := strings.ToUpper(name)
+	for _, c := range awsCredentials {
+		if n == c {
+			return true
+		}
+	}
+	switch {
+	case strings.HasSuffix(n, "_TOKEN"), strings.HasSuffix(n, "_KEY"),
+		strings.Contains(n, "_SECRET"), strings.Contains(n, "_PASSWORD"), strings.Contains(n, "CREDENTIAL"),
+		strings.HasPrefix(n, "TOKEN"), strings.HasPrefix(n, "SECRET"), strings.HasPrefix(n, "PASSWORD"):
+		return true
 	}
 	return false
 }

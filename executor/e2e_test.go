@@ -269,3 +269,82 @@ func TestE2ECancelMidTurnThenResume(t *testing.T) {
 		t.Error("the resumed request does not carry the cancelled turn's prompt")
 	}
 }
+
+// bigPrompt is a 200 KiB prompt (over Linux's 128 KiB cap on one argument)
+// that starts with "-" and ends with marker.
+func bigPrompt(marker string) string {
+	var b strings.Builder
+	b.WriteString("- a prompt that starts with a dash\n")
+	for b.Len() < 200<<10 {
+		b.WriteString("Line of a long specification, with \"quotes\", tabs\tand unicode é.\n")
+	}
+	b.WriteString(marker)
+	return b.String()
+}
+
+// TestE2ELargePromptOnStdin: a 200 KiB prompt reaches the API whole, in a
+// new session and in a resumed one (it goes on the CLI's stdin).
+func TestE2ELargePromptOnStdin(t *testing.T) {
+	x := newE2E(t,
+		fakeapi.Rule{When: "END-OF-FIRST", Reply: fakeapi.Reply{Text: "got the first"}},
+		fakeapi.Rule{When: "END-OF-SECOND", Reply: fakeapi.Reply{Text: "got the second"}},
+	)
+	e := x.executor(nil)
+	first, second := bigPrompt("END-OF-FIRST"), bigPrompt("END-OF-SECOND")
+	if args := e.Args(Request{Prompt: first}); strings.Contains(strings.Join(args, " "), "END-OF-FIRST") {
+		t.Fatal("a 200 KiB prompt is on the command line")
+	}
+	_, o1 := x.run(e, Request{Prompt: first})
+	if o1.Status != StatusSuccess || o1.FinalText != "got the first" {
+		t.Fatalf("first turn: %+v", o1)
+	}
+	_, o2 := x.run(e, Request{Prompt: second, Resume: o1.SessionID})
+	if o2.Status != StatusSuccess || o2.SessionID != o1.SessionID || o2.FinalText != "got the second" {
+		t.Fatalf("resumed turn: %+v", o2)
+	}
+	reqs := x.api.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d API requests, want 2", len(reqs))
+	}
+	for i, want := range []string{first, second} {
+		if got := reqs[i].LastUserText; got != want {
+			t.Errorf("request %d: the prompt arrived as %d bytes (want %d), prefix %.60q", i+1, len(got), len(want), got)
+		}
+	}
+}
+
+// TestE2ESecretEnvNotInherited: an AWS_SECRET_ACCESS_KEY in the
+// orchestrator's environment is absent from the environment the real CLI
+// gives its Bash tool, and present when Config.PassEnv lists it.
+func TestE2ESecretEnvNotInherited(t *testing.T) {
+	const secret = "AWS_SECRET_ACCESS_KEY=not-a-real-secret-e2e"
+	for _, pass := range []bool{false, true} {
+		x := newE2E(t,
+			fakeapi.Rule{When: "PATH=", Reply: fakeapi.Reply{Text: "ENV SHOWN"}},
+			fakeapi.Rule{When: "show the env", Reply: fakeapi.Reply{Text: "Showing it.", ToolUse: &fakeapi.ToolUse{
+				Name: "Bash", Input: map[string]any{"command": "env", "description": "Print the environment"}}}},
+		)
+		e := x.executor(func(c *Config) {
+			c.AllowedTools = []string{"Bash"}
+			c.BaseEnv = append(c.BaseEnv, secret, "AWS_REGION=eu-west-1")
+			if pass {
+				c.PassEnv = []string{"AWS_SECRET_ACCESS_KEY"}
+			}
+		})
+		_, o := x.run(e, Request{Prompt: "show the env"})
+		if o.Status != StatusSuccess || o.FinalText != "ENV SHOWN" {
+			t.Fatalf("pass %v: outcome %+v", pass, o)
+		}
+		reqs := x.api.Requests()
+		if len(reqs) != 2 || len(reqs[1].ToolResults) != 1 {
+			t.Fatalf("pass %v: %d requests", pass, len(reqs))
+		}
+		env := reqs[1].ToolResults[0]
+		if !strings.Contains(env, "AWS_REGION=eu-west-1") {
+			t.Fatalf("pass %v: the tool's env lacks AWS_REGION: %.300q", pass, env)
+		}
+		if got := strings.Contains(env, secret); got != pass {
+			t.Errorf("pass_env %v: AWS_SECRET_ACCESS_KEY in the CLI's environment: %v", pass, got)
+		}
+	}
+}

@@ -6,9 +6,9 @@ import "encoding/json"
 // event types is closed: *SystemInit, *SystemOther, *UserMessage,
 // *AssistantMessage, *Result, *StreamEvent and *Unknown.
 //
-// Every event keeps the exact JSON it was parsed from (Raw). Slices inside an
-// event (ContentBlock.Input, ContentBlock.Content, …) share memory with Raw;
-// treat them as read-only.
+// Every event keeps the exact JSON it was parsed from (Raw); the raw JSON
+// fields inside an event (ContentBlock.Input, ContentBlock.Content, …) are
+// exact copies of their part of it.
 type Event interface {
 	// SessionID is the session the line belongs to. It is never empty for
 	// the known types; for *Unknown it may be.
@@ -45,10 +45,8 @@ type SystemInit struct {
 	// the key); empty when absent or not a string.
 	APIKeySource string
 	CLIVersion   string // claude_code_version
-	// Tools may be shared with earlier init events of the same Parser:
-	// treat it as read-only.
-	Tools      []string
-	MCPServers []MCPServer
+	Tools        []string
+	MCPServers   []MCPServer
 }
 
 // SystemOther is any other `system` line: api_retry, status,
@@ -150,9 +148,22 @@ type Result struct {
 	APIErrorStatus int    // HTTP status of an API error, 0 when none
 	// PermissionDenials names the tools denied during the turn.
 	PermissionDenials []string
-	// Kind and Hint come from a claw error envelope (seed 003).
+	// Kind and Hint come from a claw error envelope (docs/claude-cli.md).
 	Kind string
 	Hint string
+	// DeferredToolUse is the tool call a PreToolUse hook deferred
+	// (terminal_reason "tool_deferred" or "tool_deferred_unavailable"); nil
+	// when the line has none.
+	DeferredToolUse *DeferredToolUse
+}
+
+// DeferredToolUse is the tool call a turn ended on when a PreToolUse hook
+// answered permissionDecision "defer": the tool did not run, and resuming the
+// session fires the hook again for this call (docs/claude-cli.md).
+type DeferredToolUse struct {
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input,omitempty"`
 }
 
 // StreamEvent is a `stream_event` line (with --include-partial-messages):

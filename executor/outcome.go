@@ -24,6 +24,13 @@ const (
 	CategoryCLINotFound     Category = "cli_not_found"     // the CLI could not be started
 	CategoryCrashed         Category = "crashed"           // non-zero exit without a result line
 	CategoryNoResult        Category = "no_result"         // the stream ended without a result line
+	// CategoryToolDeferred goes with StatusDeferred: a PreToolUse hook
+	// deferred the turn's tool call (terminal_reason "tool_deferred").
+	CategoryToolDeferred Category = "tool_deferred"
+	// CategoryToolDeferredUnavailable: a resumed session's deferred tool
+	// call cannot run because the tool does not exist in this mode
+	// (terminal_reason "tool_deferred_unavailable", is_error true).
+	CategoryToolDeferredUnavailable Category = "tool_deferred_unavailable"
 )
 
 // Status is the overall state of a run.
@@ -33,9 +40,17 @@ const (
 	StatusSuccess    Status = "success"    // a result line without is_error
 	StatusError      Status = "error"      // an error result, or the process failed
 	StatusIncomplete Status = "incomplete" // no result line and no known failure (CategoryNoResult)
+	// StatusDeferred: the turn ended on a tool call a PreToolUse hook
+	// deferred; Outcome.DeferredToolUse holds it (CategoryToolDeferred).
+	StatusDeferred Status = "deferred"
 )
 
-// MaxErrorBytes bounds Outcome.Error (seed 000: 4 KB).
+// terminalToolDeferred is the result's terminal_reason when a PreToolUse hook
+// deferred the turn's tool call; the CLI then exits 0 (docs/claude-cli.md).
+const terminalToolDeferred = "tool_deferred"
+
+// MaxErrorBytes bounds Outcome.Error: 4 KiB, enough for any CLI error
+// message, small enough to post on a surface.
 const MaxErrorBytes = 4096
 
 // truncatedSuffix marks a truncated Outcome.Error.
@@ -60,6 +75,9 @@ type Outcome struct {
 	// TerminalReason and APIErrorStatus come from the result line.
 	TerminalReason string `json:"terminal_reason,omitempty"`
 	APIErrorStatus int    `json:"api_error_status,omitempty"`
+	// DeferredToolUse is the tool call the turn ended on when a hook
+	// deferred it (StatusDeferred, CategoryToolDeferredUnavailable).
+	DeferredToolUse *DeferredToolUse `json:"deferred_tool_use,omitempty"`
 	// Model, APIKeySource and MCPServers come from the first init line.
 	Model        string      `json:"model,omitempty"`
 	APIKeySource string      `json:"api_key_source,omitempty"`
@@ -73,11 +91,15 @@ type Outcome struct {
 	Duration       time.Duration `json:"duration_ns"`
 	MalformedLines int           `json:"malformed_lines"`
 	OversizeLines  int           `json:"oversize_lines"`
-	// Warnings are advisory: seed 000's heuristics (prefixes
-	// "interactive-hang:" and "background-task:"), failed MCP servers,
+	// FirstOversize is the first line skipped for being over the line cap:
+	// its number, length and first bytes (Prefix: model output, untrusted),
+	// so that callers can show what was skipped. Nil when none was.
+	FirstOversize *Diagnostic `json:"first_oversize,omitempty"`
+	// Warnings are advisory: the heuristics of Tracker.heuristics
+	// (prefixes "interactive-hang:" and "background-task:"), failed MCP servers,
 	// skipped lines, a process killed after its result, … Never nil.
 	Warnings []string `json:"warnings"`
-	// Diagnostics are the skipped lines and seed checks (bounded).
+	// Diagnostics are the skipped lines and failed checks (bounded).
 	Diagnostics []Diagnostic `json:"diagnostics,omitempty"`
 	// Stderr is the CLI's standard error, bounded (head and tail kept).
 	Stderr         string `json:"stderr,omitempty"`
@@ -104,9 +126,10 @@ type Exit struct {
 	ResultBeforeStop bool
 	Stderr           string
 	Duration         time.Duration
-	// Stats and Diagnostics come from the Reader.
-	Stats       ReaderStats
-	Diagnostics []Diagnostic
+	// Stats, Diagnostics and FirstOversize come from the Reader.
+	Stats         ReaderStats
+	Diagnostics   []Diagnostic
+	FirstOversize *Diagnostic
 	// Warnings from the process side (killed after result, …).
 	Warnings []string
 	// TranscriptPath is where the raw stream was saved.
@@ -143,7 +166,7 @@ func (t *Tracker) Observe(ev Event) {
 	switch ev := ev.(type) {
 	case *SystemInit:
 		if t.init == nil {
-			t.init = ev // first init wins (seed 000, DEC-015)
+			t.init = ev // first init wins: later ones (resumed sessions, sub-agents) do not change the run's model
 		}
 	case *SystemOther:
 		switch ev.Subtype {
@@ -196,6 +219,7 @@ func (t *Tracker) Outcome(x Exit) Outcome {
 		Duration:       x.Duration,
 		MalformedLines: x.Stats.MalformedLines,
 		OversizeLines:  x.Stats.OversizeLines,
+		FirstOversize:  x.FirstOversize,
 		Diagnostics:    x.Diagnostics,
 		Stderr:         x.Stderr,
 		TranscriptPath: x.TranscriptPath,
@@ -217,14 +241,14 @@ func (t *Tracker) Outcome(x Exit) Outcome {
 	}
 	o.PermissionDenials = t.denials
 	for _, d := range x.Diagnostics {
-		if d.Kind != DiagSeed && len(o.Warnings) < maxListed {
+		if d.Kind != DiagCheck && len(o.Warnings) < maxListed {
 			o.Warnings = append(o.Warnings, "skipped "+d.String())
 		}
 	}
 	if n := x.Stats.MalformedLines + x.Stats.OversizeLines; n > 0 {
 		listed := 0
 		for _, d := range x.Diagnostics {
-			if d.Kind != DiagSeed {
+			if d.Kind != DiagCheck {
 				listed++
 			}
 		}
@@ -261,6 +285,7 @@ func (t *Tracker) Outcome(x Exit) Outcome {
 		o.TerminalReason = r.TerminalReason
 		o.APIErrorStatus = r.APIErrorStatus
 		o.Hint = r.Hint
+		o.DeferredToolUse = r.DeferredToolUse
 		if len(r.PermissionDenials) > 0 && len(o.PermissionDenials) == 0 {
 			o.PermissionDenials = r.PermissionDenials
 		}
@@ -276,6 +301,13 @@ func (t *Tracker) Outcome(x Exit) Outcome {
 			}
 			o.setError(text)
 			o.FinalText = lastText
+		} else if r.TerminalReason == terminalToolDeferred {
+			o.Status = StatusDeferred
+			o.Category = CategoryToolDeferred
+			o.FinalText = r.Text
+			if r.Text == "" {
+				o.FinalText = lastText
+			}
 		} else {
 			o.Status = StatusSuccess
 			o.FinalText = r.Text
@@ -342,14 +374,17 @@ func classifyResult(r *Result, text string) Category {
 	if sessionNotFound(text) {
 		return CategorySessionNotFound
 	}
+	if r.TerminalReason == string(CategoryToolDeferredUnavailable) {
+		return CategoryToolDeferredUnavailable
+	}
 	switch r.APIErrorStatus {
 	case 429:
 		return CategoryRateLimit
 	case 401, 403:
 		return CategoryAuth
 	}
-	// Seed 000 classifies by keywords whatever the subtype: its own example
-	// is an error_max_turns result whose text is a 429.
+	// The keywords decide whatever the subtype: an error_max_turns result
+	// whose text is a 429 is a rate limit.
 	if c := ClassifyError(text); c != CategoryAPI {
 		return c
 	}
@@ -359,7 +394,7 @@ func classifyResult(r *Result, text string) Category {
 	return CategoryAPI
 }
 
-// ClassifyError applies seed 000's keyword rules to an error text, case
+// ClassifyError applies the keyword rules to an error text, case
 // insensitively: "429" / "rate limit" / "rate-limit" → rate_limit, checked
 // before "401" / "403" / "unauthorized" / "authentication" / "auth error" /
 // "ANTHROPIC_API_KEY" → auth; anything else → api. Only the first
@@ -391,7 +426,7 @@ func sessionNotFound(text string) bool {
 
 var backgroundWords = regexp.MustCompile(`(?i)\b(waiting on|still waiting|continuing|in progress|in the background)\b`)
 
-// heuristics are seed 000's advisory detectors, run on a successful result.
+// heuristics are advisory detectors, run on a successful result.
 // They only warn: interactive-hang wins over background-task.
 func (t *Tracker) heuristics(r *Result, finalText string) []string {
 	if a := t.lastAssistant; a != nil && r.NumTurns == 1 {
@@ -430,19 +465,25 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// Summarize reads a stream-json transcript (a file, or stdin for
+// Replay reads a saved stream-json transcript (a turn's file, or stdin for
 // `orchestrator inspect -`) and returns its Outcome with the skipped-line
-// counts. Without a process, a transcript that has no result line is
-// StatusIncomplete / CategoryNoResult. The error is a read error only.
-func Summarize(r io.Reader, opts ReaderOptions) (Outcome, error) {
+// counts; observe, when not nil, sees every event in order (to collect the
+// model's questions, say). Without a process, a transcript that has no
+// result line is StatusIncomplete / CategoryNoResult and Outcome.Result is
+// nil. The error is a read error only; the Outcome is still what was read.
+func Replay(r io.Reader, opts ReaderOptions, observe func(Event)) (Outcome, error) {
 	rd := NewReader(r, opts)
 	var t Tracker
 	for rd.Next() {
-		t.Observe(rd.Event())
+		ev := rd.Event()
+		t.Observe(ev)
+		if observe != nil {
+			observe(ev)
+		}
 	}
-	o := t.Outcome(Exit{Stats: rd.Stats(), Diagnostics: rd.Diagnostics()})
+	o := t.Outcome(Exit{Stats: rd.Stats(), Diagnostics: rd.Diagnostics(), FirstOversize: rd.FirstOversize()})
 	if err := rd.Err(); err != nil {
-		return o, fmt.Errorf("summarize transcript: %w", err)
+		return o, fmt.Errorf("read transcript: %w", err)
 	}
 	return o, nil
 }

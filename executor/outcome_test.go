@@ -32,7 +32,7 @@ func TestClassifyError(t *testing.T) {
 
 func summarize(t *testing.T, lines ...string) Outcome {
 	t.Helper()
-	o, err := Summarize(strings.NewReader(strings.Join(lines, "\n")), ReaderOptions{})
+	o, err := Replay(strings.NewReader(strings.Join(lines, "\n")), ReaderOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestOutcomeResults(t *testing.T) {
 		{"is_error string is not an error", []string{`{"type":"result","subtype":"success","is_error":"true","session_id":"s1","result":"ok"}`}, StatusSuccess, "", ""},
 		{"is_error 1 is not an error", []string{`{"type":"result","subtype":"success","is_error":1,"session_id":"s1","result":"ok"}`}, StatusSuccess, "", ""},
 		{"error without text", []string{`{"type":"result","subtype":"error","is_error":true,"session_id":"s1"}`}, StatusError, CategoryAPI, "API error (no detail)"},
-		{"seed 429 example", []string{
+		{"429 text in an error_max_turns result", []string{
 			`{"type":"system","subtype":"init","session_id":"abc123","cwd":"/tmp/work"}`,
 			`{"type":"assistant","message":{"id":"msg_01","role":"assistant","content":[],"stop_reason":null},"session_id":"abc123"}`,
 			`{"type":"result","subtype":"error_max_turns","is_error":true,"result":"API Error: Request rejected (429). Your organization has exceeded the rate limit.","usage":{"input_tokens":1423,"output_tokens":0},"session_id":"abc123"}`,

@@ -5,10 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unicode/utf8"
 )
 
 // DefaultMaxLineBytes is the default cap on one stream-json line.
 const DefaultMaxLineBytes = 64 << 20
+
+// SkippedPrefixBytes bounds the first bytes of a skipped oversize line that
+// a Reader keeps (Diagnostic.Prefix, Outcome.OversizePrefix).
+const SkippedPrefixBytes = 256
 
 // defaultMaxDiagnostics bounds the diagnostics a Reader keeps.
 const defaultMaxDiagnostics = 100
@@ -19,7 +24,7 @@ type ReaderOptions struct {
 	// longer line is skipped with a DiagOversize diagnostic; the lines
 	// after it are read as usual.
 	MaxLineBytes int
-	// Strict makes seed 002's result checks errors (see Parser.Strict).
+	// Strict makes the result checks errors (see Parser.Strict).
 	Strict bool
 	// MaxDiagnostics bounds the diagnostics kept (0: 100); the counts in
 	// ReaderStats are always complete.
@@ -28,13 +33,13 @@ type ReaderOptions struct {
 
 // ReaderStats counts what a Reader has seen so far.
 type ReaderStats struct {
-	Bytes           int64 // bytes read
-	Lines           int   // lines, blank ones included
-	Events          int   // events returned
-	BlankLines      int   // white-space-only lines, skipped silently
-	MalformedLines  int   // lines skipped with a ParseError
-	OversizeLines   int   // lines over the cap, skipped
-	SeedDiagnostics int   // seed checks failed by kept events
+	Bytes            int64 // bytes read
+	Lines            int   // lines, blank ones included
+	Events           int   // events returned
+	BlankLines       int   // white-space-only lines, skipped silently
+	MalformedLines   int   // lines skipped with a ParseError
+	OversizeLines    int   // lines over the cap, skipped
+	CheckDiagnostics int   // checks failed by kept events
 }
 
 // Reader reads a stream-json transcript line by line as a pull iterator:
@@ -46,7 +51,7 @@ type ReaderStats struct {
 //	}
 //	if err := r.Err(); err != nil { … }
 //
-// Following seed 000, a bad line never stops the reading: it is counted,
+// A bad line never stops the reading: it is counted,
 // kept as a Diagnostic and skipped. Err reports only read errors. Memory
 // does not grow with the transcript: one line (up to the cap) is held at a
 // time, plus a bounded list of diagnostics.
@@ -65,6 +70,11 @@ type Reader struct {
 	stats    ReaderStats
 	diags    []Diagnostic
 	onDiag   func(Diagnostic)
+	// The oversize line readLine skipped last: its first bytes and length.
+	skipPrefix []byte
+	skipLen    int64
+	// firstSkip is the first oversize line's diagnostic.
+	firstSkip *Diagnostic
 }
 
 // NewReader returns a Reader of r.
@@ -102,8 +112,12 @@ func (r *Reader) Next() bool {
 		r.stats.Lines++
 		if oversize {
 			r.stats.OversizeLines++
-			r.addDiag(Diagnostic{Line: r.stats.Lines, Kind: DiagOversize,
-				Msg: fmt.Sprintf("line longer than %d bytes skipped", r.max)})
+			d := Diagnostic{Line: r.stats.Lines, Kind: DiagOversize, Bytes: r.skipLen, Prefix: string(r.skipPrefix),
+				Msg: fmt.Sprintf("line of %d bytes skipped (longer than %d)", r.skipLen, r.max)}
+			if r.firstSkip == nil {
+				r.firstSkip = &d
+			}
+			r.addDiag(d)
 			continue
 		}
 		ev, perr := r.parser.parseOwned(line)
@@ -118,7 +132,7 @@ func (r *Reader) Next() bool {
 			continue
 		}
 		for _, d := range r.parser.Diagnostics() {
-			r.stats.SeedDiagnostics++
+			r.stats.CheckDiagnostics++
 			d.Line = r.stats.Lines
 			r.addDiag(d)
 		}
@@ -149,6 +163,25 @@ func (r *Reader) Stats() ReaderStats { return r.stats }
 // line order.
 func (r *Reader) Diagnostics() []Diagnostic { return r.diags }
 
+// FirstOversize returns the diagnostic of the first line skipped for being
+// over the cap (with its length and first bytes), or nil.
+func (r *Reader) FirstOversize() *Diagnostic { return r.firstSkip }
+
+// noteSkip starts recording an oversize line whose first bytes are b: it
+// keeps up to SkippedPrefixBytes of them, cut on a rune boundary, and counts
+// them.
+func (r *Reader) noteSkip(b []byte) {
+	n := len(b)
+	if n > SkippedPrefixBytes {
+		n = SkippedPrefixBytes
+		for n > 0 && !utf8.RuneStart(b[n]) {
+			n--
+		}
+	}
+	r.skipPrefix = append(r.skipPrefix[:0], b[:n]...)
+	r.skipLen = int64(len(b))
+}
+
 func (r *Reader) addDiag(d Diagnostic) {
 	if r.onDiag != nil {
 		r.onDiag(d)
@@ -174,7 +207,12 @@ func (r *Reader) readLine() (line []byte, oversize bool, err error) {
 			end := r.rd + scanned + i
 			line = r.slab[r.rd:end:end]
 			r.rd = end + 1
-			if discarding || len(line) > r.max {
+			if discarding {
+				r.skipLen += int64(len(line))
+				return nil, true, nil
+			}
+			if len(line) > r.max {
+				r.noteSkip(line)
 				return nil, true, nil
 			}
 			return line, false, nil
@@ -182,6 +220,9 @@ func (r *Reader) readLine() (line []byte, oversize bool, err error) {
 		scanned = r.wr - r.rd
 		if !discarding && scanned > r.max {
 			discarding = true
+			r.noteSkip(r.slab[r.rd:r.wr])
+		} else if discarding {
+			r.skipLen += int64(scanned)
 		}
 		if discarding {
 			r.rd, scanned = r.wr, 0
@@ -196,6 +237,7 @@ func (r *Reader) readLine() (line []byte, oversize bool, err error) {
 				line = r.slab[r.rd:r.wr:r.wr]
 				r.rd = r.wr
 				if len(line) > r.max {
+					r.noteSkip(line)
 					return nil, true, err
 				}
 				return line, false, err

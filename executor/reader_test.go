@@ -48,7 +48,7 @@ func TestReaderTolerance(t *testing.T) {
 		t.Errorf("events %s", got)
 	}
 	st := r.Stats()
-	if st.Lines != 10 || st.BlankLines != 2 || st.MalformedLines != 3 || st.Events != 5 || st.SeedDiagnostics != 1 {
+	if st.Lines != 10 || st.BlankLines != 2 || st.MalformedLines != 3 || st.Events != 5 || st.CheckDiagnostics != 1 {
 		t.Errorf("stats %+v", st)
 	}
 	var lines []int
@@ -171,7 +171,7 @@ func TestReaderDiagnosticsBounded(t *testing.T) {
 	if len(r.Diagnostics()) != 10 || r.Stats().MalformedLines != 500 {
 		t.Errorf("kept %d diagnostics, counted %d", len(r.Diagnostics()), r.Stats().MalformedLines)
 	}
-	o, _ := Summarize(strings.NewReader(in), ReaderOptions{MaxDiagnostics: 10})
+	o, _ := Replay(strings.NewReader(in), ReaderOptions{MaxDiagnostics: 10}, nil)
 	if o.MalformedLines != 500 || o.Status != StatusSuccess {
 		t.Errorf("outcome %+v", o)
 	}
@@ -199,8 +199,9 @@ func TestValidityMatchesEncodingJSON(t *testing.T) {
 			t.Errorf("%.40q: JsonParse %v, json.Valid %v", c, isJSONErr, json.Valid([]byte(c)))
 		}
 	}
-	if !bytes.Equal(unquote([]byte(`"a\u00e9\ud800\ud83d\ude00"`)), []byte("aé\uFFFD😀")) {
-		t.Error("unquote")
+	ev, err := p.ParseLine([]byte(`{"type":"user","session_id":"s","message":{"content":"a\u00e9\ud800\ud83d\ude00"}}`))
+	if err != nil || ev.(*UserMessage).Texts()[0] != "aé\uFFFD😀" {
+		t.Errorf("string decoding differs from encoding/json: %v %+v", err, ev)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -620,7 +621,7 @@ func TestRunTranscriptDir(t *testing.T) {
 	// Replaying the saved transcript gives the same outcome.
 	f, _ := os.Open(o.TranscriptPath)
 	defer f.Close()
-	o2, _ := Summarize(f, ReaderOptions{})
+	o2, _ := Replay(f, ReaderOptions{}, nil)
 	if o2.SessionID != o.SessionID || o2.Status != o.Status || o2.MalformedLines != 1 {
 		t.Errorf("replay %+v", o2)
 	}
@@ -680,6 +681,150 @@ func TestArgsAreRealFlags(t *testing.T) {
 		}
 		if !regexp.MustCompile(`(^|[\s,])` + regexp.QuoteMeta(a) + `([\s,<\[]|$)`).Match(help) {
 			t.Errorf("flag %s is not in the CLI's --help", a)
+		}
+	}
+}
+
+// TestRunSecretEnvNotInherited: variables that look like secrets are not
+// inherited unless PassEnv lists them; the CLI's own credentials are.
+func TestRunSecretEnvNotInherited(t *testing.T) {
+	t.Parallel()
+	base := []string{"PATH=/usr/bin:/bin", "AWS_SECRET_ACCESS_KEY=s1", "AWS_ACCESS_KEY_ID=s2", "AWS_SESSION_TOKEN=s3",
+		"NPM_TOKEN=s4", "DB_PASSWORD=s5", "STRIPE_API_KEY=s6", "CLIENT_SECRET_VALUE=s7", "GOOGLE_APPLICATION_CREDENTIALS=s8",
+		"ANTHROPIC_API_KEY=agent", "ANTHROPIC_AUTH_TOKEN=agent2", "CLAUDE_CODE_OAUTH_TOKEN=agent3", "AWS_REGION=eu-west-1", "KEYBOARD=us"}
+	for _, tc := range []struct {
+		pass []string
+		want []string // the secret-looking names inherited
+	}{
+		{nil, nil},
+		{[]string{"AWS_SECRET_ACCESS_KEY", "NPM_*"}, []string{"AWS_SECRET_ACCESS_KEY", "NPM_TOKEN"}},
+	} {
+		e, err := New(Config{BaseEnv: base, PassEnv: tc.pass, Env: map[string]string{"EXPLICIT_TOKEN": "given"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := map[string]string{}
+		for _, kv := range e.Environ() {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+		for _, k := range []string{"PATH", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "AWS_REGION", "KEYBOARD", "EXPLICIT_TOKEN"} {
+			if _, ok := env[k]; !ok {
+				t.Errorf("pass %q: %s not passed on", tc.pass, k)
+			}
+		}
+		for _, k := range []string{"AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN", "NPM_TOKEN", "DB_PASSWORD",
+			"STRIPE_API_KEY", "CLIENT_SECRET_VALUE", "GOOGLE_APPLICATION_CREDENTIALS"} {
+			_, got := env[k]
+			want := slices.Contains(tc.want, k)
+			if got != want {
+				t.Errorf("pass %q: %s inherited %v, want %v", tc.pass, k, got, want)
+			}
+		}
+	}
+	if _, err := New(Config{PassEnv: []string{"*"}}); err == nil {
+		t.Error(`pass env "*" accepted`)
+	}
+}
+
+// TestRunLargePromptOnStdin: a prompt over MaxArgPrompt is written to the
+// CLI's stdin, with no prompt argument; a short one stays an argument.
+func TestRunLargePromptOnStdin(t *testing.T) {
+	t.Parallel()
+	big := "-" + strings.Repeat("x", MaxArgPrompt) + "END"
+	for _, prompt := range []string{"short", big} {
+		evs, o := collect(t, testCtx(t), fakeExecutor(t, "echo", nil), Request{Prompt: prompt})
+		if o.Status != StatusSuccess {
+			t.Fatalf("outcome %+v", o)
+		}
+		var info struct {
+			Args  []string `json:"args"`
+			Stdin string   `json:"stdin"`
+		}
+		for _, ev := range evs {
+			if u, ok := ev.(*Unknown); ok && u.Type == "echo" {
+				var v struct{ Info json.RawMessage }
+				json.Unmarshal(u.Raw(), &v)
+				if err := json.Unmarshal(v.Info, &info); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		onStdin := len(prompt) > MaxArgPrompt
+		if onStdin && (info.Stdin != prompt || slices.Contains(info.Args, "--") || strings.Contains(strings.Join(info.Args, " "), "END")) {
+			t.Errorf("big prompt: stdin %d bytes, args %.200q", len(info.Stdin), info.Args)
+		}
+		if !onStdin && (info.Stdin != "" || info.Args[len(info.Args)-1] != prompt || info.Args[len(info.Args)-2] != "--") {
+			t.Errorf("short prompt: stdin %q, args %q", info.Stdin, info.Args)
+		}
+	}
+}
+
+// TestRunOversizeLineSkippedAndReported: a line over the cap is skipped, the
+// Outcome says so with the line's length and first bytes, the transcript
+// keeps a bounded prefix of it (not the whole line), and the line after it
+// is read and saved as usual.
+func TestRunOversizeLineSkippedAndReported(t *testing.T) {
+	t.Parallel()
+	tp := filepath.Join(t.TempDir(), "run.ndjson")
+	const limit = 1 << 20
+	evs, o := collect(t, testCtx(t), fakeExecutor(t, "big", func(c *Config) { c.MaxLineBytes = limit }), Request{TranscriptPath: tp})
+	if o.Status != StatusSuccess || o.FinalText != "fake done" || len(evs) != 2 {
+		t.Fatalf("%d events, outcome %+v", len(evs), o)
+	}
+	d := o.FirstOversize
+	if o.OversizeLines != 1 || d == nil || d.Line != 2 || d.Bytes <= 5<<20 ||
+		!strings.HasPrefix(d.Prefix, `{"message":{"content":[{"text":"yyy`) || len(d.Prefix) != SkippedPrefixBytes {
+		t.Fatalf("oversize %d, first %+v prefix %q", o.OversizeLines, d, d.Prefix)
+	}
+	if !strings.Contains(strings.Join(o.Warnings, "\n"), fmt.Sprintf("line 2: oversize: line of %d bytes skipped", d.Bytes)) {
+		t.Errorf("warnings %q", o.Warnings)
+	}
+	saved, err := os.ReadFile(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(saved), "\n"), "\n")
+	if len(lines) != 3 || lines[0] != string(evs[0].Raw()) || lines[2] != string(evs[1].Raw()) {
+		t.Fatalf("transcript: %d lines, %d bytes", len(lines), len(saved))
+	}
+	if len(lines[1]) != min(TranscriptPrefixBytes, limit) || !strings.HasPrefix(lines[1], d.Prefix) {
+		t.Errorf("the transcript keeps %d bytes of the oversize line, want its first %d", len(lines[1]), min(TranscriptPrefixBytes, limit))
+	}
+	// Replayed, the cut line is a malformed line; the rest reads the same.
+	f, _ := os.Open(tp)
+	defer f.Close()
+	o2, err := Replay(f, ReaderOptions{MaxLineBytes: limit}, nil)
+	if err != nil || o2.Status != StatusSuccess || o2.FinalText != "fake done" || o2.MalformedLines != 1 {
+		t.Errorf("replay: %v %+v", err, o2)
+	}
+}
+
+// TestTranscriptCutsOversizeLines drives the transcript writer with chunks
+// that split lines anywhere.
+func TestTranscriptCutsOversizeLines(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("a", 300)
+	in := "short\n" + long + "\n" + "x\n" + long + long + "\n" + "tail-no-newline-" + long
+	want := "short\n" + long[:100] + "\n" + "x\n" + long[:100] + "\n" + "tail-no-newline-" + long[:84]
+	for _, chunk := range []int{1, 7, 64, 1000} {
+		path := filepath.Join(t.TempDir(), "t.ndjson")
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := &transcript{f: f, max: 100}
+		for b := []byte(in); len(b) > 0; {
+			n := min(chunk, len(b))
+			if err := tr.write(b[:n]); err != nil {
+				t.Fatal(err)
+			}
+			b = b[n:]
+		}
+		f.Close()
+		got, _ := os.ReadFile(path)
+		if string(got) != want {
+			t.Errorf("chunk %d: saved %q\nwant %q", chunk, got, want)
 		}
 	}
 }

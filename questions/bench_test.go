@@ -78,7 +78,7 @@ func BenchmarkStreamDetector(b *testing.B) {
 	b.SetBytes(int64(len(text)))
 	b.ResetTimer()
 	for b.Loop() {
-		d := NewStreamDetector()
+		d := newStreamDetector()
 		for i := 0; i < len(text); i += 64 { // partial-message deltas
 			d.Write(text[i:min(i+64, len(text))])
 		}

@@ -93,8 +93,8 @@ func stripMarkers(text string, ms []Marker) string {
 	return strings.TrimRight(b.String(), " \t\r\n")
 }
 
-// scanner is the detector's state. Detect runs it once with final set; the
-// StreamDetector runs it after every chunk with final unset, and the scanner
+// scanner is the detector's state. Detect runs it once with final set; run
+// after every chunk of a text with final unset (the tests do), the scanner
 // then stops, without deciding, at anything the bytes not yet seen could
 // change, and resumes there next time. Its decisions depend only on the bytes
 // before the point where it stops, so both find the same markers.
@@ -268,6 +268,9 @@ func parseBlock(text string, c, js int, final bool) (m Marker, ok bool) {
 	}
 	m.End = p + len(markerSuffix)
 	raw := text[js:je]
+	if len(raw) > maxBlockBytes {
+		return fail(m.End, c, "questions", fmt.Sprintf("the block is %d bytes; a set holds at most %d bytes of text: shorten the questions, options and descriptions", len(raw), MaxSetBytes))
+	}
 	if !json.Valid([]byte(raw)) {
 		var v any
 		err := json.Unmarshal([]byte(raw), &v)

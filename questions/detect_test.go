@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -277,5 +278,33 @@ func TestRoundTripProperty(t *testing.T) {
 		if len(ms) != 1 || ms[0].Err != nil || !reflect.DeepEqual(ms[0].Questions, qs) {
 			t.Fatalf("round trip of %q: %+v", in, ms)
 		}
+	}
+}
+
+// TestOversizeSetIsAnInvalidBlock: a block whose text is over MaxSetBytes,
+// in one question or spread over several blocks of a turn, is invalid; the
+// error names the limit.
+func TestOversizeSetIsAnInvalidBlock(t *testing.T) {
+	big := strings.Repeat("x", MaxSetBytes+1)
+	for name, text := range map[string]string{
+		"one question": `<!--QUESTION:{"questions":[{"question":"` + big + `"}]}-->`,
+		"huge block":   `<!--QUESTION:{"questions":[{"question":"` + strings.Repeat("y", 10<<20) + `"}]}-->`,
+		"options":      `<!--QUESTION:{"questions":[{"question":"Q","options":[{"label":"a","description":"` + big + `"}]}]}-->`,
+	} {
+		ms := Detect(text)
+		if len(ms) != 1 || ms[0].Err == nil || !strings.Contains(ms[0].Err.Error(), strconv.Itoa(MaxSetBytes)) {
+			t.Errorf("%s: %d markers, want one invalid block naming the limit", name, len(ms))
+		}
+	}
+	half := strings.Repeat("z", MaxSetBytes/2+1)
+	var c TurnCollector
+	c.AddAssistantText(`<!--QUESTION:{"questions":[{"question":"` + half + `"}]}-->`)
+	c.AddAssistantText(`<!--QUESTION:{"questions":[{"question":"` + half + `"}]}-->`)
+	if _, err := c.Questions(); err == nil || !strings.Contains(err.Error(), "bytes of text") {
+		t.Errorf("two halves over the cap: err = %v", err)
+	}
+	ok := strings.Repeat("w", MaxSetBytes)
+	if ms := Detect(`<!--QUESTION:{"questions":[{"question":"` + ok + `"}]}-->`); len(ms) != 1 || ms[0].Err != nil {
+		t.Errorf("a set just under the cap is valid: %+v", ms[0].Err)
 	}
 }

@@ -65,7 +65,7 @@ func FuzzStreamDetector(f *testing.F) {
 	fuzzSeeds(f)
 	f.Fuzz(func(t *testing.T, text string, seed uint64) {
 		want := Detect(text)
-		d := NewStreamDetector()
+		d := newStreamDetector()
 		x := seed | 1
 		for i := 0; i < len(text); {
 			x ^= x << 13

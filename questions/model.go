@@ -15,7 +15,28 @@ import (
 const (
 	MaxQuestions = 10 // questions in one set (one turn)
 	MaxOptions   = 25 // options of one question
+	// MaxSetBytes caps the text of one set: its questions, headers,
+	// option labels and descriptions together, in bytes. A set is posted
+	// whole on every surface; a larger one is an invalid block, and the
+	// model is asked to shorten it.
+	MaxSetBytes = 16 << 10
 )
+
+// maxBlockBytes caps a QUESTION block's JSON before it is decoded: the set's
+// text, with room for JSON escapes and keys.
+const maxBlockBytes = 4 * MaxSetBytes
+
+// setBytes is the size of the text of qs, as MaxSetBytes counts it.
+func setBytes(qs []Question) int {
+	n := 0
+	for _, q := range qs {
+		n += len(q.Text) + len(q.Header)
+		for _, o := range q.Options {
+			n += len(o.Label) + len(o.Description)
+		}
+	}
+	return n
+}
 
 // FieldError says which field of a question set is wrong and why. Field is a
 // path such as "questions[0].options[1].label".
@@ -33,8 +54,8 @@ func (e *FieldError) Error() string {
 
 // ValidateQuestions checks the questions of one set and returns the first
 // problem found as a *FieldError, or nil. The rules: at least one and at most
-// MaxQuestions questions; each has a non-blank text; at most MaxOptions
-// options, each with a non-blank label, labels unique ignoring case and
+// MaxQuestions questions, of at most MaxSetBytes of text together; each has a
+// non-blank text; at most MaxOptions options, each with a non-blank label, labels unique ignoring case and
 // surrounding spaces. A question without options is a free-text question.
 // IDs are not checked here (markers carry none; see Set.Validate).
 func ValidateQuestions(qs []Question) error {
@@ -43,6 +64,9 @@ func ValidateQuestions(qs []Question) error {
 	}
 	if len(qs) > MaxQuestions {
 		return &FieldError{Field: "questions", Reason: fmt.Sprintf("%d questions; at most %d in one turn", len(qs), MaxQuestions)}
+	}
+	if n := setBytes(qs); n > MaxSetBytes {
+		return &FieldError{Field: "questions", Reason: fmt.Sprintf("%d bytes of text; at most %d in one turn: shorten the questions, options and descriptions", n, MaxSetBytes)}
 	}
 	for i, q := range qs {
 		p := fmt.Sprintf("questions[%d]", i)

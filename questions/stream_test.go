@@ -38,7 +38,7 @@ var streamCorpus = []string{
 func checkStream(t *testing.T, text string, cuts []int) {
 	t.Helper()
 	want := Detect(text)
-	d := NewStreamDetector()
+	d := newStreamDetector()
 	prev := 0
 	for _, c := range cuts {
 		d.Write(text[prev:c])
@@ -89,7 +89,7 @@ func TestStreamDetectorRandomChunks(t *testing.T) {
 
 func TestStreamDetectorReportsEarly(t *testing.T) {
 	t.Parallel()
-	d := NewStreamDetector()
+	d := newStreamDetector()
 	d.Write("Text.\n<!--QUESTION:{\"question\":\"q")
 	if len(d.Markers()) != 0 {
 		t.Fatal("a half block was reported")
@@ -110,7 +110,7 @@ func TestStreamDetectorLongPendingStaysLinear(t *testing.T) {
 	// A block that never closes, fed in tiny chunks: the backoff keeps the
 	// rescans bounded, and the result still equals Detect's.
 	text := "<!--QUESTION:{\"question\":\"" + strings.Repeat("a", 200<<10)
-	d := NewStreamDetector()
+	d := newStreamDetector()
 	for i := 0; i < len(text); i += 7 {
 		d.Write(text[i:min(i+7, len(text))])
 	}

@@ -19,12 +19,10 @@ const (
 )
 
 var (
-	// ErrBusy is returned by RunNow when a run of the spec is already
+	// ErrBusy is why a run is not started: a run of the spec is already
 	// active or waiting on a question.
 	ErrBusy = errors.New("a run of this spec is still active")
-	// ErrUnknownSpec is returned for a spec name the scheduler does not have.
-	ErrUnknownSpec = errors.New("unknown spec")
-	// ErrStopped is returned by RunNow after Stop.
+	// ErrStopped is why a run is not started after Stop.
 	ErrStopped = errors.New("scheduler stopped")
 )
 
@@ -49,7 +47,7 @@ type SchedulerOptions struct {
 	// Start (for catch-up).
 	LastRun func(specName string) (time.Time, bool)
 	// MarkRun is called when a run starts (from a tick, catch-up or
-	// RunNow), to persist the time for LastRun. Optional.
+	// by hand in tests), to persist the time for LastRun. Optional.
 	MarkRun func(specName string, at time.Time)
 	// Logger defaults to a logger that discards.
 	Logger *slog.Logger
@@ -77,9 +75,8 @@ type Entry struct {
 // Scheduler runs specs on their schedules with robfig/cron, at most one run
 // per spec at a time and at most MaxConcurrent at once.
 //
-// A run is run(ctx, spec) with the ctx given to Start (ticks and catch-up)
-// or to RunNow. A panicking run is logged and counts as failed; the
-// scheduler goes on.
+// A run is run(ctx, spec) with the ctx given to Start (ticks and catch-up).
+// A panicking run is logged and counts as failed; the scheduler goes on.
 type Scheduler struct {
 	run   func(ctx context.Context, s Spec) error
 	opts  SchedulerOptions
@@ -107,7 +104,7 @@ type job struct {
 }
 
 // NewScheduler returns a scheduler for specs; specs without a schedule can
-// only be run with RunNow. Every bad schedule, duplicate name and bad option
+// never be run by it. Every bad schedule, duplicate name and bad option
 // is reported together.
 func NewScheduler(specs []Spec, run func(ctx context.Context, s Spec) error, opts SchedulerOptions) (*Scheduler, error) {
 	if run == nil {
@@ -117,10 +114,10 @@ func NewScheduler(specs []Spec, run func(ctx context.Context, s Spec) error, opt
 	switch opts.CatchUp {
 	case "", CatchUpSkip, CatchUpOnce:
 	default:
-		errs = append(errs, Error{Key: "serve.catch_up", Msg: fmt.Sprintf("unknown policy %q (known: %s, %s)", opts.CatchUp, CatchUpSkip, CatchUpOnce)})
+		errs = append(errs, problem("", 0, "serve.catch_up", fmt.Sprintf("unknown policy %q (known: %s, %s)", opts.CatchUp, CatchUpSkip, CatchUpOnce)))
 	}
 	if opts.MaxConcurrent < 0 {
-		errs = append(errs, Error{Key: "serve.max_concurrent_runs", Msg: fmt.Sprintf("must not be negative, not %d", opts.MaxConcurrent)})
+		errs = append(errs, problem("", 0, "serve.max_concurrent_runs", fmt.Sprintf("must not be negative, not %d", opts.MaxConcurrent)))
 	}
 	s := &Scheduler{
 		run:    run,
@@ -151,7 +148,7 @@ func NewScheduler(specs []Spec, run func(ctx context.Context, s Spec) error, opt
 	)
 	for _, sp := range specs {
 		if _, dup := s.jobs[sp.Name]; dup {
-			errs = append(errs, Error{File: sp.Path, Key: "name", Msg: fmt.Sprintf("spec name %q is used twice", sp.Name)})
+			errs = append(errs, problem(sp.Path, sp.Line("name"), "name", fmt.Sprintf("spec name %q is used twice", sp.Name)))
 			continue
 		}
 		j := &job{spec: sp}
@@ -163,7 +160,7 @@ func NewScheduler(specs []Spec, run func(ctx context.Context, s Spec) error, opt
 		if sp.Schedule != "" {
 			sched, err := ParseSchedule(sp.Schedule)
 			if err != nil {
-				errs = append(errs, Error{File: sp.Path, Key: "schedule", Msg: err.Error()})
+				errs = append(errs, problem(sp.Path, sp.Line("schedule"), "schedule", err.Error()))
 				continue
 			}
 			j.sched = sched
@@ -241,8 +238,8 @@ func (s *Scheduler) catchUp(ctx context.Context) {
 
 // Stop stops scheduling: no new run starts, and runs waiting for a free slot
 // give up. Running jobs are not interrupted (cancel the ctx given to Start
-// or RunNow for that); the returned context is done once every run started
-// by the scheduler (ticks, catch-up, RunNow) has returned. Stop may be
+// for that); the returned context is done once every run started by the
+// scheduler (ticks, catch-up) has returned. Stop may be
 // called more than once.
 func (s *Scheduler) Stop() context.Context {
 	s.mu.Lock()
@@ -261,40 +258,6 @@ func (s *Scheduler) Stop() context.Context {
 		cancel()
 	}()
 	return done
-}
-
-// RunNow runs the spec now, by hand, and returns the run's error. It
-// returns ErrBusy at once when a run of the spec is active (or Busy says
-// so), ErrUnknownSpec for an unknown name and ErrStopped after Stop. When
-// MaxConcurrent runs are active it waits for a free slot, or for ctx.
-func (s *Scheduler) RunNow(ctx context.Context, specName string) error {
-	j, ok := s.jobs[specName]
-	if !ok {
-		return fmt.Errorf("run %s: %w", specName, ErrUnknownSpec)
-	}
-	if err := s.claim(j, "by hand"); err != nil {
-		return fmt.Errorf("run %s: %w", specName, err)
-	}
-	return s.execute(ctx, j, "by hand")
-}
-
-// Spec returns the spec of the given name.
-func (s *Scheduler) Spec(name string) (Spec, bool) {
-	j, ok := s.jobs[name]
-	if !ok {
-		return Spec{}, false
-	}
-	return j.spec, true
-}
-
-// Next returns the next scheduled time of the spec after now; zero for an
-// unknown spec or one without a schedule.
-func (s *Scheduler) Next(specName string) time.Time {
-	j, ok := s.jobs[specName]
-	if !ok || j.sched == nil {
-		return time.Time{}
-	}
-	return j.sched.Next(s.now())
 }
 
 // Entries returns every spec of the scheduler, in the order given to

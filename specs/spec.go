@@ -34,12 +34,16 @@
 //   - schedule: a 5-field cron expression ("30 2 * * 1-5"), a descriptor
 //     ("@daily", "@hourly", "@every 30m"), either optionally prefixed with
 //     "CRON_TZ=Zone " or "TZ=Zone ". Absent: the spec only runs by hand.
+//     The configuration refuses a schedule that fires more often than
+//     serve.min_schedule_interval (see Spec.CheckInterval).
 //   - surfaces: where questions are asked, a list whose items are a surface
-//     name ("terminal", "github", "discord") or a one-key mapping from the
-//     name to its overrides: github {repo: owner/name, issue: 42,
-//     labels: [a, b]}, discord {channel_id: "123…", thread_per_run: true};
-//     terminal has none. Absent: the config's surfaces. Each surface at most
-//     once.
+//     name (one of the configuration's surfaces: "terminal", "github",
+//     "discord") or a one-key mapping from the name to its overrides: keys
+//     of the configuration's surfaces.NAME block, decoded and checked as
+//     there, of those a spec may set (config.OverrideKeys): github
+//     {repo: owner/name, issue: 42, labels: [a, b]}, discord
+//     {channel_id: "123…", thread_per_run: true}; terminal has none.
+//     Absent: the config's surfaces. Each surface at most once.
 //   - workdir: where the agent runs; a relative path is relative to the
 //     directory of the spec file, and a leading "~/" is the home directory.
 //   - model, allowed_tools, disallowed_tools, mcp_config, permission_mode,
@@ -58,34 +62,29 @@
 //     "skip" (the model is told nobody answered), or
 //     {action: default, option: Label} (the named option is chosen).
 //
-// Unknown keys, duplicate keys and bad values are errors that name the file,
-// the line and the key; Parse reports all of them, not only the first.
+// Unknown keys (with a "did you mean" for the closest known one), duplicate
+// keys and bad values are errors that name the file, the line and the key;
+// Parse reports all of them, not only the first.
 package specs
 
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
 	"gopkg.in/yaml.v3"
-)
 
-// Surface names.
-const (
-	SurfaceTerminal = "terminal"
-	SurfaceGitHub   = "github"
-	SurfaceDiscord  = "discord"
+	"github.com/orchestrator-dev/orchestrator/internal/config"
+	"github.com/orchestrator-dev/orchestrator/internal/yamlfile"
 )
-
-// KnownSurfaces returns the surface names a spec may use, in a fixed order.
-func KnownSurfaces() []string { return []string{SurfaceTerminal, SurfaceGitHub, SurfaceDiscord} }
 
 // on_timeout actions.
 const (
@@ -93,12 +92,6 @@ const (
 	OnTimeoutDefault = "default"
 	OnTimeoutSkip    = "skip"
 )
-
-// PermissionModes returns the values permission_mode accepts: those of the
-// Claude Code CLI's --permission-mode (2.1.330), and "default".
-func PermissionModes() []string {
-	return []string{"acceptEdits", "auto", "bypassPermissions", "default", "dontAsk", "manual", "plan"}
-}
 
 // Spec is one parsed spec file. Zero values mean "not set in the file": the
 // run loop uses the config's value for them.
@@ -124,12 +117,23 @@ type Spec struct {
 	// Escalation is escalate_to with its overrides; nil when not set.
 	Escalation *SurfaceRef
 	OnTimeout  OnTimeout
+	// Git delivers the run's work as a branch and a pull request; nil
+	// when the spec has no git section (git.go).
+	Git *Git
 	// Body is the task given to the model: the markdown after the
 	// frontmatter, without leading and trailing blank space.
 	Body string
+	// Sections are the keys decoded into structs (see Sections).
+	Sections Sections
 
-	nameLine int // the line of the name key, for duplicate-name errors
+	// lines maps a top-level key set in the file to its line, for errors
+	// found after parsing (a duplicate name, a check against the config).
+	lines map[string]int
 }
+
+// Line returns the line of the file the top-level key was set on, 0 when
+// it was not set.
+func (s Spec) Line(key string) int { return s.lines[key] }
 
 // Agent holds the agent settings of a spec. A zero field is not set and
 // leaves the config's value; AllowedTools and DisallowedTools are not set
@@ -149,26 +153,12 @@ type Agent struct {
 
 // SurfaceRef names a surface a spec asks on, with the spec's overrides.
 type SurfaceRef struct {
-	// Name is SurfaceTerminal, SurfaceGitHub or SurfaceDiscord.
-	Name    string
-	GitHub  *GitHubOverride
-	Discord *DiscordOverride
-}
-
-// GitHubOverride is a spec's GitHub settings; zero fields leave the config's.
-type GitHubOverride struct {
-	// Repo is "owner/name".
-	Repo string
-	// Issue is the issue the questions are asked on; 0 lets the surface
-	// open one per run.
-	Issue  int
-	Labels []string
-}
-
-// DiscordOverride is a spec's Discord settings; zero fields leave the config's.
-type DiscordOverride struct {
-	ChannelID    string
-	ThreadPerRun *bool
+	// Name is one of the configuration's surfaces (config.SurfaceNames).
+	Name string
+	// Override holds the keys of the configuration's surfaces.NAME block
+	// the spec sets, decoded into that block's type; its Apply sets them
+	// on the configuration's block. Zero when the spec sets none.
+	Override config.Override
 }
 
 // PresetAnswer answers in advance every question whose header or text equals
@@ -178,24 +168,6 @@ type DiscordOverride struct {
 type PresetAnswer struct {
 	Match  string
 	Answer string
-}
-
-// Matches reports whether a question with the given header and text is
-// answered by p: Match equals either, ignoring case and surrounding space.
-func (p PresetAnswer) Matches(header, text string) bool {
-	m := strings.TrimSpace(p.Match)
-	return m != "" && (strings.EqualFold(m, strings.TrimSpace(header)) || strings.EqualFold(m, strings.TrimSpace(text)))
-}
-
-// PresetAnswer returns the first of s.Answers that matches a question with
-// the given header and text.
-func (s Spec) PresetAnswer(header, text string) (PresetAnswer, bool) {
-	for _, p := range s.Answers {
-		if p.Matches(header, text) {
-			return p, true
-		}
-	}
-	return PresetAnswer{}, false
 }
 
 // OnTimeout is what happens when a question is not answered in time.
@@ -243,19 +215,19 @@ func LoadDir(dir string) ([]Spec, error) {
 			if asErrors(err, &es) {
 				errs = append(errs, es...)
 			} else {
-				errs = append(errs, Error{File: path, Msg: err.Error()})
+				errs = append(errs, problem(path, 0, "", err.Error()))
 			}
 			continue
 		}
 		if first, dup := seen[s.Name]; dup {
-			errs = append(errs, Error{File: path, Line: s.nameLine, Key: "name",
-				Msg: fmt.Sprintf("spec name %q is already used by %s", s.Name, first)})
+			errs = append(errs, problem(path, s.Line("name"), "name",
+				fmt.Sprintf("spec name %q is already used by %s", s.Name, first)))
 			continue
 		}
 		seen[s.Name] = path
 		specs = append(specs, s)
 	}
-	return specs, errs.err()
+	return specs, errs.Err()
 }
 
 func asErrors(err error, es *Errors) bool {
@@ -266,12 +238,7 @@ func asErrors(err error, es *Errors) bool {
 	return ok
 }
 
-var (
-	nameRE      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-	repoRE      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+$`)
-	snowflakeRE = regexp.MustCompile(`^[0-9]{1,20}$`)
-	yamlLineRE  = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-)
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // Parse parses the spec file data read from path. path names the file in
 // errors, gives the default name and the directory a relative workdir is
@@ -280,14 +247,14 @@ var (
 // yaml.v3 reports, which for an unclosed [ or { can be a line early.
 func Parse(path string, data []byte) (Spec, error) {
 	s := Spec{Path: path}
-	d := &decoder{file: path}
+	d := &decoder{yamlfile.Decoder{File: path}}
 
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	text := strings.ReplaceAll(string(data), "\r\n", "\n")
 	lines := strings.SplitAfter(text, "\n")
 	if len(lines) == 0 || strings.TrimRight(lines[0], " \t\n") != "---" {
 		d.add(1, "", "missing frontmatter: a spec file starts with a line \"---\"")
-		return s, d.errs.err()
+		return s, d.Errs.Err()
 	}
 	end := -1
 	for i := 1; i < len(lines); i++ {
@@ -298,22 +265,22 @@ func Parse(path string, data []byte) (Spec, error) {
 	}
 	if end < 0 {
 		d.add(1, "", "frontmatter not closed: no line \"---\" after the first")
-		return s, d.errs.err()
+		return s, d.Errs.Err()
 	}
 	front := strings.Join(lines[1:end], "")
 	s.Body = strings.TrimSpace(strings.Join(lines[end+1:], ""))
-	d.offset = 1 // the frontmatter's first line is the file's second
+	d.Offset = 1 // the frontmatter's first line is the file's second
 
 	var doc yaml.Node
 	if err := yaml.Unmarshal([]byte(front), &doc); err != nil {
-		d.yamlError(err)
-		return s, d.errs.err()
+		d.Errs = append(d.Errs, yamlfile.SyntaxError(path, d.Offset, err))
+		return s, d.Errs.Err()
 	}
 	if len(doc.Content) > 0 {
 		d.spec(&s, doc.Content[0])
 	}
 
-	if s.Name == "" && s.nameLine == 0 {
+	if s.Name == "" && s.Line("name") == 0 {
 		base := strings.TrimSuffix(filepath.Base(path), ".md")
 		if !nameRE.MatchString(base) {
 			d.add(0, "name", fmt.Sprintf("no name given and the file name %q is not a valid name: set name", base))
@@ -329,38 +296,22 @@ func Parse(path string, data []byte) (Spec, error) {
 	if s.Body == "" {
 		d.add(end, "", "missing body: the task for the model follows the frontmatter")
 	}
-	slices.SortStableFunc(d.errs, func(a, b Error) int { return a.Line - b.Line })
-	return s, d.errs.err()
+	slices.SortStableFunc(d.Errs, func(a, b *Error) int { return a.Line - b.Line })
+	return s, d.Errs.Err()
 }
 
-// decoder turns frontmatter nodes into a Spec, collecting every problem.
+// decoder turns frontmatter nodes into a Spec, collecting every problem;
+// its lines are the frontmatter's, Offset makes them the file's.
 type decoder struct {
-	file   string
-	offset int
-	errs   Errors
+	yamlfile.Decoder
 }
 
 // add records a problem at a frontmatter line (0: no line).
-func (d *decoder) add(line int, key, msg string) {
-	if line > 0 {
-		line += d.offset
-	}
-	d.errs = append(d.errs, Error{File: d.file, Line: line, Key: key, Msg: msg})
-}
+func (d *decoder) add(line int, key, msg string) { d.Errorf(line, key, "%s", msg) }
 
 // addf records a problem at node n.
 func (d *decoder) addf(n *yaml.Node, key, format string, args ...any) {
-	d.add(n.Line, key, fmt.Sprintf(format, args...))
-}
-
-func (d *decoder) yamlError(err error) {
-	msg := err.Error()
-	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		d.add(line, "", "invalid YAML: "+m[2])
-		return
-	}
-	d.add(0, "", "invalid YAML: "+strings.TrimPrefix(msg, "yaml: "))
+	d.Errorf(n.Line, key, format, args...)
 }
 
 // resolve follows aliases.
@@ -411,12 +362,12 @@ func (d *decoder) pairsOK(n *yaml.Node, path string, known []string) ([][2]*yaml
 		}
 		key := join(path, k.Value)
 		if line, dup := first[k.Value]; dup {
-			d.addf(k, key, "duplicate key (first on line %d)", line+d.offset)
+			d.addf(k, key, "duplicate key (first on line %d)", line+d.Offset)
 			continue
 		}
 		first[k.Value] = k.Line
 		if known != nil && !slices.Contains(known, k.Value) {
-			d.addf(k, key, "unknown key (known: %s)", strings.Join(known, ", "))
+			d.addf(k, key, "unknown key%s", yamlfile.Suggest(k.Value, known))
 			continue
 		}
 		out = append(out, [2]*yaml.Node{k, v})
@@ -434,7 +385,7 @@ func join(path, key string) string {
 var specKeys = []string{
 	"name", "schedule", "surfaces", "workdir",
 	"model", "allowed_tools", "disallowed_tools", "mcp_config", "permission_mode", "max_turns", "timeout", "idle_timeout",
-	"answers", "question_timeout", "remind_every", "escalate_to", "on_timeout",
+	"answers", "question_timeout", "remind_every", "escalate_to", "on_timeout", "git",
 }
 
 func (d *decoder) spec(s *Spec, root *yaml.Node) {
@@ -447,15 +398,21 @@ func (d *decoder) spec(s *Spec, root *yaml.Node) {
 		return
 	}
 	var surfacesNode, escalateNode, remindNode *yaml.Node
-	for _, kv := range d.pairs(root, "", specKeys) {
+	sections := reflect.ValueOf(&s.Sections).Elem()
+	sectionFields := yamlfile.Fields(sections.Type())
+	known := slices.Concat(specKeys, slices.Collect(maps.Keys(sectionFields)))
+	for _, kv := range d.pairs(root, "", known) {
 		k, v := kv[0], kv[1]
 		key := k.Value
 		if isNull(v) {
 			continue
 		}
+		if s.lines == nil {
+			s.lines = map[string]int{}
+		}
+		s.lines[key] = v.Line + d.Offset
 		switch key {
 		case "name":
-			s.nameLine = v.Line + d.offset
 			if name, ok := d.str(v, key); ok {
 				if !nameRE.MatchString(name) {
 					d.addf(v, key, "%q is not a valid name: use letters, digits, \".\", \"_\" and \"-\", starting with a letter or digit, at most 64 characters", name)
@@ -486,8 +443,8 @@ func (d *decoder) spec(s *Spec, root *yaml.Node) {
 			s.Agent.MCPConfig = d.path(v, key)
 		case "permission_mode":
 			if mode, ok := d.str(v, key); ok {
-				if !slices.Contains(PermissionModes(), mode) {
-					d.addf(v, key, "unknown permission mode %q (known: %s)", mode, strings.Join(PermissionModes(), ", "))
+				if !slices.Contains(config.PermissionModes, mode) {
+					d.addf(v, key, "unknown permission mode %q (known: %s)", mode, strings.Join(config.PermissionModes, ", "))
 				} else {
 					s.Agent.PermissionMode = mode
 				}
@@ -515,6 +472,14 @@ func (d *decoder) spec(s *Spec, root *yaml.Node) {
 			}
 		case "on_timeout":
 			s.OnTimeout = d.onTimeout(v, key)
+		case "git":
+			var probs []gitProblem
+			s.Git, probs = parseGit(v, key) // git.go
+			for _, p := range probs {
+				d.add(p.line, p.key, p.msg)
+			}
+		default:
+			d.Decode(v, sections.Field(sectionFields[key]).Addr().Interface(), key)
 		}
 	}
 	if s.Escalation != nil && escalateNode != nil && surfacesNode != nil {
@@ -597,15 +562,6 @@ func (d *decoder) positiveInt(n *yaml.Node, key string) (int, bool) {
 	return i, true
 }
 
-func (d *decoder) boolean(n *yaml.Node, key string) (bool, bool) {
-	var b bool
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&b) != nil {
-		d.addf(n, key, "must be true or false, not %q", n.Value)
-		return false, false
-	}
-	return b, true
-}
-
 // duration reads a positive Go duration ("90s", "1h30m").
 func (d *decoder) duration(n *yaml.Node, key string) time.Duration {
 	s, ok := d.str(n, key)
@@ -650,7 +606,7 @@ func (d *decoder) surfaces(n *yaml.Node, key string) []SurfaceRef {
 			continue
 		}
 		if line, dup := firstLine[ref.Name]; dup {
-			d.addf(item, ikey, "%s is listed twice (first on line %d)", ref.Name, line+d.offset)
+			d.addf(item, ikey, "%s is listed twice (first on line %d)", ref.Name, line+d.Offset)
 			continue
 		}
 		firstLine[ref.Name] = item.Line
@@ -662,14 +618,15 @@ func (d *decoder) surfaces(n *yaml.Node, key string) []SurfaceRef {
 // surface reads a surface name or a one-key mapping from a name to its
 // overrides.
 func (d *decoder) surface(n *yaml.Node, key string) (SurfaceRef, bool) {
-	known := strings.Join(KnownSurfaces(), ", ")
+	names := config.SurfaceNames()
+	known := strings.Join(names, ", ")
 	switch n.Kind {
 	case yaml.ScalarNode:
 		name, ok := d.str(n, key)
 		if !ok {
 			return SurfaceRef{}, false
 		}
-		if !slices.Contains(KnownSurfaces(), name) {
+		if !slices.Contains(names, name) {
 			d.addf(n, key, "unknown surface %q (known: %s)", name, known)
 			return SurfaceRef{}, false
 		}
@@ -682,12 +639,11 @@ func (d *decoder) surface(n *yaml.Node, key string) (SurfaceRef, bool) {
 		}
 		k, v := pairs[0][0], pairs[0][1]
 		name := k.Value
-		if !slices.Contains(KnownSurfaces(), name) {
+		if !slices.Contains(names, name) {
 			d.addf(k, key, "unknown surface %q (known: %s)", name, known)
 			return SurfaceRef{}, false
 		}
 		ref := SurfaceRef{Name: name}
-		okAll := true
 		if isNull(v) {
 			return ref, true
 		}
@@ -696,73 +652,16 @@ func (d *decoder) surface(n *yaml.Node, key string) (SurfaceRef, bool) {
 			d.addf(v, okey, "overrides must be a mapping, not %s", kindName(v))
 			return SurfaceRef{}, false
 		}
-		bad := func() { okAll = false }
-		switch name {
-		case SurfaceTerminal:
+		if len(config.OverrideKeys(name)) == 0 {
 			if len(v.Content) > 0 {
-				d.addf(v, okey, "the terminal has no overrides")
+				d.addf(v, okey, "the %s has no overrides", name)
 				return SurfaceRef{}, false
 			}
-		case SurfaceGitHub:
-			o := &GitHubOverride{}
-			pairs, ok := d.pairsOK(v, okey, []string{"repo", "issue", "labels"})
-			okAll = ok
-			for _, kv := range pairs {
-				fk, fv := kv[0], kv[1]
-				fkey := join(okey, fk.Value)
-				if isNull(fv) {
-					continue
-				}
-				switch fk.Value {
-				case "repo":
-					if r, ok := d.str(fv, fkey); !ok {
-						bad()
-					} else if !repoRE.MatchString(r) {
-						d.addf(fv, fkey, "%q is not owner/name", r)
-						bad()
-					} else {
-						o.Repo = r
-					}
-				case "issue":
-					if i, ok := d.positiveInt(fv, fkey); ok {
-						o.Issue = i
-					} else {
-						bad()
-					}
-				case "labels":
-					o.Labels = d.strList(fv, fkey)
-				}
-			}
-			ref.GitHub = o
-		case SurfaceDiscord:
-			o := &DiscordOverride{}
-			pairs, ok := d.pairsOK(v, okey, []string{"channel_id", "thread_per_run"})
-			okAll = ok
-			for _, kv := range pairs {
-				fk, fv := kv[0], kv[1]
-				fkey := join(okey, fk.Value)
-				if isNull(fv) {
-					continue
-				}
-				switch fk.Value {
-				case "channel_id":
-					if fv.Kind == yaml.ScalarNode && snowflakeRE.MatchString(fv.Value) {
-						o.ChannelID = fv.Value
-					} else {
-						d.addf(fv, fkey, "must be a Discord channel ID (digits), not %q", fv.Value)
-						bad()
-					}
-				case "thread_per_run":
-					if b, ok := d.boolean(fv, fkey); ok {
-						o.ThreadPerRun = &b
-					} else {
-						bad()
-					}
-				}
-			}
-			ref.Discord = o
+			return ref, true
 		}
-		return ref, okAll
+		o, ok := config.DecodeOverride(&d.Decoder, name, v, okey)
+		ref.Override = o
+		return ref, ok
 	}
 	d.addf(n, key, "must be a surface name or a mapping from a surface name to its overrides, not %s", kindName(n))
 	return SurfaceRef{}, false
@@ -785,7 +684,7 @@ func (d *decoder) answers(n *yaml.Node, key string) []PresetAnswer {
 		}
 		lower := strings.ToLower(match)
 		if line, dup := firstLine[lower]; dup {
-			d.addf(k, akey, "answered twice (first on line %d)", line+d.offset)
+			d.addf(k, akey, "answered twice (first on line %d)", line+d.Offset)
 			continue
 		}
 		firstLine[lower] = k.Line
@@ -868,6 +767,47 @@ func (d *decoder) onTimeout(n *yaml.Node, key string) OnTimeout {
 	}
 	o.Action = action
 	return o
+}
+
+// ScheduleInterval returns the shortest time between two firings of a
+// schedule that ParseSchedule accepts: the delay of "@every", else the
+// smallest gap among its next firings.
+func ScheduleInterval(expr string) (time.Duration, error) {
+	sched, err := ParseSchedule(expr)
+	if err != nil {
+		return 0, err
+	}
+	if every, ok := sched.(cron.ConstantDelaySchedule); ok {
+		return every.Delay, nil
+	}
+	var shortest time.Duration
+	t := sched.Next(time.Now())
+	for range 64 {
+		next := sched.Next(t)
+		if next.IsZero() {
+			break
+		}
+		if gap := next.Sub(t); shortest == 0 || gap < shortest {
+			shortest = gap
+		}
+		t = next
+	}
+	return shortest, nil
+}
+
+// CheckInterval returns an Error at the schedule key when the spec's
+// schedule fires more often than every min (setting names the limit in the
+// message); nil when it has no schedule or fires less often.
+func (s Spec) CheckInterval(min time.Duration, setting string) error {
+	if s.Schedule == "" {
+		return nil
+	}
+	every, err := ScheduleInterval(s.Schedule)
+	if err != nil || every >= min {
+		return nil
+	}
+	return problem(s.Path, s.Line("schedule"), "schedule",
+		fmt.Sprintf("%q fires every %s, more often than %s (%s) allows: every firing is a paid run", s.Schedule, every, setting, min))
 }
 
 // cronParser reads 5-field expressions and descriptors, with an optional

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/orchestrator-dev/orchestrator/internal/config"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -19,7 +21,7 @@ func TestParse(t *testing.T) {
 		name string
 		path string
 		data string
-		want Spec // Path, and the unexported nameLine, are not compared
+		want Spec // Path, and the unexported lines, are not compared
 	}{
 		{
 			name: "minimal: name from the file name, no schedule",
@@ -70,7 +72,7 @@ Update things.
 				Schedule: "CRON_TZ=Europe/Berlin 30 2 * * 1-5",
 				Surfaces: []SurfaceRef{
 					{Name: "terminal"},
-					{Name: "discord", Discord: &DiscordOverride{ChannelID: "1187436312345678901", ThreadPerRun: ptr(false)}},
+					{Name: "discord", Override: config.Override{Value: &config.Discord{ChannelID: "1187436312345678901", ThreadPerRun: false}, Keys: []string{"channel_id", "thread_per_run"}}},
 				},
 				WorkDir: "app",
 				Agent: Agent{
@@ -81,7 +83,7 @@ Update things.
 				QuestionTimeout: 12 * time.Hour,
 				RemindEvery:     4 * time.Hour,
 				EscalateTo:      "github",
-				Escalation:      &SurfaceRef{Name: "github", GitHub: &GitHubOverride{Repo: "acme/web-app", Issue: 42, Labels: []string{"deps", "bot"}}},
+				Escalation:      &SurfaceRef{Name: "github", Override: config.Override{Value: &config.GitHub{Repo: "acme/web-app", Issue: 42, Labels: []string{"deps", "bot"}}, Keys: []string{"repo", "issue", "labels"}}},
 				OnTimeout:       OnTimeout{Action: "default", Option: "Keep it"},
 				Body:            "# Task\n\nUpdate things.",
 			},
@@ -151,7 +153,7 @@ Update things.
 			if got.Path != tt.path {
 				t.Errorf("Path = %q, want %q", got.Path, tt.path)
 			}
-			got.Path, got.nameLine = "", 0
+			got.Path, got.lines = "", nil
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Parse =\n%#v\nwant\n%#v", got, tt.want)
 			}
@@ -256,7 +258,7 @@ func TestParseErrors(t *testing.T) {
 				t.Fatalf("got %d errors, want 1:\n%v", len(errs), err)
 			}
 			e := errs[0]
-			if e.File != path || e.Line != tt.line || e.Key != tt.key || !strings.Contains(e.Msg, tt.msg) {
+			if e.File != path || e.Line != tt.line || e.Key != tt.key || !strings.Contains(e.Err.Error(), tt.msg) {
 				t.Errorf("error = %#v\nwant file %q line %d key %q and a message with %q", e, path, tt.line, tt.key, tt.msg)
 			}
 		})
@@ -306,7 +308,7 @@ func TestParseMixedErrors(t *testing.T) {
 	}
 	for i, w := range want {
 		e := errs[i]
-		if e.File != path || e.Line != w.line || e.Key != w.key || !strings.Contains(e.Msg, w.msg) {
+		if e.File != path || e.Line != w.line || e.Key != w.key || !strings.Contains(e.Err.Error(), w.msg) {
 			t.Errorf("error %d = %v\nwant %s:%d: %s: …%s…", i, e, path, w.line, w.key, w.msg)
 		}
 	}
@@ -322,39 +324,18 @@ func TestErrorString(t *testing.T) {
 		e    Error
 		want string
 	}{
-		{Error{File: "a.md", Line: 3, Key: "k", Msg: "bad"}, "a.md:3: k: bad"},
-		{Error{File: "a.md", Msg: "bad"}, "a.md: bad"},
-		{Error{Key: "serve.catch_up", Msg: "bad"}, "serve.catch_up: bad"},
-		{Error{Msg: "bad"}, "bad"},
+		{Error{File: "a.md", Line: 3, Key: "k", Err: errors.New("bad")}, "a.md:3: k: bad"},
+		{Error{File: "a.md", Err: errors.New("bad")}, "a.md: bad"},
+		{Error{Key: "serve.catch_up", Err: errors.New("bad")}, "serve.catch_up: bad"},
+		{Error{Err: errors.New("bad")}, "bad"},
 	}
 	for _, tt := range tests {
 		if got := tt.e.Error(); got != tt.want {
 			t.Errorf("Error() = %q, want %q", got, tt.want)
 		}
 	}
-	if got := (Errors{{File: "a", Msg: "x"}, {File: "b", Msg: "y"}}).Error(); got != "a: x\nb: y" {
+	if got := (Errors{{File: "a", Err: errors.New("x")}, {File: "b", Err: errors.New("y")}}).Error(); got != "a: x\nb: y" {
 		t.Errorf("Errors.Error() = %q", got)
-	}
-}
-
-func TestPresetAnswer(t *testing.T) {
-	t.Parallel()
-	s := Spec{Answers: []PresetAnswer{{Match: "Database", Answer: "PostgreSQL"}, {Match: "Which license?", Answer: "MIT"}}}
-	tests := []struct {
-		header, text string
-		want         string
-		ok           bool
-	}{
-		{"database", "Which database should I use?", "PostgreSQL", true},
-		{"", "  which LICENSE? ", "MIT", true},
-		{"License", "Which licence?", "", false},
-		{"", "", "", false},
-	}
-	for _, tt := range tests {
-		p, ok := s.PresetAnswer(tt.header, tt.text)
-		if ok != tt.ok || p.Answer != tt.want {
-			t.Errorf("PresetAnswer(%q, %q) = %q, %v; want %q, %v", tt.header, tt.text, p.Answer, ok, tt.want, tt.ok)
-		}
 	}
 }
 
@@ -371,14 +352,14 @@ func TestLoadDirExamples(t *testing.T) {
 	if len(specs) != 4 || len(names) != 4 {
 		t.Fatalf("got %d specs %v, want 4", len(specs), names)
 	}
-	if demo := names["add-login-page"]; demo.Schedule != "" || len(demo.Surfaces) != 1 || demo.Surfaces[0].Name != SurfaceTerminal {
+	if demo := names["add-login-page"]; demo.Schedule != "" || len(demo.Surfaces) != 1 || demo.Surfaces[0].Name != "terminal" {
 		t.Errorf("add-login-page (make demo's spec) = %+v", demo)
 	}
 	deps, refactor, notes := names["nightly-deps"], names["refactor-payments"], names["release-notes"]
-	if deps.Schedule == "" || deps.Surfaces[0].GitHub == nil || deps.OnTimeout.Action != OnTimeoutSkip {
+	if deps.Schedule == "" || deps.Surfaces[0].Override.Value == nil || deps.OnTimeout.Action != OnTimeoutSkip {
 		t.Errorf("nightly-deps = %+v", deps)
 	}
-	if refactor.EscalateTo != SurfaceGitHub || refactor.OnTimeout != (OnTimeout{Action: OnTimeoutDefault, Option: "Keep the current API"}) || len(refactor.Surfaces) != 2 {
+	if refactor.EscalateTo != "github" || refactor.OnTimeout != (OnTimeout{Action: OnTimeoutDefault, Option: "Keep the current API"}) || len(refactor.Surfaces) != 2 {
 		t.Errorf("refactor-payments = %+v", refactor)
 	}
 	if notes.Schedule != "" || len(notes.Answers) != 3 || notes.Answers[2].Answer != "Added, Changed, Fixed" {
@@ -418,7 +399,7 @@ func TestLoadDir(t *testing.T) {
 	if !errors.As(err, &errs) || len(errs) != 2 {
 		t.Fatalf("LoadDir error = %v, want 2 Errors", err)
 	}
-	if e := errs[0]; e.File != filepath.Join(dir, "b.md") || e.Line != 3 || e.Key != "name" || !strings.Contains(e.Msg, "already used by "+filepath.Join(dir, "a.md")) {
+	if e := errs[0]; e.File != filepath.Join(dir, "b.md") || e.Line != 3 || e.Key != "name" || !strings.Contains(e.Err.Error(), "already used by "+filepath.Join(dir, "a.md")) {
 		t.Errorf("duplicate name error = %v", e)
 	}
 	if e := errs[1]; e.File != filepath.Join(dir, "c.md") || e.Key != "bogus" {
@@ -467,7 +448,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("error %v (%T) is not a non-empty Errors", err, err)
 			}
 			for _, e := range errs {
-				if e.File != "f.md" || e.Msg == "" || e.Line < 0 {
+				if e.File != "f.md" || e.Err == nil || e.Line < 0 {
 					t.Fatalf("bad error %#v", e)
 				}
 			}

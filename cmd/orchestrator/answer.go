@@ -27,7 +27,8 @@ with one line per question ("1: 2").
 
 The first answer wins: if another surface answered first, answer says so. A
 process waiting on the question (run, resume, serve) resumes the session.`,
-		Args: cobra.MinimumNArgs(2),
+		Annotations: noSurfacesAnnotation(),
+		Args:        cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return m.runAnswer(cmd.Context(), args[0], strings.Join(args[1:], " "))
 		},
@@ -36,6 +37,10 @@ process waiting on the question (run, resume, serve) resumes the session.`,
 }
 
 func (m *Main) runAnswer(ctx context.Context, qid, text string) error {
+	// An answer over the cap is refused, as on every surface, never cut.
+	if max := m.Config.Run.AnswerMaxBytes.Int(); max > 0 && len(text) > max {
+		return usageError(fmt.Errorf("the answer is %d bytes long; at most %d are accepted (run.answer_max_bytes)", len(text), max))
+	}
 	st, err := m.openStore(ctx)
 	if err != nil {
 		return err

@@ -128,7 +128,7 @@ func (e *benchEnv) bareCLI(prompt string) time.Duration {
 	e.tb.Helper()
 	if e.shellEnv == nil {
 		m := &Main{Stderr: io.Discard, Dir: e.work, LookupEnv: func(string) (string, bool) { return "", false }, configFlag: e.config}
-		if err := m.loadConfig(); err != nil {
+		if err := m.loadConfig(true); err != nil {
 			e.tb.Fatal(err)
 		}
 		ex, err := executor.New(m.executorConfig(nil, nil))
@@ -332,7 +332,7 @@ func BenchmarkRunVsBareCLI(b *testing.B) {
 func (e *benchEnv) sameCLI(prompt string) func() time.Duration {
 	e.tb.Helper()
 	m := &Main{Stderr: io.Discard, Dir: e.work, LookupEnv: func(string) (string, bool) { return "", false }, configFlag: e.config}
-	if err := m.loadConfig(); err != nil {
+	if err := m.loadConfig(true); err != nil {
 		e.tb.Fatal(err)
 	}
 	ex, err := executor.New(m.executorConfig(nil, nil))

@@ -18,7 +18,8 @@ A process waiting on one of its questions (run, resume, serve) stops waiting;
 a turn running is stopped (the agent CLI's process group is interrupted, then
 killed) and recorded as cancelled before cancel returns. RUN may be a unique
 prefix.`,
-		Args: cobra.ExactArgs(1),
+		Annotations: noSurfacesAnnotation(),
+		Args:        cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return m.runCancel(cmd.Context(), args[0])
 		},

@@ -18,6 +18,7 @@ import (
 	"github.com/orchestrator-dev/orchestrator/internal/clitest"
 	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/questions"
 )
 
 // These tests drive the whole program — CLI commands, run loop, store,
@@ -110,7 +111,7 @@ func (e *e2e) run(stdin string, args ...string) (int, string, string) {
 func (e *e2e) child(stdin string, failpoint string, args ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], append([]string{"--config", e.config}, args...)...)
 	cmd.Dir = filepath.Join(e.dir, "work")
-	cmd.Env = append(os.Environ(), envChild+"=1", "ORCHESTRATOR_FAILPOINT="+failpoint)
+	cmd.Env = append(os.Environ(), envChild+"=1", envFailpoint+"="+failpoint)
 	cmd.Stdin = strings.NewReader(stdin)
 	out := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -219,10 +220,11 @@ func TestTerminalEOFThenAnswerAndResume(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Questions) != 1 || rep.Questions[0].Text != "Which auth method?" || len(rep.Runs) != 1 || rep.Runs[0].Status != "waiting" {
+	pending := pendingQuestions(rep.QuestionSets)
+	if len(pending) != 1 || pending[0].q.Text != "Which auth method?" || len(rep.Runs) != 1 || rep.Runs[0].Status != "waiting" {
 		t.Fatalf("status = %+v", rep)
 	}
-	q := rep.Questions[0]
+	q := struct{ ID, RunID string }{pending[0].q.ID, pending[0].set.RunID}
 	if code, _, errs := e.run("", "answer", q.ID, "7"); code != exitUsage || !strings.Contains(errs, "OAuth2") {
 		t.Fatalf("invalid answer: exit %d, stderr %q; want 2 and the valid choices", code, errs)
 	}
@@ -506,5 +508,51 @@ func TestCancelMidTurnStopsTheToolCall(t *testing.T) {
 	}
 	if n := len(e.fake.Requests()); n != 1 {
 		t.Errorf("%d requests; the tool's result must never reach the model", n)
+	}
+}
+
+// TestOversizeQuestionIsCorrected: a 10 MB QUESTION block is an invalid
+// block: the model gets the correction prompt naming the limit, nobody is
+// asked the huge question, and the corrected question is asked.
+func TestOversizeQuestionIsCorrected(t *testing.T) {
+	t.Parallel()
+	huge := `<!--QUESTION:{"questions":[{"question":"` + strings.Repeat("Why? ", 2<<20) + `"}]}-->`
+	e := newE2E(t, append([]fakeapi.Rule{
+		{When: "Implement spec X", Reply: fakeapi.Reply{Text: "Deciding.\n" + huge}},
+		{When: "QUESTION block was not valid", Reply: fakeapi.Reply{Text: "Sorry.\n" + authMarker}},
+	}, standardRules(0)...)...)
+	code, out, _ := e.run("1\n", "run", "--prompt", "Implement spec X")
+	if code != 0 {
+		t.Fatalf("exit %d, want 0", code)
+	}
+	reqs := e.fake.Requests()
+	if len(reqs) != 3 || !strings.Contains(reqs[1].LastUserText, "QUESTION block was not valid") ||
+		!strings.Contains(reqs[1].LastUserText, fmt.Sprint(questions.MaxSetBytes)) {
+		t.Fatalf("want task, correction naming the limit, answer; got %d requests", len(reqs))
+	}
+	if strings.Contains(out, "Why? Why? Why? Why? Why? Why? Why? Why? Why? Why? Why? Why?") {
+		t.Errorf("the oversize question was shown (%d bytes of output)", len(out))
+	}
+	if run := e.onlyRun(); run.FinalText != "Implemented with OAuth2." {
+		t.Fatalf("final = %q", run.FinalText)
+	}
+}
+
+// TestAnswerOverTheCapIsRefused: `answer` with more than
+// run.answer_max_bytes exits 2 naming the limit and records nothing (it is
+// never silently cut).
+func TestAnswerOverTheCapIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, standardRules(0)...)
+	if code, _, _ := e.run("", "run", "--prompt", "Implement spec X"); code != exitWaiting {
+		t.Fatalf("exit %d, want %d (waiting)", code, exitWaiting)
+	}
+	qid := pendingOf(t, e)
+	code, _, errs := e.run("", "answer", qid, "other: "+strings.Repeat("x", 9000))
+	if code != exitUsage || !strings.Contains(errs, "8192") || !strings.Contains(errs, "answer_max_bytes") {
+		t.Fatalf("answer over the cap: exit %d, stderr %q; want 2 naming the limit", code, errs)
+	}
+	if got := pendingOf(t, e); got != qid {
+		t.Fatalf("the question is no longer pending")
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -33,12 +32,33 @@ questions the model asked. --json prints the same as one JSON object.`,
 	return cmd
 }
 
-// inspection is the output of inspect --json: the Outcome's fields, plus
-// the questions of the turn.
+// inspection is what inspect found: the transcript's outcome and the
+// questions of the turn.
 type inspection struct {
 	executor.Outcome
-	Questions      []questions.Question `json:"questions"`
-	QuestionErrors []string             `json:"question_errors,omitempty"`
+	Questions      []questions.Question
+	QuestionErrors []string
+}
+
+// inspectReport is the output of inspect --json (docs/json.md). A
+// transcript says nothing of the process: exit_code and duration_ms are
+// "unknown".
+type inspectReport struct {
+	V              int            `json:"v"`
+	Outcome        *jsonOutcome   `json:"outcome"`
+	Questions      []jsonQuestion `json:"questions"`
+	QuestionErrors []string       `json:"question_errors,omitempty"`
+}
+
+func newInspectReport(in inspection) inspectReport {
+	rep := inspectReport{V: jsonVersion, Outcome: newJSONOutcome(in.Outcome), Questions: []jsonQuestion{}}
+	for _, q := range in.Questions {
+		rep.Questions = append(rep.Questions, newJSONQuestion(q))
+	}
+	for _, e := range in.QuestionErrors {
+		rep.QuestionErrors = append(rep.QuestionErrors, questions.Printable(e))
+	}
+	return rep
 }
 
 func (m *Main) runInspect(name string, asJSON bool) error {
@@ -56,9 +76,7 @@ func (m *Main) runInspect(name string, asJSON bool) error {
 		return err
 	}
 	if asJSON {
-		enc := json.NewEncoder(m.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(in)
+		return writeJSON(m.Stdout, newInspectReport(in))
 	}
 	printInspection(m.Stdout, in)
 	return nil
@@ -67,20 +85,14 @@ func (m *Main) runInspect(name string, asJSON bool) error {
 // inspect reads a transcript in one pass, tracking its outcome and
 // collecting the model's text for its questions.
 func inspect(r io.Reader) (inspection, error) {
-	rd := executor.NewReader(r, executor.ReaderOptions{})
-	var (
-		t   executor.Tracker
-		col questions.TurnCollector
-	)
-	for rd.Next() {
-		ev := rd.Event()
-		t.Observe(ev)
+	var col questions.TurnCollector
+	out, err := executor.Replay(r, executor.ReaderOptions{}, func(ev executor.Event) {
 		runner.Collect(&col, ev) // the same reading of a turn as the run loop's
+	})
+	if err != nil {
+		return inspection{}, err
 	}
-	if err := rd.Err(); err != nil {
-		return inspection{}, fmt.Errorf("read transcript: %w", err)
-	}
-	in := inspection{Outcome: t.Outcome(executor.Exit{Stats: rd.Stats(), Diagnostics: rd.Diagnostics()})}
+	in := inspection{Outcome: out}
 	qs, err := col.Questions()
 	in.Questions = qs
 	if in.Questions == nil {
@@ -102,9 +114,9 @@ func unjoin(err error) []error {
 	return []error{err}
 }
 
-// printInspection prints in for people. The model's text is cleaned
-// (questions.Clean: no control characters, no comments, so no QUESTION
-// blocks, secrets redacted) before it reaches the terminal.
+// printInspection prints in for people. The model's text is made printable
+// (questions.Printable: no escape sequences, control or bidi characters,
+// secrets redacted) before it reaches the terminal.
 func printInspection(w io.Writer, in inspection) {
 	o := in.Outcome
 	row := func(k, format string, args ...any) {
@@ -126,34 +138,37 @@ func printInspection(w io.Writer, in inspection) {
 		row("ended", "%s", o.TerminalReason)
 	}
 	if o.Error != "" {
-		row("error", "%s", indentRest(questions.Clean(o.Error)))
+		row("error", "%s", indentRest(questions.Printable(o.Error)))
 	}
 	if o.Hint != "" {
-		row("hint", "%s", questions.Clean(o.Hint))
+		row("hint", "%s", questions.Printable(o.Hint))
 	}
 	if len(o.PermissionDenials) > 0 {
-		row("denied", "%s", strings.Join(o.PermissionDenials, ", "))
+		row("denied", "%s", questions.Printable(strings.Join(o.PermissionDenials, ", ")))
 	}
 	if o.MalformedLines > 0 || o.OversizeLines > 0 {
 		row("skipped", "%d malformed, %d oversize lines", o.MalformedLines, o.OversizeLines)
 	}
-	for _, s := range o.Warnings {
-		row("warning", "%s", s)
+	if d := o.FirstOversize; d != nil {
+		row("oversize", "line %d, %d bytes, begins %s", d.Line, d.Bytes, questions.Clean(d.Prefix))
 	}
-	if text := strings.TrimSpace(questions.Clean(o.FinalText)); text != "" {
+	for _, s := range o.Warnings {
+		row("warning", "%s", questions.Printable(s))
+	}
+	if text := strings.TrimSpace(questions.Printable(o.FinalText)); text != "" {
 		row("final text", "%s", indentRest(text))
 	}
 	if len(in.Questions) == 0 && len(in.QuestionErrors) == 0 {
 		row("questions", "none")
 	}
 	for i, q := range in.Questions {
-		row("question", "%d. %s", i+1, indentRest(questions.Clean(q.Text)))
+		row("question", "%d. %s", i+1, indentRest(questions.Printable(q.Text)))
 		for _, opt := range q.Options {
-			fmt.Fprintf(w, "%-11s    - %s\n", "", questions.Clean(opt.Label))
+			fmt.Fprintf(w, "%-11s    - %s\n", "", questions.Printable(opt.Label))
 		}
 	}
 	for _, e := range in.QuestionErrors {
-		row("bad block", "%s", indentRest(questions.Clean(e)))
+		row("bad block", "%s", indentRest(questions.Printable(e)))
 	}
 }
 

@@ -21,9 +21,9 @@ var (
 	commit  string
 )
 
-func main() { os.Exit(run()) }
+func main() { os.Exit(run(NewMain())) }
 
-func run() int {
+func run(m *Main) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// After the first signal, restore the default handling: a second
@@ -32,5 +32,5 @@ func run() int {
 		<-ctx.Done()
 		stop()
 	}()
-	return NewMain().Exec(ctx, os.Args[1:])
+	return m.Exec(ctx, os.Args[1:])
 }

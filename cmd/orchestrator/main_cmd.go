@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/orchestrator-dev/orchestrator/internal/config"
 	"github.com/orchestrator-dev/orchestrator/internal/daemon"
+	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces/github"
 )
 
@@ -60,6 +62,9 @@ type Main struct {
 	// termOut, when set, is where the terminal surface writes instead of
 	// Stdout (run --json keeps stdout for NDJSON).
 	termOut io.Writer
+	// fg is the text progress of a foreground run (progress.go), which
+	// the terminal surface shares its output with.
+	fg *progress
 	// metrics and handlers are set by serve: the surfaces' HTTP clients
 	// are instrumented, and their webhook handlers mounted.
 	metrics  *daemon.Metrics
@@ -69,8 +74,14 @@ type Main struct {
 	serving bool
 	// github is the one GitHub client of the process, built on first use.
 	github *github.Client
+	// deliveryState is the Deliverer of the process (delivery.go).
+	deliveryState
 	// serveReady, when set (tests), is called with serve's bound address.
 	serveReady func(addr string)
+	// failpoint, when set (the crash tests, failpoint_test.go), is called
+	// at each step of the run loop that changes what a crash leaves behind
+	// (runner.Config.Failpoint). A built binary has no way to set it.
+	failpoint func(point string)
 
 	// running is set once a command's RunE is entered: an error before
 	// that is a usage error.
@@ -159,12 +170,14 @@ func (m *Main) printError(err error, code int) {
 	}
 	var ee *exitError
 	switch {
-	case code == exitCancelled:
-		fmt.Fprintln(m.Stderr, "orchestrator: cancelled")
 	case errors.As(err, &ee) && ee.err == nil:
 		// Silent: the command said it already.
+	case code == exitCancelled:
+		fmt.Fprintln(m.Stderr, "orchestrator: cancelled")
 	default:
-		fmt.Fprintf(m.Stderr, "orchestrator: %v\n", err)
+		// Errors may quote the model's or people's text (a run's error, an
+		// answerer's name): printed like any untrusted text.
+		fmt.Fprintf(m.Stderr, "orchestrator: %s\n", questions.Printable(err.Error()))
 		if errors.As(err, &ee) && ee.usage {
 			fmt.Fprintln(m.Stderr, "Run 'orchestrator --help' for usage.")
 		}
@@ -210,8 +223,9 @@ func (m *Main) readConfig() (config.Config, string, error) {
 	var cfg config.Config
 	if path == "" {
 		cfg = config.DefaultEnv(m.LookupEnv)
-	} else if cfg, err = config.LoadEnv(path, m.LookupEnv); err != nil {
-		return cfg, path, err
+	} else {
+		// On a problem at some key, cfg holds the rest: see loadConfig.
+		cfg, err = config.LoadEnv(path, m.LookupEnv)
 	}
 	if cfg.Line("specs.dir") == 0 {
 		cfg.Specs.Dir = m.path(cfg.Specs.Dir)
@@ -222,22 +236,46 @@ func (m *Main) readConfig() (config.Config, string, error) {
 	if m.logLevelFlag != "" {
 		cfg.Log.Level = m.logLevelFlag
 	}
-	return cfg, path, nil
+	return cfg, path, err
 }
 
 // loadConfig reads and validates the configuration and sets Config,
 // ConfigFile and Logger. Every problem is in the error, one per line.
-func (m *Main) loadConfig() error {
+// Without withSurfaces, problems under surfaces.* are left out: the command
+// builds no surface.
+func (m *Main) loadConfig(withSurfaces bool) error {
 	cfg, path, err := m.readConfig()
-	if err == nil {
-		err = cfg.Validate()
+	errs := config.Errors(err)
+	if err == nil || (!withSurfaces && allConfigErrors(errs)) {
+		errs = append(errs, config.Errors(cfg.Validate())...)
 	}
-	if err != nil {
+	if !withSurfaces {
+		errs = slices.DeleteFunc(errs, isSurfaceProblem)
+	}
+	if err = errors.Join(errs...); err != nil {
 		return configError(problemsError("invalid configuration", err))
 	}
 	m.Config, m.ConfigFile = cfg, path
 	m.Logger = newLogger(m.Stderr, cfg.Log)
 	return nil
+}
+
+// allConfigErrors reports whether every error is a problem at a key of
+// the file, after which the rest of the configuration is usable.
+func allConfigErrors(errs []error) bool {
+	for _, e := range errs {
+		var ce *config.Error
+		if !errors.As(e, &ce) || ce.Key == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// isSurfaceProblem reports whether e is a problem of a key under surfaces.
+func isSurfaceProblem(e error) bool {
+	var ce *config.Error
+	return errors.As(e, &ce) && strings.HasPrefix(ce.Key, "surfaces.")
 }
 
 // problemsError formats the problems joined in err under title, one per

@@ -22,10 +22,12 @@ import (
 func TestMain(m *testing.M) {
 	// The crash tests run this test binary as the orchestrator process.
 	if os.Getenv(envChild) == "1" {
-		os.Exit(run())
+		child := NewMain()
+		child.failpoint = failpointFromEnv(child)
+		os.Exit(run(child))
 	}
 	testscript.Main(m, map[string]func(){
-		"orchestrator": func() { os.Exit(run()) },
+		"orchestrator": func() { os.Exit(run(NewMain())) },
 	})
 }
 
@@ -364,11 +366,11 @@ func TestInspect(t *testing.T) {
 	if code := tm.exec("inspect", "--json", "-"); code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, tm.stderr.String())
 	}
-	var got inspection
+	var got inspectReport
 	if err := json.Unmarshal(tm.stdout.Bytes(), &got); err != nil {
 		t.Fatalf("%v in %s", err, tm.stdout.String())
 	}
-	if got.SessionID != "s1" || got.Status != "success" || len(got.Questions) != 1 || got.Questions[0].Text != "Which one?" {
+	if got.Outcome.SessionID != "s1" || got.Outcome.Status != "success" || len(got.Questions) != 1 || got.Questions[0].Text != "Which one?" {
 		t.Errorf("got %+v", got)
 	}
 

@@ -35,7 +35,7 @@ Its state lives in a temporary directory that is removed afterwards.`,
 	cmd.Flags().StringVar(&f.prompt, "prompt", "", "the task, instead of a spec file")
 	cmd.Flags().StringSliceVar(&f.surfaces, "surface", nil, "where to ask: terminal, github, discord (repeatable)")
 	cmd.Flags().StringVar(&f.workdir, "workdir", "", "the agent's working directory")
-	cmd.Flags().BoolVar(&f.json, "json", false, "print progress as NDJSON events on stdout")
+	cmd.Flags().BoolVar(&f.json, "json", false, "print progress as NDJSON events on stdout, see docs/json.md")
 	return cmd
 }
 

@@ -21,7 +21,7 @@ recovered without sending its prompt twice. RUN may be a unique prefix.`,
 			return m.runResume(cmd.Context(), args[0], asJSON)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print progress as NDJSON events on stdout (questions go to stderr)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print progress as NDJSON events on stdout, see docs/json.md (questions go to stderr)")
 	return cmd
 }
 
@@ -46,6 +46,6 @@ func (m *Main) runResume(ctx context.Context, id string, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	p.line("resuming run %s: %s (%s)", run.ID, run.Title, run.Status)
+	p.resumed(run)
 	return m.drive(ctx, r, p, run.ID)
 }

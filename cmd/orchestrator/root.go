@@ -10,6 +10,14 @@ const skipConfig = "orchestrator/skip-config"
 
 func skipConfigAnnotation() map[string]string { return map[string]string{skipConfig: "true"} }
 
+// noSurfaces is the annotation of commands that work on the store alone
+// (status, answer, cancel): problems in the surfaces' configuration, such as
+// an unset ${GITHUB_TOKEN}, do not stop them; the commands that build
+// surfaces still report them.
+const noSurfaces = "orchestrator/no-surfaces"
+
+func noSurfacesAnnotation() map[string]string { return map[string]string{noSurfaces: "true"} }
+
 // newRootCmd builds the command tree. Every command is listed here.
 func (m *Main) newRootCmd() *cobra.Command {
 	root := &cobra.Command{
@@ -22,13 +30,16 @@ and resumes the session with their answer.
 Configuration: --config FILE, else $ORCHESTRATOR_CONFIG, else ./orchestrator.yaml
 when it exists, else the defaults. config.example.yaml documents every key.
 
+Surfaces, where questions are asked (turned on under surfaces.NAME; a spec's
+surfaces key or --surface picks among them):
+` + surfacesHelp() + `
 Exit codes: 0 done, 1 failed, 2 usage or configuration error,
 3 waiting on a question, 130 cancelled.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			if needsConfig(cmd) {
-				return m.loadConfig()
+				return m.loadConfig(cmd.Annotations[noSurfaces] == "")
 			}
 			return nil
 		},
@@ -48,6 +59,8 @@ Exit codes: 0 done, 1 failed, 2 usage or configuration error,
 		m.newCancelCmd(),
 		m.newRehearseCmd(),
 		m.newServeCmd(),
+		m.newShowCmd(), // show.go
+		m.newGCCmd(),   // gc.go
 	)
 
 	markRunning(root, &m.running)

@@ -20,6 +20,7 @@ type runFlags struct {
 	surfaces []string
 	workdir  string
 	json     bool
+	git      bool
 }
 
 func (m *Main) newRunCmd() *cobra.Command {
@@ -45,9 +46,10 @@ run exits 3 and the question stays pending: answer it with
 		},
 	}
 	cmd.Flags().StringVar(&f.prompt, "prompt", "", "the task, instead of a spec file")
-	cmd.Flags().StringSliceVar(&f.surfaces, "surface", nil, "where to ask questions: terminal, github, discord (repeatable)")
+	cmd.Flags().StringSliceVar(&f.surfaces, "surface", nil, "where to ask questions: "+surfaceNames("or")+" (repeatable)")
 	cmd.Flags().StringVar(&f.workdir, "workdir", "", "the agent's working directory (default: the spec's, else agent.workdir, else here)")
-	cmd.Flags().BoolVar(&f.json, "json", false, "print progress as NDJSON events on stdout (questions go to stderr)")
+	cmd.Flags().BoolVar(&f.git, "git", false, "deliver the run's work through git: its own worktree and branch, a commit, a push and a pull request as configured (git:)")
+	cmd.Flags().BoolVar(&f.json, "json", false, "print progress as NDJSON events on stdout, see docs/json.md (questions go to stderr)")
 	return cmd
 }
 
@@ -73,6 +75,9 @@ func (m *Main) newRunFrom(specPath string, f runFlags) (runner.NewRun, error) {
 		if err != nil {
 			return n, configError(err)
 		}
+		if err := bypassRefusal(m.Config, sp); err != nil {
+			return n, configError(err)
+		}
 		opts.SpecPath, opts.SpecText = abs, string(data)
 		n.Spec, n.Title, n.Prompt, n.WorkDir = sp.Name, sp.Name, sp.Body, sp.WorkDir
 		for _, s := range sp.Surfaces {
@@ -81,6 +86,7 @@ func (m *Main) newRunFrom(specPath string, f runFlags) (runner.NewRun, error) {
 	default:
 		n.Prompt = f.prompt
 	}
+	opts.Git = f.git
 	if f.workdir != "" {
 		n.WorkDir = m.path(f.workdir)
 	}
@@ -104,8 +110,8 @@ func (m *Main) newRunFrom(specPath string, f runFlags) (runner.NewRun, error) {
 		n.Surfaces = m.defaultSurfaces()
 	}
 	for _, s := range n.Surfaces {
-		if !isKnownSurface(s) {
-			return n, usageError(fmt.Errorf("unknown surface %q (want terminal, github or discord)", s))
+		if _, ok := surfaceKindOf(s); !ok {
+			return n, usageError(fmt.Errorf("unknown surface %q (want %s)", s, surfaceNames("or")))
 		}
 	}
 	b, err := json.Marshal(opts)
@@ -114,15 +120,6 @@ func (m *Main) newRunFrom(specPath string, f runFlags) (runner.NewRun, error) {
 	}
 	n.Options = b
 	return n, nil
-}
-
-func isKnownSurface(name string) bool {
-	for _, k := range specs.KnownSurfaces() {
-		if k == name {
-			return true
-		}
-	}
-	return false
 }
 
 func (m *Main) runRun(ctx context.Context, specPath string, f runFlags) error {
@@ -160,6 +157,7 @@ func (m *Main) startAndDrive(ctx context.Context, n runner.NewRun, asJSON bool) 
 func (m *Main) drive(ctx context.Context, r *runner.Runner, p *progress, runID string) error {
 	run, err := r.Drive(ctx, runID)
 	p.stop()
+	p.ended(run, err)
 	switch {
 	case errors.Is(err, store.ErrLocked):
 		return fmt.Errorf("%w: only one process may drive a run; wait for it or stop it", err)
@@ -168,6 +166,9 @@ func (m *Main) drive(ctx context.Context, r *runner.Runner, p *progress, runID s
 		return waitingError(nil)
 	case err != nil && ctx.Err() != nil:
 		p.interrupted(run)
+		if !p.asJSON {
+			return silentExit(exitCancelled) // interrupted said where the run stands
+		}
 		return ctx.Err()
 	case err != nil:
 		return err

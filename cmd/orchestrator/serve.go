@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 
 	"github.com/spf13/cobra"
 
+	"github.com/orchestrator-dev/orchestrator/internal/config"
 	"github.com/orchestrator-dev/orchestrator/internal/daemon"
 	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/specs"
@@ -41,6 +43,17 @@ func (m *Main) runServe(ctx context.Context) error {
 	list, err := specs.LoadDir(m.Config.Specs.Dir)
 	if err != nil {
 		return configError(fmt.Errorf("specs in %s: %w", m.Config.Specs.Dir, err))
+	}
+	var refused []error
+	for _, sp := range list {
+		refused = append(refused, specRefusals(m.Config, sp)...)
+	}
+	if len(refused) > 0 {
+		return configError(problemsError("specs in "+m.Config.Specs.Dir, errors.Join(refused...)))
+	}
+	if !config.IsLoopbackListen(m.Config.Serve.Listen) {
+		m.Logger.Warn("serve.listen is not a loopback address: /metrics and /healthz are public to whoever reaches it (they need no authentication)",
+			"listen", m.Config.Serve.Listen)
 	}
 	st, err := m.openStore(ctx)
 	if err != nil {

@@ -54,7 +54,7 @@ func TestServeScheduledSpecGitHubWins(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.writeConfig(fmt.Sprintf("  github:\n    enabled: true\n    base_url: %q\n    token: test-token\n    repo: %s\n    poll_interval: 100ms\n"+
-		"specs:\n  dir: %q\nserve:\n  listen: 127.0.0.1:0\n", gh.URL()+"/", repo, specDir))
+		"specs:\n  dir: %q\nserve:\n  listen: 127.0.0.1:0\n  min_schedule_interval: 1s\n", gh.URL()+"/", repo, specDir))
 
 	stdin, stdinW := io.Pipe() // the terminal: nobody types
 	defer stdinW.Close()

@@ -38,7 +38,7 @@ func TestServeSIGTERMAndRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.writeConfig(fmt.Sprintf("specs:\n  dir: %q\nserve:\n  listen: 127.0.0.1:0\n", specDir))
+	e.writeConfig(fmt.Sprintf("specs:\n  dir: %q\nserve:\n  listen: 127.0.0.1:0\n  min_schedule_interval: 1s\n", specDir))
 	st := e.store()
 	ctx := context.Background()
 
@@ -79,7 +79,7 @@ func TestServeSIGTERMAndRestart(t *testing.T) {
 	// counts below) but takes up the two stored runs.
 	empty := filepath.Join(e.dir, "no-specs")
 	os.MkdirAll(empty, 0o700)
-	e.writeConfig(fmt.Sprintf("specs:\n  dir: %q\nserve:\n  listen: 127.0.0.1:0\n", empty))
+	e.writeConfig(fmt.Sprintf("specs:\n  dir: %q\nserve:\n  listen: 127.0.0.1:0\n  min_schedule_interval: 1s\n", empty))
 	serve = e.child("", "", "serve")
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -11,68 +10,67 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/specs"
 )
 
 func (m *Main) newStatusCmd() *cobra.Command {
 	var asJSON, all bool
+	var spec string
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "List runs and the questions waiting for an answer",
-		Long: `status lists the active runs (running, waiting, interrupted) — every run with
---all — the questions waiting for an answer with their IDs and surfaces, and
-the next run times of the scheduled specs in specs.dir.`,
-		Args: cobra.NoArgs,
+		Long: `status says whether a serve is running on this state directory, lists the
+active runs (running, waiting, interrupted) — every run with --all — the
+questions waiting for an answer with their IDs and surfaces, and when the
+scheduled specs in specs.dir run next: a spec whose previous run still runs
+or waits is skipped by the scheduler, and status says so instead of a time.
+--spec NAME shows only that spec's runs, questions and schedule.`,
+		Annotations: noSurfacesAnnotation(),
+		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return m.runStatus(cmd.Context(), asJSON, all)
+			return m.runStatus(cmd.Context(), asJSON, all, spec)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&all, "all", false, "list finished runs too")
+	cmd.Flags().StringVar(&spec, "spec", "", "only this spec's runs, questions and schedule")
 	return cmd
 }
 
-type statusQuestion struct {
-	ID       string   `json:"id"`
-	SetID    string   `json:"set_id"`
-	RunID    string   `json:"run_id"`
-	Header   string   `json:"header,omitempty"`
-	Text     string   `json:"question"`
-	Options  []string `json:"options,omitempty"`
-	Surfaces []string `json:"surfaces"`
-	Asked    string   `json:"asked_at"`
-}
-
-type statusRun struct {
-	ID        string  `json:"id"`
-	Spec      string  `json:"spec,omitempty"`
-	Title     string  `json:"title"`
-	Status    string  `json:"status"`
-	SessionID string  `json:"session_id"`
-	CostUSD   float64 `json:"cost_usd"`
-	Error     string  `json:"error,omitempty"`
-	Updated   string  `json:"updated_at"`
-}
-
+// statusNext is a scheduled spec's next run time, or, when the scheduler
+// will skip its ticks, the active run it waits for (Next is then left out).
 type statusNext struct {
-	Spec string `json:"spec"`
-	Next string `json:"next"`
+	Spec         string         `json:"spec"`
+	Next         *time.Time     `json:"next,omitempty"`
+	SkippedWhile *statusSkipped `json:"skipped_while,omitempty"`
 }
 
+// statusSkipped is the run of a spec that still runs or waits: the
+// scheduler skips the spec's ticks until it ends.
+type statusSkipped struct {
+	RunID  string `json:"run_id"`
+	Status string `json:"status"`
+}
+
+// statusReport is the output of status --json (docs/json.md).
 type statusReport struct {
-	Runs      []statusRun      `json:"runs"`
-	Questions []statusQuestion `json:"questions"`
-	Schedule  []statusNext     `json:"schedule"`
+	V            int              `json:"v"`
+	Serve        statusServe      `json:"serve"`
+	Runs         []jsonRun        `json:"runs"`
+	QuestionSets []jsonSet        `json:"question_sets"`
+	Schedule     []statusNext     `json:"schedule"`
+	Worktrees    []statusWorktree `json:"worktrees"` // gc.go
 }
 
-func (m *Main) runStatus(ctx context.Context, asJSON, all bool) error {
+func (m *Main) runStatus(ctx context.Context, asJSON, all bool, spec string) error {
 	st, err := m.openStore(ctx)
 	if err != nil {
 		return err
 	}
-	f := store.RunFilter{Status: []store.RunStatus{store.RunRunning, store.RunWaiting, store.RunInterrupted}}
+	f := store.RunFilter{Status: []store.RunStatus{store.RunRunning, store.RunWaiting, store.RunInterrupted}, Spec: spec}
 	if all {
-		f = store.RunFilter{Limit: 100}
+		f = store.RunFilter{Limit: 100, Spec: spec}
 	}
 	runs, err := st.ListRuns(ctx, f)
 	if err != nil {
@@ -82,41 +80,84 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool) error {
 	if err != nil {
 		return err
 	}
-	rep := statusReport{Runs: []statusRun{}, Questions: []statusQuestion{}, Schedule: []statusNext{}}
+	rep := statusReport{V: jsonVersion, Serve: probeServe(st.Dir()), Runs: []jsonRun{}, QuestionSets: []jsonSet{}, Schedule: []statusNext{}}
 	for _, r := range runs {
-		rep.Runs = append(rep.Runs, statusRun{ID: r.ID, Spec: r.Spec, Title: r.Title, Status: string(r.Status), SessionID: r.SessionID,
-			CostUSD: r.CostUSD, Error: r.Error, Updated: r.UpdatedAt.Format(time.RFC3339)})
+		rep.Runs = append(rep.Runs, newJSONRun(r))
 	}
+	specOf := map[string]string{} // run ID → spec, for --spec
 	for _, s := range sets {
-		for _, q := range s.Set.Questions {
-			if _, answered := s.Response.Answer(q.ID); answered {
+		if spec != "" {
+			if _, ok := specOf[s.Set.RunID]; !ok {
+				r, err := st.Run(ctx, s.Set.RunID)
+				if err != nil {
+					return err
+				}
+				specOf[s.Set.RunID] = r.Spec
+			}
+			if specOf[s.Set.RunID] != spec {
 				continue
 			}
-			sq := statusQuestion{ID: q.ID, SetID: s.Set.ID, RunID: s.Set.RunID, Header: q.Header, Text: q.Text,
-				Surfaces: s.Surfaces, Asked: s.CreatedAt.Format(time.RFC3339)}
-			for _, o := range q.Options {
-				sq.Options = append(sq.Options, o.Label)
-			}
-			rep.Questions = append(rep.Questions, sq)
 		}
+		rep.QuestionSets = append(rep.QuestionSets, newJSONSetRecord(s))
 	}
-	if list, err := specs.LoadDir(m.Config.Specs.Dir); err == nil || len(list) > 0 {
-		now := time.Now()
-		for _, sp := range list {
-			if sp.Schedule == "" {
-				continue
-			}
-			sched, err := specs.ParseSchedule(sp.Schedule)
-			if err != nil {
-				continue
-			}
-			rep.Schedule = append(rep.Schedule, statusNext{Spec: sp.Name, Next: sched.Next(now).Format(time.RFC3339)})
+	list, _ := specs.LoadDir(m.Config.Specs.Dir) // validate reports bad specs; status lists the good ones
+	known := false
+	now := time.Now()
+	for _, sp := range list {
+		known = known || sp.Name == spec
+		if sp.Schedule == "" || (spec != "" && sp.Name != spec) {
+			continue
 		}
+		sched, err := specs.ParseSchedule(sp.Schedule)
+		if err != nil {
+			continue
+		}
+		// The scheduler's rule (internal/daemon: busy): a tick is skipped
+		// while a run of the spec runs or waits.
+		active, err := st.ListRuns(ctx, store.RunFilter{Spec: sp.Name, Status: []store.RunStatus{store.RunRunning, store.RunWaiting}, Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(active) > 0 {
+			rep.Schedule = append(rep.Schedule, statusNext{Spec: sp.Name, SkippedWhile: &statusSkipped{RunID: active[0].ID, Status: string(active[0].Status)}})
+			continue
+		}
+		next := sched.Next(now).UTC()
+		rep.Schedule = append(rep.Schedule, statusNext{Spec: sp.Name, Next: &next})
+	}
+	if rep.Worktrees, err = keptWorktrees(ctx, st); err != nil {
+		return err
+	}
+	if spec != "" {
+		if !known && len(rep.Runs) == 0 {
+			if any, err := st.ListRuns(ctx, store.RunFilter{Spec: spec, Limit: 1}); err != nil {
+				return err
+			} else if len(any) == 0 {
+				return usageError(fmt.Errorf("--spec %s: no spec of that name in %s and no run of it", spec, m.Config.Specs.Dir))
+			}
+		}
+		kept := []statusWorktree{}
+		for _, k := range rep.Worktrees {
+			if k.Spec == spec {
+				kept = append(kept, k)
+			}
+		}
+		rep.Worktrees = kept
 	}
 	if asJSON {
-		enc := json.NewEncoder(m.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return writeJSON(m.Stdout, rep)
+	}
+	switch s := rep.Serve; s.State {
+	case "running":
+		if s.PID > 0 {
+			fmt.Fprintf(m.Stdout, "serve: running on this state directory (pid %d)\n\n", s.PID)
+		} else {
+			fmt.Fprint(m.Stdout, "serve: running on this state directory\n\n")
+		}
+	case "stopped":
+		fmt.Fprint(m.Stdout, "serve: not running on this state directory (scheduled specs do not run, answered runs wait for 'orchestrator resume')\n\n")
+	default:
+		fmt.Fprintf(m.Stdout, "serve: unknown (%s)\n\n", s.Note)
 	}
 	w := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
 	if len(rep.Runs) == 0 {
@@ -124,22 +165,28 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool) error {
 	} else {
 		fmt.Fprintln(w, "RUN\tSTATUS\tSPEC\tTITLE\tCOST\tUPDATED")
 		for _, r := range rep.Runs {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t$%.4f\t%s\n", r.ID, r.Status, dash(r.Spec), clip(r.Title, 48), r.CostUSD, r.Updated)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t$%.4f\t%s\n", r.ID, r.Status, dash(r.Spec), clip(r.Title, 48), r.CostUSD, r.UpdatedAt.Local().Format(time.RFC3339))
 		}
 	}
 	w.Flush()
-	if len(rep.Questions) > 0 {
+	if pending := pendingQuestions(rep.QuestionSets); len(pending) > 0 {
 		fmt.Fprintln(m.Stdout)
 		fmt.Fprintln(w, "QUESTION\tRUN\tSURFACES\tASKED\tTEXT")
-		for _, q := range rep.Questions {
+		for _, pq := range pending {
+			q := pq.q
 			text := q.Text
 			if q.Header != "" {
 				text = q.Header + ": " + text
 			}
 			if len(q.Options) > 0 {
-				text += " [" + strings.Join(q.Options, " | ") + "]"
+				var labels []string
+				for _, o := range q.Options {
+					labels = append(labels, o.Label)
+				}
+				text += " [" + strings.Join(labels, " | ") + "]"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", q.ID, q.RunID, strings.Join(orNone(q.Surfaces), ","), q.Asked, clip(text, 90))
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", q.ID, pq.set.RunID, strings.Join(orNone(pq.set.Surfaces), ","),
+				pq.set.CreatedAt.Local().Format(time.RFC3339), clip(text, 90))
 		}
 		w.Flush()
 		fmt.Fprintln(m.Stdout, "\nAnswer with: orchestrator answer QUESTION TEXT")
@@ -148,10 +195,19 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool) error {
 		fmt.Fprintln(m.Stdout)
 		fmt.Fprintln(w, "SPEC\tNEXT RUN")
 		for _, s := range rep.Schedule {
-			fmt.Fprintf(w, "%s\t%s\n", s.Spec, s.Next)
+			if s.SkippedWhile != nil {
+				verb := "runs"
+				if s.SkippedWhile.Status == string(store.RunWaiting) {
+					verb = "waits"
+				}
+				fmt.Fprintf(w, "%s\tskipped while run %s %s\n", s.Spec, s.SkippedWhile.RunID, verb)
+				continue
+			}
+			fmt.Fprintf(w, "%s\t%s\n", s.Spec, s.Next.Local().Format(time.RFC3339))
 		}
 		w.Flush()
 	}
+	printWorktrees(m.Stdout, rep.Worktrees)
 	return nil
 }
 
@@ -162,8 +218,27 @@ func dash(s string) string {
 	return s
 }
 
+// pendingQuestion is a question not answered yet, with its set.
+type pendingQuestion struct {
+	set *jsonSet
+	q   jsonQuestion
+}
+
+func pendingQuestions(sets []jsonSet) []pendingQuestion {
+	var out []pendingQuestion
+	for i := range sets {
+		for _, q := range sets[i].Questions {
+			if !q.Answered {
+				out = append(out, pendingQuestion{set: &sets[i], q: q})
+			}
+		}
+	}
+	return out
+}
+
+// clip makes untrusted text printable on one line of at most n characters.
 func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = strings.Join(strings.Fields(questions.Printable(s)), " ")
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}

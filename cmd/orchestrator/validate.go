@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -14,20 +16,26 @@ import (
 
 func (m *Main) newValidateCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "validate",
+		Use:   "validate [SPEC.md...]",
 		Short: "Check the configuration and the spec files",
-		Long: `validate reads the configuration and every spec file of specs.dir and prints
-every problem found, each with its file, line and key. It exits with 2 when
-there is any.`,
-		Args:        cobra.NoArgs,
+		Long: `validate reads the configuration and every spec file of specs.dir (or the spec
+files given) and prints every problem found, each with its file, line and
+key: besides each file's own problems, a spec's workdir must be a directory,
+its mcp_config a readable JSON file, its surfaces enabled, its schedule no more
+frequent than serve.min_schedule_interval. It exits with 2 when there is any.`,
+		Args:        cobra.ArbitraryArgs,
 		Annotations: skipConfigAnnotation(), // it reports config problems itself
-		RunE:        func(cmd *cobra.Command, args []string) error { return m.runValidate() },
+		RunE:        func(cmd *cobra.Command, args []string) error { return m.runValidate(args) },
 	}
 }
 
-func (m *Main) runValidate() error {
+func (m *Main) runValidate(files []string) error {
 	var problems []error
 	cfg, path, readErr := m.readConfig()
+	// After a problem at a key of the file, the values are not checked
+	// (they may be the defaults the problem left), but the rest of the
+	// configuration is usable to find and read the specs.
+	usable := readErr == nil || allConfigErrors(config.Errors(readErr))
 	err := readErr
 	if err == nil {
 		err = cfg.Validate()
@@ -41,12 +49,18 @@ func (m *Main) runValidate() error {
 		fmt.Fprintf(m.Stdout, "config %s: ok\n", name)
 	}
 
-	// The specs can be read when the configuration could be, even if it
-	// has other problems.
-	if readErr == nil && cfg.Specs.Dir != "" {
-		list, err := specs.LoadDir(cfg.Specs.Dir)
+	if usable && (cfg.Specs.Dir != "" || len(files) > 0) {
+		where := cfg.Specs.Dir
+		var list []specs.Spec
+		var err error
+		if len(files) > 0 {
+			where = strings.Join(files, ", ")
+			list, err = loadSpecFiles(m, files)
+		} else {
+			list, err = specs.LoadDir(cfg.Specs.Dir)
+		}
 		switch {
-		case errors.Is(err, fs.ErrNotExist) && cfg.Line("specs.dir") == 0:
+		case errors.Is(err, fs.ErrNotExist) && cfg.Line("specs.dir") == 0 && len(files) == 0:
 			fmt.Fprintf(m.Stdout, "specs %s: none (no such directory)\n", cfg.Specs.Dir)
 		case err != nil:
 			var es specs.Errors
@@ -65,7 +79,7 @@ func (m *Main) runValidate() error {
 			for i, s := range list {
 				names[i] = s.Name
 			}
-			fmt.Fprintf(m.Stdout, "specs %s: %d ok", cfg.Specs.Dir, len(list))
+			fmt.Fprintf(m.Stdout, "specs %s: %d ok", where, len(list))
 			if len(names) > 0 {
 				fmt.Fprintf(m.Stdout, " (%s)", strings.Join(names, ", "))
 			}
@@ -89,26 +103,23 @@ func (m *Main) runValidate() error {
 // checkSpecsAgainst checks what a spec needs from the configuration: the
 // surfaces it asks on are enabled, escalation has reminders to follow.
 func checkSpecsAgainst(cfg config.Config, list []specs.Spec) []error {
-	enabled := map[string]bool{
-		specs.SurfaceTerminal: cfg.Surfaces.Terminal.Enabled,
-		specs.SurfaceGitHub:   cfg.Surfaces.GitHub.Enabled,
-		specs.SurfaceDiscord:  cfg.Surfaces.Discord.Enabled,
+	enabled := map[string]bool{}
+	for _, name := range enabledSurfaces(cfg) {
+		enabled[name] = true
 	}
 	var problems []error
 	bad := func(sp specs.Spec, key, format string, args ...any) {
-		problems = append(problems, specs.Error{File: sp.Path, Key: key, Msg: fmt.Sprintf(format, args...)})
+		problems = append(problems, &specs.Error{File: sp.Path, Line: sp.Line(key), Key: key, Err: fmt.Errorf(format, args...)})
 	}
 	for _, sp := range list {
+		problems = append(problems, specRefusals(cfg, sp)...)
+		problems = append(problems, specFileProblems(sp)...)
 		names := make([]string, 0, len(sp.Surfaces))
 		for _, s := range sp.Surfaces {
 			names = append(names, s.Name)
 		}
 		if len(sp.Surfaces) == 0 {
-			for _, n := range []string{specs.SurfaceTerminal, specs.SurfaceGitHub, specs.SurfaceDiscord} {
-				if enabled[n] {
-					names = append(names, n)
-				}
-			}
+			names = enabledSurfaces(cfg)
 			if len(names) == 0 {
 				bad(sp, "surfaces", "names no surface and none is enabled in the configuration: nobody could answer its questions")
 			}
@@ -128,4 +139,80 @@ func checkSpecsAgainst(cfg config.Config, list []specs.Spec) []error {
 		}
 	}
 	return problems
+}
+
+// specRefusals are the reasons the configuration refuses to run a spec at
+// all: a schedule firing more often than serve.min_schedule_interval, and
+// permission_mode bypassPermissions without the configuration's
+// dangerously_skip_permissions.
+func specRefusals(cfg config.Config, sp specs.Spec) []error {
+	var out []error
+	if err := sp.CheckInterval(cfg.Serve.ScheduleFloor(), "serve.min_schedule_interval"); err != nil {
+		out = append(out, err)
+	}
+	if err := bypassRefusal(cfg, sp); err != nil {
+		out = append(out, err)
+	}
+	return out
+}
+
+// bypassRefusal refuses a spec's permission_mode bypassPermissions unless
+// the configuration opts in with agent.dangerously_skip_permissions.
+func bypassRefusal(cfg config.Config, sp specs.Spec) error {
+	if sp.Agent.PermissionMode != config.BypassPermissions || cfg.Agent.DangerouslySkipPermissions {
+		return nil
+	}
+	return &specs.Error{File: sp.Path, Line: sp.Line("permission_mode"), Key: "permission_mode",
+		Err: errors.New(config.BypassPermissions + " skips every permission check: it needs agent.dangerously_skip_permissions: true in the configuration")}
+}
+
+// loadSpecFiles loads the spec files named on the command line; the
+// problems of all of them are returned together, as specs.LoadDir does.
+func loadSpecFiles(m *Main, files []string) ([]specs.Spec, error) {
+	var (
+		list []specs.Spec
+		errs specs.Errors
+	)
+	for _, f := range files {
+		sp, err := specs.Load(m.path(f))
+		var es specs.Errors
+		switch {
+		case errors.As(err, &es):
+			errs = append(errs, es...)
+		case err != nil:
+			errs = append(errs, &specs.Error{File: f, Err: err})
+		default:
+			list = append(list, sp)
+		}
+	}
+	return list, errs.Err()
+}
+
+// specFileProblems checks the files a spec names: its workdir is a
+// directory, its mcp_config a JSON file that can be read.
+func specFileProblems(sp specs.Spec) []error {
+	var out []error
+	bad := func(key string, err error) {
+		out = append(out, &specs.Error{File: sp.Path, Line: sp.Line(key), Key: key, Err: err})
+	}
+	if sp.WorkDir != "" {
+		if fi, err := os.Stat(sp.WorkDir); err != nil {
+			bad("workdir", fmt.Errorf("%s: %w", sp.WorkDir, errors.Unwrap(err)))
+		} else if !fi.IsDir() {
+			bad("workdir", fmt.Errorf("%s is not a directory", sp.WorkDir))
+		}
+	}
+	if sp.Agent.MCPConfig != "" {
+		data, err := os.ReadFile(sp.Agent.MCPConfig)
+		var doc struct {
+			MCPServers map[string]json.RawMessage `json:"mcpServers"`
+		}
+		switch {
+		case err != nil:
+			bad("mcp_config", fmt.Errorf("%s: %w", sp.Agent.MCPConfig, errors.Unwrap(err)))
+		case json.Unmarshal(data, &doc) != nil:
+			bad("mcp_config", fmt.Errorf("%s is not a JSON document such as {\"mcpServers\": {...}}", sp.Agent.MCPConfig))
+		}
+	}
+	return out
 }

@@ -10,32 +10,80 @@ import (
 )
 
 func (m *Main) newVersionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:         "version",
-		Short:       "Print the version",
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the version and the VCS revision the binary was built from",
+		Long: `version prints the module version and the git revision the binary was built
+from (recorded by go build in a git checkout; "-dirty" when it had local
+changes), or those set with -ldflags "-X main.version=… -X main.commit=…".
+A build that recorded neither says so. --json prints them as data (docs/json.md).`,
 		Args:        cobra.NoArgs,
 		Annotations: skipConfigAnnotation(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			v := m.Version
-			if v == "" {
-				v = "devel"
+			rep := newVersionReport(m.Version, m.Commit)
+			if asJSON {
+				return writeJSON(m.Stdout, rep)
 			}
-			extra := runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH
-			if m.Commit != "" {
-				extra = "commit " + m.Commit + ", " + extra
-			}
-			_, err := fmt.Fprintf(m.Stdout, "orchestrator %s (%s)\n", v, extra)
+			_, err := fmt.Fprintln(m.Stdout, rep.line())
 			return err
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// versionReport is the output of version --json (docs/json.md). Version
+// and Commit are never empty: "devel" and "unknown" when the build
+// recorded nothing.
+type versionReport struct {
+	V        int    `json:"v"`
+	Version  string `json:"version"`
+	Commit   string `json:"commit"`
+	Modified bool   `json:"modified"`
+	Go       string `json:"go"`
+	Platform string `json:"platform"`
+}
+
+func newVersionReport(ver, rev string) versionReport {
+	rep := versionReport{V: jsonVersion, Version: ver, Commit: strings.TrimSuffix(rev, "-dirty"), Modified: strings.HasSuffix(rev, "-dirty"),
+		Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	if rep.Version == "" {
+		rep.Version = "devel"
+	}
+	if rep.Commit == "" {
+		rep.Commit = "unknown"
+	}
+	return rep
+}
+
+// line is the text version prints.
+func (r versionReport) line() string {
+	extra := r.Go + " " + r.Platform
+	switch {
+	case r.Commit != "unknown" && r.Modified:
+		extra = "commit " + r.Commit + " with local changes, " + extra
+	case r.Commit != "unknown":
+		extra = "commit " + r.Commit + ", " + extra
+	case r.Version == "devel":
+		extra = "no module version or VCS revision was recorded: built outside a git checkout or with -buildvcs=false; " + extra
+	}
+	return fmt.Sprintf("orchestrator %s (%s)", r.Version, extra)
 }
 
 // buildVersion returns the version and commit set with -ldflags, else the
 // module version and VCS revision recorded in the binary.
 func buildVersion() (ver, rev string) {
-	ver, rev = version, commit
 	info, ok := debug.ReadBuildInfo()
-	if !ok {
+	return versionOf(version, commit, info, ok)
+}
+
+// versionOf picks the version and revision: those set with -ldflags win,
+// then the build info's main module version (not "(devel)") and
+// vcs.revision (shortened to 12 characters, "-dirty" when vcs.modified).
+func versionOf(ver, rev string, info *debug.BuildInfo, ok bool) (string, string) {
+	ver, rev = strings.TrimSpace(ver), strings.TrimSpace(rev)
+	if !ok || info == nil {
 		return ver, rev
 	}
 	if ver == "" && info.Main.Version != "" && info.Main.Version != "(devel)" {
@@ -58,5 +106,5 @@ func buildVersion() (ver, rev string) {
 			rev += "-dirty"
 		}
 	}
-	return strings.TrimSpace(ver), rev
+	return ver, rev
 }

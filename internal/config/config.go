@@ -32,6 +32,7 @@ type Config struct {
 	Surfaces Surfaces `yaml:"surfaces"`
 	Specs    Specs    `yaml:"specs"`
 	Serve    Serve    `yaml:"serve"`
+	Git      Git      `yaml:"git"` // git.go
 
 	// source is the file the config came from ("" for defaults) and lines
 	// maps a dotted key to the line it was set on, so that Validate can
@@ -82,10 +83,16 @@ type Agent struct {
 	// AppendSystemPrompt is extra text appended after the built-in question
 	// protocol (--append-system-prompt), sent on every call.
 	AppendSystemPrompt string `yaml:"append_system_prompt"`
-	// DangerouslySkipPermissions passes --dangerously-skip-permissions.
+	// DangerouslySkipPermissions passes --dangerously-skip-permissions. It
+	// is also the opt-in that permission_mode bypassPermissions (in the
+	// config or a spec) needs, since that mode skips every check too.
 	DangerouslySkipPermissions bool `yaml:"dangerously_skip_permissions"`
 	// Env are extra environment variables for the CLI.
 	Env map[string]string `yaml:"env"`
+	// PassEnv names inherited variables that look like secrets (…_TOKEN,
+	// …_KEY, …_SECRET…, …_PASSWORD…, AWS credentials) and are passed to the
+	// CLI all the same; a trailing "*" makes a prefix. Others are not.
+	PassEnv []string `yaml:"pass_env"`
 	// MaxLineBytes caps one line of the CLI's output. Default: 64 MiB.
 	MaxLineBytes ByteSize `yaml:"max_line_bytes"`
 	// Workdir is the directory the CLI runs in; "" means the current one.
@@ -110,7 +117,10 @@ type Run struct {
 	AnswerMaxBytes ByteSize `yaml:"answer_max_bytes"`
 }
 
-// Surfaces configures where questions are asked.
+// Surfaces configures where questions are asked: one field per surface,
+// its yaml key the surface's name and its type a SurfaceConfig. A new
+// surface is a field here, its block type (with Check), a package under
+// surfaces/ and a row of cmd/orchestrator's surfaceKinds.
 type Surfaces struct {
 	Terminal Terminal `yaml:"terminal"`
 	GitHub   GitHub   `yaml:"github"`
@@ -133,12 +143,14 @@ type GitHub struct {
 	Token string    `yaml:"token"`
 	App   GitHubApp `yaml:"app"`
 	// Repo is "owner/name".
-	Repo string `yaml:"repo"`
+	Repo string `yaml:"repo" spec:"override"`
 	// Issue is the issue to ask in; 0 opens one issue per run.
-	Issue int `yaml:"issue"`
+	Issue int `yaml:"issue" spec:"override"`
 	// Labels are put on the issues the orchestrator opens.
-	Labels []string `yaml:"labels"`
-	// PollInterval is how often comments are polled. Default: 15s.
+	Labels []string `yaml:"labels" spec:"override"`
+	// PollInterval is how often comments are polled. Default: 15s; at
+	// least MinPollInterval (MinLocalPollInterval for a base_url on this
+	// machine, such as a test server).
 	PollInterval Duration `yaml:"poll_interval"`
 	// Allow lists logins that may answer.
 	Allow []string `yaml:"allow"`
@@ -173,9 +185,9 @@ type Discord struct {
 	// Token is the bot token.
 	Token string `yaml:"token"`
 	// ChannelID is where questions are posted.
-	ChannelID string `yaml:"channel_id"`
+	ChannelID string `yaml:"channel_id" spec:"override"`
 	// ThreadPerRun opens a thread for each run. Default: true.
-	ThreadPerRun bool `yaml:"thread_per_run"`
+	ThreadPerRun bool `yaml:"thread_per_run" spec:"override"`
 	// AllowUsers and AllowRoles are the user and role IDs that may answer;
 	// at least one of them must be set.
 	AllowUsers []string `yaml:"allow_users"`
@@ -205,6 +217,11 @@ type Serve struct {
 	// CatchUp says what to do with schedules missed while down: skip them,
 	// or run each missed spec once. Default: skip.
 	CatchUp string `yaml:"catch_up"`
+	// MinScheduleInterval is the shortest time between two firings of a
+	// spec's schedule that validate and serve accept: every firing is a
+	// paid run. 0 means the default, 1m; lower it (e.g. to 1s) only on
+	// purpose, as tests do.
+	MinScheduleInterval Duration `yaml:"min_schedule_interval"`
 }
 
 // Default values that are not zero.
@@ -226,7 +243,23 @@ const (
 	DefaultListen            = "127.0.0.1:8080"
 	DefaultMaxConcurrentRuns = 2
 	DefaultCatchUp           = "skip"
+	// DefaultMinScheduleInterval is serve.min_schedule_interval's default.
+	DefaultMinScheduleInterval = Duration(time.Minute)
+	// MinPollInterval is the floor of surfaces.github.poll_interval: GitHub
+	// asks clients not to poll faster.
+	MinPollInterval = Duration(time.Second)
+	// MinLocalPollInterval is the floor for a base_url on a loopback
+	// address (a test server or a local proxy).
+	MinLocalPollInterval = Duration(10 * time.Millisecond)
 )
+
+// ScheduleFloor returns serve.min_schedule_interval, or its default when 0.
+func (s Serve) ScheduleFloor() time.Duration {
+	if s.MinScheduleInterval <= 0 {
+		return DefaultMinScheduleInterval.Std()
+	}
+	return s.MinScheduleInterval.Std()
+}
 
 // LookupFunc looks up an environment variable, like os.LookupEnv.
 type LookupFunc func(key string) (string, bool)
@@ -241,6 +274,7 @@ func Default() Config { return DefaultEnv(os.LookupEnv) }
 func DefaultEnv(lookup LookupFunc) Config {
 	return Config{
 		StateDir: defaultStateDir(lookup),
+		Git:      Git{KeepWorktrees: DefaultKeepWorktrees},
 		Log:      Log{Level: "info", Format: "text"},
 		Agent: Agent{
 			Command:        DefaultCommand,
@@ -270,6 +304,8 @@ func DefaultEnv(lookup LookupFunc) Config {
 			Listen:            DefaultListen,
 			MaxConcurrentRuns: DefaultMaxConcurrentRuns,
 			CatchUp:           DefaultCatchUp,
+
+			MinScheduleInterval: DefaultMinScheduleInterval,
 		},
 	}
 }

@@ -10,6 +10,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/orchestrator-dev/orchestrator/internal/yamlfile"
 )
 
 const examplePath = "../../config.example.yaml"
@@ -77,6 +81,11 @@ func TestExample(t *testing.T) {
 		t.Errorf("tokens not expanded: %q %q", cfg.Surfaces.GitHub.Token, cfg.Surfaces.Discord.Token)
 	}
 }
+
+var (
+	yamlFields      = yamlfile.Fields
+	unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+)
 
 // yamlKeys lists the dotted yaml keys of the struct tree of t.
 func yamlKeys(t reflect.Type, prefix string) []string {
@@ -735,5 +744,123 @@ func TestMCPConfigJSON(t *testing.T) {
 	}
 	if got, err := (Agent{}).MCPConfigJSON(); got != nil || err != nil {
 		t.Errorf("no servers: %q, %v", got, err)
+	}
+}
+
+// TestValidate_PassEnv: agent.pass_env takes variable names and prefixes
+// ending in "*"; anything else is an error naming the item.
+func TestValidate_PassEnv(t *testing.T) {
+	t.Parallel()
+	in := "agent:\n  pass_env:\n    - AWS_*\n    - NPM_TOKEN\n    - bad-name\n    - \"*\"\n"
+	cfg, err := ParseEnv(strings.NewReader(in), "p.yaml", env("HOME", "/h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(cfg.Agent.PassEnv, []string{"AWS_*", "NPM_TOKEN", "bad-name", "*"}) {
+		t.Fatalf("pass_env %q", cfg.Agent.PassEnv)
+	}
+	got := fmt.Sprint(Errors(cfg.Validate()))
+	for _, w := range []string{`p.yaml:2: agent.pass_env[2]: "bad-name" is not an environment variable name`, `p.yaml:2: agent.pass_env[3]: "*" is not`} {
+		if !strings.Contains(got, w) {
+			t.Errorf("errors %s\nwant %q", got, w)
+		}
+	}
+	if strings.Contains(got, "pass_env[0]") || strings.Contains(got, "pass_env[1]") {
+		t.Errorf("a valid name refused: %s", got)
+	}
+}
+
+// TestValidate_PollInterval1ns: a poll interval below the floor is refused
+// with the file, line and the floor; a base_url on this machine has a
+// lower floor, for tests.
+func TestValidate_PollInterval1ns(t *testing.T) {
+	t.Parallel()
+	const in = "surfaces:\n  github:\n    enabled: true\n    token: t\n    repo: o/r\n    poll_interval: 1ns\n"
+	cfg, err := ParseEnv(strings.NewReader(in), "p.yaml", env("HOME", "/h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := Errors(cfg.Validate())
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "p.yaml:6: surfaces.github.poll_interval: must be at least 1s, got 1ns") {
+		t.Fatalf("errors = %v", errs)
+	}
+	cfg.Surfaces.GitHub.PollInterval = Duration(100 * time.Millisecond)
+	cfg.Surfaces.GitHub.BaseURL = "http://127.0.0.1:1234/"
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("100ms against a local server: %v", err)
+	}
+	cfg.Surfaces.GitHub.PollInterval = 1
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "must be at least 10ms") {
+		t.Errorf("1ns against a local server: %v", err)
+	}
+}
+
+// TestValidate_BypassPermissionsWithoutOptIn: permission_mode
+// bypassPermissions needs dangerously_skip_permissions: true.
+func TestValidate_BypassPermissionsWithoutOptIn(t *testing.T) {
+	t.Parallel()
+	cfg, err := ParseEnv(strings.NewReader("agent:\n  permission_mode: bypassPermissions\n"), "b.yaml", env("HOME", "/h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "b.yaml:2: agent.permission_mode: bypassPermissions skips every permission check: it needs dangerously_skip_permissions: true") {
+		t.Fatalf("Validate = %v", err)
+	}
+	cfg.Agent.DangerouslySkipPermissions = true
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("with the opt-in: %v", err)
+	}
+}
+
+func TestServeScheduleFloor(t *testing.T) {
+	t.Parallel()
+	if got := (Serve{}).ScheduleFloor(); got != time.Minute {
+		t.Errorf("zero: %v, want 1m", got)
+	}
+	if got := (Serve{MinScheduleInterval: Duration(time.Second)}).ScheduleFloor(); got != time.Second {
+		t.Errorf("1s: %v", got)
+	}
+	if IsLoopbackListen(":8080") || IsLoopbackListen("0.0.0.0:1") || !IsLoopbackListen("127.0.0.1:0") || !IsLoopbackListen("[::1]:80") || !IsLoopbackListen("localhost:80") {
+		t.Error("IsLoopbackListen")
+	}
+}
+
+// TestDecodeOverride: a spec's override of a surface decodes into the
+// surface's own block type, with the configuration's checks, refuses the
+// keys a spec may not set, and applies over the configuration's block.
+func TestDecodeOverride(t *testing.T) {
+	t.Parallel()
+	decode := func(in string) (Override, bool, yamlfile.Errors) {
+		var doc yaml.Node
+		if err := yaml.Unmarshal([]byte(in), &doc); err != nil {
+			t.Fatal(err)
+		}
+		d := &yamlfile.Decoder{File: "s.md", Offset: 1}
+		o, ok := DecodeOverride(d, "github", doc.Content[0], "surfaces[0].github")
+		return o, ok, d.Errs
+	}
+	o, ok, errs := decode("issue: 42\nlabels: [deps]\n")
+	if !ok || len(errs) != 0 {
+		t.Fatalf("ok %v, errors %v", ok, errs)
+	}
+	block := GitHub{Enabled: true, Repo: "acme/app", Token: "t", Labels: []string{"x"}, Allow: []string{"alice"}}
+	o.Apply(&block)
+	if block.Repo != "acme/app" || block.Issue != 42 || !slices.Equal(block.Labels, []string{"deps"}) || block.Token != "t" || block.Allow[0] != "alice" {
+		t.Errorf("applied: %+v", block)
+	}
+
+	_, ok, errs = decode("token: ${X}\nrepo: nope\nbase_url: http://x\n")
+	got := fmt.Sprint(errs)
+	for _, want := range []string{
+		"s.md:2: surfaces[0].github.token: cannot be set in a spec (a spec may set repo, issue, labels)",
+		`s.md:3: surfaces[0].github.repo: want "owner/name", got "nope"`,
+		"s.md:4: surfaces[0].github.base_url: cannot be set in a spec",
+	} {
+		if ok || !strings.Contains(got, want) {
+			t.Errorf("ok %v, errors %s\nwant %q", ok, got, want)
+		}
+	}
+	if keys := OverrideKeys("terminal"); len(keys) != 0 {
+		t.Errorf("terminal override keys %v", keys)
 	}
 }

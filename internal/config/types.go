@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/orchestrator-dev/orchestrator/internal/yamlfile"
 )
 
 // Duration is a time.Duration written with a unit in YAML: "15s", "2h",
@@ -123,34 +125,9 @@ func ParseByteSize(s string) (ByteSize, error) {
 	return ByteSize(n * unit), nil
 }
 
-// Error is one problem in a configuration, located as precisely as known.
-type Error struct {
-	File string // "" when the problem is not in a file
-	Line int    // 0 when unknown
-	Key  string // dotted key such as "surfaces.github.repo"; "" for the whole file
-	Err  error
-}
-
-func (e *Error) Error() string {
-	var b strings.Builder
-	if e.File != "" {
-		b.WriteString(e.File)
-		if e.Line > 0 {
-			fmt.Fprintf(&b, ":%d", e.Line)
-		}
-		b.WriteString(": ")
-	} else if e.Line > 0 {
-		fmt.Fprintf(&b, "line %d: ", e.Line)
-	}
-	if e.Key != "" {
-		b.WriteString(e.Key)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Err.Error())
-	return b.String()
-}
-
-func (e *Error) Unwrap() error { return e.Err }
+// Error is one problem in a configuration, located as precisely as known:
+// the same type as a spec's problems (yamlfile.Error).
+type Error = yamlfile.Error
 
 // Errors returns the problems in err, an error returned by Parse, Load or
 // Validate, one per element (err itself when it is not a joined error).

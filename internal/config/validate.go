@@ -12,12 +12,17 @@ import (
 
 // Allowed values of the keys that take one of a few words.
 var (
-	LogLevels       = []string{"debug", "info", "warn", "error"}
-	LogFormats      = []string{"text", "json"}
-	Harnesses       = []string{"claude", "claw"}
+	LogLevels  = []string{"debug", "info", "warn", "error"}
+	LogFormats = []string{"text", "json"}
+	Harnesses  = []string{"claude", "claw"}
+	// PermissionModes are those of the Claude Code CLI's --permission-mode
+	// (2.1.330), and "default"; a spec's permission_mode takes the same.
 	PermissionModes = []string{"default", "acceptEdits", "auto", "bypassPermissions", "dontAsk", "manual", "plan"}
 	CatchUpModes    = []string{"skip", "once"}
 )
+
+// BypassPermissions is the permission mode that skips every check.
+const BypassPermissions = "bypassPermissions"
 
 // Validate checks c and returns every problem found, joined; each is an
 // *Error naming the key, and the file and line when the key was set in a
@@ -37,6 +42,9 @@ func (c *Config) Validate() error {
 	}
 	v.oneOf("agent.harness", a.Harness, Harnesses)
 	v.oneOf("agent.permission_mode", a.PermissionMode, PermissionModes)
+	if a.PermissionMode == BypassPermissions && !a.DangerouslySkipPermissions {
+		v.add("agent.permission_mode", "%s skips every permission check: it needs dangerously_skip_permissions: true as well", BypassPermissions)
+	}
 	v.nonEmptyItems("agent.allowed_tools", a.AllowedTools)
 	v.nonEmptyItems("agent.disallowed_tools", a.DisallowedTools)
 	v.nonNegative("agent.max_turns", int64(a.MaxTurns))
@@ -48,6 +56,11 @@ func (c *Config) Validate() error {
 	for _, name := range sortedKeys(a.Env) {
 		if !validEnvName(name) {
 			v.add("agent.env."+name, "not a valid environment variable name")
+		}
+	}
+	for i, name := range a.PassEnv {
+		if !validEnvName(strings.TrimSuffix(name, "*")) {
+			v.add(fmt.Sprintf("agent.pass_env[%d]", i), "%q is not an environment variable name (or a prefix ending in *)", name)
 		}
 	}
 	for _, name := range sortedKeys(a.MCPServers) {
@@ -65,11 +78,11 @@ func (c *Config) Validate() error {
 		v.add("run.answer_max_bytes", "must be at least 1, got %d", r.AnswerMaxBytes)
 	}
 
-	if g := c.Surfaces.GitHub; g.Enabled {
-		v.github(g)
-	}
-	if d := c.Surfaces.Discord; d.Enabled {
-		v.discord(d)
+	for _, name := range SurfaceNames() {
+		if sc := c.Surfaces.Surface(name); sc.On() {
+			prefix := "surfaces." + name + "."
+			sc.Check(&Checker{add: func(key, msg string) { v.add(prefix+key, "%s", msg) }})
+		}
 	}
 
 	if strings.TrimSpace(c.Specs.Dir) == "" {
@@ -88,75 +101,12 @@ func (c *Config) Validate() error {
 		v.add("serve.max_concurrent_runs", "must be at least 1, got %d", s.MaxConcurrentRuns)
 	}
 	v.oneOf("serve.catch_up", s.CatchUp, CatchUpModes)
+	c.validateGit(v.add) // git.go
+	if s.MinScheduleInterval < 0 {
+		v.add("serve.min_schedule_interval", "must not be negative")
+	}
 
 	return errors.Join(v.errs...)
-}
-
-func (v *validator) github(g GitHub) {
-	const p = "surfaces.github."
-	owner, name, ok := strings.Cut(g.Repo, "/")
-	if g.Repo == "" {
-		v.add(p+"repo", "required when the GitHub surface is enabled")
-	} else if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
-		v.add(p+"repo", `want "owner/name", got %q`, g.Repo)
-	}
-	switch {
-	case g.Token == "" && !g.App.Configured():
-		v.add(p+"token", "set token or app (one of them) when the GitHub surface is enabled")
-	case g.Token != "" && g.App.Configured():
-		v.add(p+"app", "set token or app, not both")
-	case g.App.Configured():
-		if g.App.ID <= 0 {
-			v.add(p+"app.id", "required (a positive number) when app is used")
-		}
-		if g.App.InstallationID <= 0 {
-			v.add(p+"app.installation_id", "required (a positive number) when app is used")
-		}
-		if g.App.PrivateKeyFile == "" {
-			v.add(p+"app.private_key_file", "required when app is used")
-		}
-	}
-	v.url(p+"base_url", g.BaseURL, "http", "https")
-	v.nonNegative(p+"issue", int64(g.Issue))
-	if g.PollInterval <= 0 {
-		v.add(p+"poll_interval", "must be above zero, got %s", g.PollInterval)
-	}
-	v.nonEmptyItems(p+"labels", g.Labels)
-	v.nonEmptyItems(p+"allow", g.Allow)
-	if g.AllowOnly && len(g.Allow) == 0 {
-		v.add(p+"allow", "empty while allow_only is true: nobody could answer")
-	}
-}
-
-func (v *validator) discord(d Discord) {
-	const p = "surfaces.discord."
-	if d.Token == "" {
-		v.add(p+"token", "required when the Discord surface is enabled")
-	}
-	if d.ChannelID == "" {
-		v.add(p+"channel_id", "required when the Discord surface is enabled")
-	} else if !snowflake(d.ChannelID) {
-		v.add(p+"channel_id", "want a numeric Discord ID")
-	}
-	if len(d.AllowUsers) == 0 && len(d.AllowRoles) == 0 {
-		v.add(p+"allow_users", "allow_users and allow_roles are both empty: nobody could answer")
-	}
-	for i, id := range d.AllowUsers {
-		if !snowflake(id) {
-			v.add(fmt.Sprintf("%sallow_users[%d]", p, i), "want a numeric Discord user ID, got %q", id)
-		}
-	}
-	for i, id := range d.AllowRoles {
-		if !snowflake(id) {
-			v.add(fmt.Sprintf("%sallow_roles[%d]", p, i), "want a numeric Discord role ID, got %q", id)
-		}
-	}
-	if d.APIURL != "" {
-		v.url(p+"api_url", d.APIURL, "http", "https")
-	}
-	if d.GatewayURL != "" {
-		v.url(p+"gateway_url", d.GatewayURL, "ws", "wss")
-	}
 }
 
 func (v *validator) mcpServer(key, name string, server any) {
@@ -252,12 +202,28 @@ func (v *validator) nonEmptyItems(key string, items []string) {
 	}
 }
 
-func (v *validator) url(key, raw string, schemes ...string) {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || !slices.Contains(schemes, u.Scheme) {
-		// The value is not shown: a URL may carry credentials.
-		v.add(key, "want an absolute %s URL", strings.Join(schemes, " or "))
+// pollFloor is the shortest poll interval allowed against baseURL.
+func pollFloor(baseURL string) Duration {
+	if u, err := url.Parse(baseURL); err == nil && isLoopback(u.Hostname()) {
+		return MinLocalPollInterval
 	}
+	return MinPollInterval
+}
+
+// isLoopback reports whether host is "localhost" or a loopback IP.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// IsLoopbackListen reports whether a serve.listen address only accepts
+// connections from this machine ("" and 0.0.0.0 listen on every interface).
+func IsLoopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && isLoopback(host)
 }
 
 func snowflake(s string) bool {

@@ -154,20 +154,21 @@ func (r *Runner) step(ctx context.Context, d *drive, run store.Run) error {
 	}
 	res := last.Result
 	switch {
-	case res.Category == categoryNotDelivered:
+	case res.Category == store.CategoryNotDelivered:
 		// The prompt never reached the session: send it again, as it was.
 		return r.turn(ctx, d, run, store.Turn{Kind: last.Kind, Prompt: last.Prompt, SessionID: last.SessionID, Resume: last.Resume})
-	case res.Category == categoryInterrupted:
+	case res.Category == store.CategoryInterrupted:
 		return r.turn(ctx, d, run, store.Turn{Kind: store.TurnContinue, Prompt: continuePrompt, SessionID: sessionOf(run, last), Resume: true})
-	case res.Category == string(executor.CategoryRateLimit):
+	case res.Category == executor.CategoryRateLimit:
 		return r.retry(ctx, d, run, last)
 	case res.QuestionError != "":
 		return r.correct(ctx, d, run, last)
-	case res.Category == "" && res.Status == "success":
-		final := last.Result.FinalText
-		r.emit(Event{Kind: EventDone, RunID: run.ID})
-		return st.UpdateRun(ctx, run.ID, store.RunUpdate{Status: store.RunDone, FinalText: nonEmpty(final)})
-	case res.Category == string(executor.CategorySessionNotFound):
+	case res.Category == "" && res.Status == executor.StatusSuccess:
+		return r.done(ctx, run, last) // delivers the run's work first (deliver.go)
+	case res.Status == executor.StatusDeferred:
+		return r.fail(ctx, run, fmt.Sprintf("turn %d ended on a tool call a PreToolUse hook deferred (%s); the orchestrator does not resume deferred tool calls",
+			last.Seq, res.Category))
+	case res.Category == executor.CategorySessionNotFound:
 		return r.fail(ctx, run, fmt.Sprintf("the CLI has no session %s any more (its session store under $HOME/.claude was removed, or this is another machine or user): %s",
 			sessionOf(run, last), res.Error))
 	default:
@@ -175,18 +176,9 @@ func (r *Runner) step(ctx context.Context, d *drive, run store.Run) error {
 		if msg == "" {
 			msg = "the agent turn ended without a result"
 		}
-		return r.fail(ctx, run, fmt.Sprintf("turn %d failed (%s): %s", last.Seq, orUnknown(res.Category), msg))
+		return r.fail(ctx, run, fmt.Sprintf("turn %d failed (%s): %s", last.Seq, orUnknown(string(res.Category)), msg))
 	}
 }
-
-const (
-	// categoryInterrupted marks a turn whose outcome was lost but whose
-	// prompt reached the session (store.MarkTurnDelivered).
-	categoryInterrupted = "interrupted"
-	// categoryNotDelivered marks a turn whose prompt never reached the
-	// session (store.AbandonTurn).
-	categoryNotDelivered = "not_delivered"
-)
 
 const continuePrompt = "The orchestrator was stopped before your last turn finished. Continue the task from where you left off."
 
@@ -227,7 +219,7 @@ func (r *Runner) trailing(ctx context.Context, runID string, f func(store.Turn) 
 }
 
 func (r *Runner) retry(ctx context.Context, d *drive, run store.Run, last store.Turn) error {
-	n, err := r.trailing(ctx, run.ID, func(t store.Turn) bool { return t.Result.Category == string(executor.CategoryRateLimit) })
+	n, err := r.trailing(ctx, run.ID, func(t store.Turn) bool { return t.Result.Category == executor.CategoryRateLimit })
 	if err != nil {
 		return err
 	}

@@ -64,17 +64,10 @@ func replay(path string) (executor.Outcome, *questions.TurnCollector, bool) {
 	}
 	defer f.Close()
 	col := &questions.TurnCollector{}
-	rd := executor.NewReader(f, executor.ReaderOptions{})
-	var t executor.Tracker
-	for rd.Next() {
-		ev := rd.Event()
-		t.Observe(ev)
-		Collect(col, ev)
-	}
-	if rd.Err() != nil || t.Result() == nil {
+	out, err := executor.Replay(f, executor.ReaderOptions{}, func(ev executor.Event) { Collect(col, ev) })
+	if err != nil || out.Result == nil {
 		return executor.Outcome{}, nil, false
 	}
-	out := t.Outcome(executor.Exit{Stats: rd.Stats(), Diagnostics: rd.Diagnostics()})
 	if strings.HasPrefix(out.TerminalReason, "aborted") {
 		// The CLI was interrupted (SIGINT/SIGTERM) and wrote a result for
 		// the aborted stream: the turn did not finish.

@@ -39,7 +39,7 @@ var _ Agent = (*executor.Executor)(nil)
 // Agent runs turns of the agent CLI. *executor.Executor satisfies it.
 type Agent interface {
 	// Start starts one turn; see executor.Executor.Start.
-	Start(ctx context.Context, req executor.Request) (*executor.Run, error)
+	Start(ctx context.Context, req executor.Request) (*executor.Process, error)
 	// SessionTranscriptHas reports whether the CLI's record of a session
 	// contains needle: whether a prompt reached the session before a crash.
 	SessionTranscriptHas(sessionID, needle string) (bool, error)
@@ -116,6 +116,9 @@ type Config struct {
 	// would leave behind ("question-stored", "answer-stored", "claimed",
 	// "turn-started"): the crash tests kill the process there.
 	Failpoint func(point string)
+	// Delivery returns how a run's work is delivered through git (nil:
+	// it is not; see deliver.go).
+	Delivery func(run store.Run) (Delivery, error)
 }
 
 // Runner drives runs. It is safe for concurrent use: each run is driven by

@@ -21,6 +21,10 @@ var errRunCancelled = errors.New("the run was cancelled")
 // turn runs one turn of the agent CLI and stores how it ended.
 func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn) error {
 	agent := d.Agent
+	workdir, err := r.workdir(ctx, run) // the run's worktree when it delivers through git (deliver.go)
+	if err != nil {
+		return r.workdirFailed(ctx, run, err)
+	}
 	t.RunID = run.ID
 	if t.SessionID == "" {
 		t.SessionID = run.SessionID
@@ -30,14 +34,14 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 		return fmt.Errorf("transcript dir: %w", err)
 	}
 	t.TranscriptDir = dir
-	t, err := r.cfg.Store.BeginTurn(ctx, t) // claims the set of an answer turn
+	t, err = r.cfg.Store.BeginTurn(ctx, t) // claims the set of an answer turn
 	if err != nil {
 		return err
 	}
 	if t.Kind == store.TurnAnswer {
 		r.cfg.Failpoint("claimed")
 	}
-	req := executor.Request{Prompt: t.Prompt, WorkDir: run.WorkDir, TranscriptPath: t.TranscriptPath}
+	req := executor.Request{Prompt: t.Prompt, WorkDir: workdir, TranscriptPath: t.TranscriptPath}
 	if t.Resume {
 		req.Resume = t.SessionID
 	} else {
@@ -99,8 +103,8 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 func (r *Runner) finish(ctx context.Context, run store.Run, t store.Turn, out executor.Outcome, col *questions.TurnCollector) error {
 	ctx = context.WithoutCancel(ctx) // the turn happened: record it whatever else is going on
 	res := store.TurnResult{
-		Status:       string(out.Status),
-		Category:     string(out.Category),
+		Status:       out.Status,
+		Category:     out.Category,
 		Error:        out.Error,
 		CostUSD:      out.CostUSD,
 		InputTokens:  int64(out.Usage.InputTokens),

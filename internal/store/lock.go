@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // ErrLocked reports that another process drives the run.
@@ -41,10 +39,10 @@ func (s *Store) lock(name string) (*Lock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", name, err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if busy, err := tryLock(f); err != nil || busy {
 		holder, _ := os.ReadFile(path)
 		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
+		if busy {
 			pid := strings.TrimSpace(string(holder))
 			if pid == "" {
 				pid = "unknown"
@@ -64,7 +62,7 @@ func (l *Lock) Unlock() error {
 	if l == nil || l.f == nil {
 		return nil
 	}
-	err := l.f.Close() // closing the descriptor releases the flock
+	err := l.f.Close() // closing the file releases the lock
 	l.f = nil
 	return err
 }
@@ -73,19 +71,17 @@ func (l *Lock) Unlock() error {
 // run id: whether some process drives it now.
 func (s *Store) RunDriven(id string) (bool, error) {
 	path := filepath.Join(s.dir, "locks", "run-"+id+".lock")
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("lock of run %s: %w", id, err)
 	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return true, nil
-		}
+	defer f.Close() // releases the lock just taken, if it was free
+	busy, err := tryLock(f)
+	if err != nil {
 		return false, fmt.Errorf("lock of run %s: %w", id, err)
 	}
-	return false, nil // closing f releases the shared lock just taken
+	return busy, nil
 }

@@ -16,9 +16,11 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -61,13 +63,13 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
-	dsn := "file:" + path +
-		"?_pragma=journal_mode(WAL)" +
-		"&_pragma=synchronous(FULL)" +
-		"&_pragma=busy_timeout(15000)" +
-		"&_pragma=foreign_keys(1)" +
-		"&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
+	if err := create(ctx, path); err != nil {
+		return nil, fmt.Errorf("create store %s: %w", path, err)
+	}
+	if err := checkFile(path); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	db, err := sql.Open("sqlite", dsn(path))
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
@@ -78,6 +80,115 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	return s, nil
+}
+
+func dsn(path string) string {
+	return "file:" + path +
+		"?_pragma=journal_mode(WAL)" +
+		"&_pragma=synchronous(FULL)" +
+		"&_pragma=busy_timeout(15000)" +
+		"&_pragma=foreign_keys(1)" +
+		"&_txlock=immediate"
+}
+
+// create makes a new database at path when there is none, atomically: it is
+// built and migrated under a temporary name, then linked into place (link
+// fails rather than replace a database another process made meanwhile). So
+// the file at path is never empty or half made by this program, and
+// checkFile may treat such a file as damage even while several processes
+// start at once on a new state directory.
+func create(ctx context.Context, path string) error {
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		return nil // there is one (or stat failed: checkFile says why)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".new-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	f.Close()
+	defer func() {
+		for _, p := range []string{tmp, tmp + "-wal", tmp + "-shm", tmp + "-journal"} {
+			os.Remove(p)
+		}
+	}()
+	db, err := sql.Open("sqlite", dsn(tmp))
+	if err != nil {
+		return err
+	}
+	db.SetMaxOpenConns(1)
+	if err := (&Store{db: db, path: tmp, now: time.Now}).migrate(ctx); err != nil {
+		db.Close()
+		return err
+	}
+	// The last connection's close checkpoints the WAL into the file.
+	if err := db.Close(); err != nil {
+		return err
+	}
+	if err := os.Link(tmp, path); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return nil
+}
+
+// checkFile refuses a database file that exists but is not a whole SQLite
+// database: empty, cut short, or something else. SQLite would otherwise
+// treat an empty file as a new database, and the state (runs waiting on
+// answers) would silently start afresh. A file that does not exist is a
+// new store.
+func checkFile(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	const move = "; move it away to start with an empty store, or restore it from a backup"
+	size := fi.Size()
+	if _, err := os.Stat(path + "-wal"); err == nil {
+		// Another process has it open (or crashed with it open): it may be
+		// creating the file or checkpointing into it right now, so only a
+		// foreign file is refused; SQLite recovers the rest from the WAL.
+		var h [16]byte
+		if n, _ := io.ReadFull(f, h[:]); n == len(h) && string(h[:]) != "SQLite format 3\x00" {
+			return errors.New("the file is not a SQLite database" + move)
+		}
+		return nil
+	}
+	if size == 0 {
+		return errors.New("the database file is empty (truncated or damaged)" + move)
+	}
+	// The header (sqlite.org/fileformat.html §1.3): the magic string, the
+	// page size at offset 16, the change counter at 24, the size in pages at
+	// 28, valid when the number at 92 equals the change counter.
+	var h [100]byte
+	if _, err := io.ReadFull(f, h[:]); err != nil {
+		return fmt.Errorf("the database file is %d bytes, shorter than a SQLite header (truncated or damaged)%s", size, move)
+	}
+	if string(h[:16]) != "SQLite format 3\x00" {
+		return errors.New("the file is not a SQLite database" + move)
+	}
+	pageSize := int64(binary.BigEndian.Uint16(h[16:18]))
+	if pageSize == 1 {
+		pageSize = 65536
+	}
+	if pageSize < 512 || pageSize&(pageSize-1) != 0 {
+		return fmt.Errorf("the database header is damaged (page size %d)%s", pageSize, move)
+	}
+	if size%pageSize != 0 {
+		return fmt.Errorf("the database file is %d bytes, not a whole number of %d-byte pages (truncated)%s", size, pageSize, move)
+	}
+	pages := int64(binary.BigEndian.Uint32(h[28:32]))
+	if binary.BigEndian.Uint32(h[92:96]) == binary.BigEndian.Uint32(h[24:28]) && size < pages*pageSize {
+		return fmt.Errorf("the database file is %d bytes, its header says %d (truncated)%s", size, pages*pageSize, move)
+	}
+	return nil
 }
 
 // Close closes the database.
@@ -170,6 +281,25 @@ var migrations = []string{
 	CREATE TABLE schedule (
 		spec     TEXT PRIMARY KEY,
 		last_run INTEGER NOT NULL
+	);`,
+	// Delivery of a run's work through git (delivery.go).
+	`CREATE TABLE deliveries (
+		run_id      TEXT PRIMARY KEY REFERENCES runs(id),
+		repo_dir    TEXT NOT NULL,
+		worktree    TEXT NOT NULL,
+		branch      TEXT NOT NULL,
+		base        TEXT NOT NULL DEFAULT '',
+		base_commit TEXT NOT NULL DEFAULT '',
+		state       TEXT NOT NULL,
+		commit_sha  TEXT NOT NULL DEFAULT '',
+		pushed      INTEGER NOT NULL DEFAULT 0,
+		pr_number   INTEGER NOT NULL DEFAULT 0,
+		pr_url      TEXT NOT NULL DEFAULT '',
+		commented   INTEGER NOT NULL DEFAULT 0,
+		note        TEXT NOT NULL DEFAULT '',
+		removed_at  INTEGER NOT NULL DEFAULT 0,
+		created_at  INTEGER NOT NULL,
+		updated_at  INTEGER NOT NULL
 	);`,
 }
 

@@ -1,13 +1,18 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/executor"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
 
@@ -409,5 +414,117 @@ func TestWaitRunFinalSeesAnotherProcessCancel(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("waiter never woke")
+	}
+}
+
+// TestOpenRefusesADamagedFile: an empty, truncated or foreign database file
+// is an error naming the file, never a fresh store.
+func TestOpenRefusesADamagedFile(t *testing.T) {
+	ctx := context.Background()
+	good := t.TempDir()
+	st, err := Open(ctx, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateRun(ctx, Run{ID: "r1", Prompt: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	whole, err := os.ReadFile(filepath.Join(good, FileName))
+	if err != nil || len(whole) < 4096 {
+		t.Fatalf("database: %d bytes, %v", len(whole), err)
+	}
+	for name, content := range map[string][]byte{
+		"empty":        {},
+		"short":        whole[:50],
+		"half a page":  whole[:len(whole)-100],
+		"pages cut":    whole[:len(whole)/2/4096*4096],
+		"not a sqlite": bytes.Repeat([]byte("x"), 8192),
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, FileName)
+			if err := os.WriteFile(path, content, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			st, err := Open(ctx, dir)
+			if err == nil {
+				st.Close()
+				t.Fatalf("Open of a %s file succeeded", name)
+			}
+			if !strings.Contains(err.Error(), path) {
+				t.Errorf("error %q does not name %s", err, path)
+			}
+			if got, _ := os.ReadFile(path); !bytes.Equal(got, content) {
+				t.Errorf("the file was changed")
+			}
+		})
+	}
+	st, err = Open(ctx, good)
+	if err != nil {
+		t.Fatalf("the whole file: %v", err)
+	}
+	st.Close()
+}
+
+// TestOpenConcurrentlyOnANewDirectory: several processes starting at once on
+// a new state directory all open the one store; none sees a file half made
+// by another and takes it for a damaged one.
+func TestOpenConcurrentlyOnANewDirectory(t *testing.T) {
+	for round := 0; round < 5; round++ {
+		dir := t.TempDir()
+		errs := make(chan error, 8)
+		for i := 0; i < 8; i++ {
+			go func() {
+				st, err := Open(context.Background(), dir)
+				if err == nil {
+					_, err = st.ListRuns(context.Background(), RunFilter{})
+					st.Close()
+				}
+				errs <- err
+			}()
+		}
+		for i := 0; i < 8; i++ {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		left, _ := filepath.Glob(filepath.Join(dir, FileName+".new-*"))
+		if len(left) > 0 {
+			t.Errorf("temporary files left: %v", left)
+		}
+	}
+}
+
+// TestLostTurnCategoriesAreTyped: a turn finished by MarkTurnDelivered or
+// AbandonTurn reads back with the typed status and categories the run loop
+// switches on.
+func TestLostTurnCategoriesAreTyped(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	for _, tc := range []struct {
+		run  string
+		lose func(ctx context.Context, runID string, seq int) error
+		want executor.Category
+	}{
+		{"delivered", s.MarkTurnDelivered, CategoryInterrupted},
+		{"abandoned", s.AbandonTurn, CategoryNotDelivered},
+	} {
+		if _, err := s.CreateRun(ctx, Run{ID: tc.run, Prompt: "p"}); err != nil {
+			t.Fatal(err)
+		}
+		turn, err := s.BeginTurn(ctx, Turn{RunID: tc.run, Kind: TurnStart})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tc.lose(ctx, tc.run, turn.Seq); err != nil {
+			t.Fatal(err)
+		}
+		last, _, err := s.LastTurn(ctx, tc.run)
+		if err != nil || last.Result.Status != executor.StatusIncomplete || last.Result.Category != tc.want {
+			t.Errorf("%s: status %q category %q (%v), want %q %q", tc.run, last.Result.Status, last.Result.Category, err,
+				executor.StatusIncomplete, tc.want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/executor"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
 
@@ -49,8 +50,8 @@ type Turn struct {
 
 // TurnResult is what a finished turn left.
 type TurnResult struct {
-	Status        string // the executor's outcome status: success | error | incomplete
-	Category      string // the executor's error category, empty on success
+	Status        executor.Status   // the executor's outcome status
+	Category      executor.Category // the executor's error category (or one below), empty on success
 	Error         string
 	CostUSD       float64
 	InputTokens   int64
@@ -144,7 +145,7 @@ func (s *Store) FinishTurn(ctx context.Context, runID string, seq int, r TurnRes
 			input_tokens = ?, output_tokens = ?, num_turns = ?, question_error = ?, finished_at = ?,
 			session_id = CASE WHEN ? <> '' THEN ? ELSE session_id END
 			WHERE run_id = ? AND seq = ?`,
-			r.Status, r.Category, r.Error, r.CostUSD, r.InputTokens, r.OutputTokens, r.NumTurns, r.QuestionError, nanos(now),
+			string(r.Status), string(r.Category), r.Error, r.CostUSD, r.InputTokens, r.OutputTokens, r.NumTurns, r.QuestionError, nanos(now),
 			r.SessionID, r.SessionID, runID, seq)
 		if err != nil {
 			return err
@@ -172,12 +173,23 @@ func (s *Store) FinishTurn(ctx context.Context, runID string, seq int, r TurnRes
 	return nil
 }
 
+// The categories the store gives a turn whose outcome was lost: the run loop
+// continues an interrupted turn and sends a not-delivered turn's prompt again.
+const (
+	// CategoryInterrupted: the outcome was lost but the prompt reached the
+	// session (MarkTurnDelivered).
+	CategoryInterrupted executor.Category = "interrupted"
+	// CategoryNotDelivered: the prompt never reached the session
+	// (AbandonTurn).
+	CategoryNotDelivered executor.Category = "not_delivered"
+)
+
 // MarkTurnDelivered is for a turn whose outcome was lost (the process died
 // while it ran) but whose prompt is known to have reached the session: it
 // finishes the turn as interrupted and, for an answer turn, marks its set
 // resumed, so that the answer is never handed over again.
 func (s *Store) MarkTurnDelivered(ctx context.Context, runID string, seq int) error {
-	return s.FinishTurn(ctx, runID, seq, TurnResult{Status: "incomplete", Category: "interrupted",
+	return s.FinishTurn(ctx, runID, seq, TurnResult{Status: executor.StatusIncomplete, Category: CategoryInterrupted,
 		Error: "the orchestrator stopped while this turn ran; its prompt had reached the session"}, nil, nil)
 }
 
@@ -194,9 +206,9 @@ func (s *Store) AbandonTurn(ctx context.Context, runID string, seq int) error {
 		if t.Finished {
 			return fmt.Errorf("turn %d is already finished", seq)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE turns SET finished = 1, status = 'incomplete', category = 'not_delivered',
+		if _, err := tx.ExecContext(ctx, `UPDATE turns SET finished = 1, status = ?, category = ?,
 			error = 'the orchestrator stopped before this turn''s prompt reached the session', finished_at = ?
-			WHERE run_id = ? AND seq = ?`, nanos(now), runID, seq); err != nil {
+			WHERE run_id = ? AND seq = ?`, string(executor.StatusIncomplete), string(CategoryNotDelivered), nanos(now), runID, seq); err != nil {
 			return err
 		}
 		if t.SetID != "" {

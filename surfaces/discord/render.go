@@ -359,23 +359,15 @@ func fitEmbed(e *discordgo.MessageEmbed) {
 // characters. Line breaks survive when multiline is set; otherwise all white
 // space becomes single spaces.
 func sanitize(s string, multiline bool) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = questions.Printable(s)
 	var b strings.Builder
 	b.Grow(len(s))
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == 0x1b { // ESC: skip a CSI, OSC or two-character sequence
-			i += size + escapeLen(s[i+size:])
-			continue
-		}
-		i += size
+	for _, r := range s {
 		switch {
 		case r == '\n' && multiline:
 			b.WriteByte('\n')
-		case r == '\r':
-		case r == '\t' || r == '\n' || (unicode.IsSpace(r) && r != '\n'):
+		case unicode.IsSpace(r):
 			b.WriteByte(' ')
-		case unicode.IsControl(r), isInvisible(r):
 		default:
 			b.WriteRune(r)
 		}
@@ -387,46 +379,6 @@ func sanitize(s string, multiline bool) string {
 		out = strings.TrimSpace(out)
 	}
 	return out
-}
-
-// escapeLen is the length of the escape sequence after an ESC.
-func escapeLen(s string) int {
-	if s == "" {
-		return 0
-	}
-	switch s[0] {
-	case '[': // CSI: parameters then a final byte in 0x40–0x7e
-		for i := 1; i < len(s); i++ {
-			if s[i] >= 0x40 && s[i] <= 0x7e {
-				return i + 1
-			}
-		}
-		return len(s)
-	case ']', 'P', '_', '^': // OSC and friends: up to BEL or ESC \
-		for i := 1; i < len(s); i++ {
-			if s[i] == 0x07 {
-				return i + 1
-			}
-			if s[i] == 0x1b && i+1 < len(s) && s[i+1] == '\\' {
-				return i + 2
-			}
-		}
-		return len(s)
-	default:
-		_, size := utf8.DecodeRuneInString(s)
-		return size
-	}
-}
-
-func isInvisible(r rune) bool {
-	switch {
-	case r >= 0x200B && r <= 0x200F, // zero width, LRM, RLM
-		r >= 0x202A && r <= 0x202E, // bidi embeddings and overrides
-		r >= 0x2066 && r <= 0x2069, // bidi isolates
-		r == 0x2060, r == 0xFEFF, r == 0x061C, r == 0x00AD:
-		return true
-	}
-	return false
 }
 
 // escape sanitizes s, escapes Discord markdown and mentions in it and

@@ -514,7 +514,7 @@ func summary(a questions.Answer) string {
 // clean makes model text safe to print: no escape sequences, invisible or
 // control characters but newlines.
 func clean(s string) string {
-	s = questions.Clean(stripEscapes(s))
+	s = questions.Printable(s)
 	return strings.Map(func(r rune) rune {
 		switch {
 		case r == '\n':
@@ -530,48 +530,6 @@ func clean(s string) string {
 
 // oneLine is clean on one line, spaces collapsed.
 func oneLine(s string) string { return strings.Join(strings.Fields(clean(s)), " ") }
-
-// stripEscapes removes terminal escape sequences whole (questions.Clean
-// would leave "[31m" of "\x1b[31m" behind): CSI "ESC [ … final", OSC and
-// other strings "ESC ] … BEL or ESC \", and two-byte "ESC x".
-func stripEscapes(s string) string {
-	if !strings.ContainsRune(s, 0x1b) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c != 0x1b {
-			b.WriteByte(c)
-			i++
-			continue
-		}
-		i++ // ESC
-		if i >= len(s) {
-			break
-		}
-		switch s[i] {
-		case '[': // CSI: parameters and intermediates, then a final byte @ to ~
-			i++
-			for i < len(s) && (s[i] < 0x40 || s[i] > 0x7e) {
-				i++
-			}
-			i++
-		case ']', 'P', 'X', '^', '_': // strings, ended by BEL or ST (ESC \)
-			i++
-			for i < len(s) && s[i] != 0x07 && !(s[i] == 0x1b && i+1 < len(s) && s[i+1] == '\\') {
-				i++
-			}
-			if i < len(s) && s[i] == 0x1b {
-				i++
-			}
-			i++
-		default:
-			i++
-		}
-	}
-	return b.String()
-}
 
 // maxContext bounds how much of a set's context is printed: its end, where
 // the model leads up to its questions.

@@ -97,6 +97,7 @@ type Server struct {
 	used     int // requests counted against the rate limit (304s are not)
 	faults   []fault
 	botLogin string
+	pulls    map[string][]*PullRequest // by lower-case repository name (pulls.go)
 }
 
 type repo struct {
@@ -136,6 +137,7 @@ func NewServer(t testing.TB) *Server {
 		perms:   make(map[string]string),
 		apps:    make(map[int64]app),
 		appToks: make(map[string]bool),
+		pulls:   make(map[string][]*PullRequest),
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.srv.Close)
@@ -832,6 +834,9 @@ func (s *Server) route(h http.Header, r *http.Request, segs []string) (any, erro
 	}
 	rp := s.repoLocked(segs[1] + "/" + segs[2])
 	rest := segs[3:]
+	if out, err, ok := s.routePulls(r, rp, rest); ok { // pulls.go
+		return out, err
+	}
 	q := r.URL.Query()
 	switch {
 	// /collaborators/{user}/permission

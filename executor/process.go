@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,14 +17,14 @@ import (
 	"time"
 )
 
-// Run is one CLI process. Its events are a pull iterator:
+// Process is one CLI process. Its events are a pull iterator:
 //
-//	run, err := ex.Start(ctx, req)
+//	proc, err := ex.Start(ctx, req)
 //	if err != nil { … } // an invalid request
-//	for run.Next() {
-//		switch ev := run.Event().(type) { … }
+//	for proc.Next() {
+//		switch ev := proc.Event().(type) { … }
 //	}
-//	out := run.Outcome()
+//	out := proc.Outcome()
 //
 // Next, Event and Outcome are for one goroutine. Outcome may be called
 // before Next returned false: it reads the rest of the stream (tracking it,
@@ -38,7 +39,7 @@ import (
 // already arrived, in which case the result decides. A CLI still running
 // Config.ResultGrace after its result line is stopped the same way, with a
 // warning. When the CLI exits, what is left of its process group is killed.
-type Run struct {
+type Process struct {
 	e          *Executor
 	req        Request
 	log        *slog.Logger
@@ -50,7 +51,7 @@ type Run struct {
 	pr         *os.File
 	closePR    sync.Once
 	stderr     *boundedBuffer
-	transcript *os.File
+	transcript *transcript
 	tpath      string
 	mcpTemp    string
 	claw       bool
@@ -85,14 +86,14 @@ type Run struct {
 }
 
 // Start starts the CLI for req. The error is for an invalid request (or an
-// unusable transcript path) only: a CLI that cannot be started gives a Run
+// unusable transcript path) only: a CLI that cannot be started gives a Process
 // whose Outcome has CategoryCLINotFound, and a ctx that is already done
 // gives CategoryCancelled / CategoryTimeout without starting anything.
-func (e *Executor) Start(ctx context.Context, req Request) (*Run, error) {
+func (e *Executor) Start(ctx context.Context, req Request) (*Process, error) {
 	if err := e.validate(req); err != nil {
 		return nil, err
 	}
-	r := &Run{
+	r := &Process{
 		e:         e,
 		req:       req,
 		log:       e.log,
@@ -134,6 +135,11 @@ func (e *Executor) Start(ctx context.Context, req Request) (*Run, error) {
 	cmd.Dir = req.WorkDir
 	cmd.Env = env
 	cmd.Stdin = nil // /dev/null: an open stdin makes the CLI wait for it
+	if promptOnStdin(&e.cfg, req) {
+		// The CLI reads its prompt from stdin up to EOF (exec closes the
+		// pipe once the prompt is written).
+		cmd.Stdin = strings.NewReader(req.Prompt)
+	}
 	cmd.Stdout = pw
 	cmd.Stderr = r.stderr
 	cmd.SysProcAttr = sysProcAttr()
@@ -174,13 +180,13 @@ func (e *Executor) Start(ctx context.Context, req Request) (*Run, error) {
 
 // PID is the CLI's process id (also its process group id); 0 when it was
 // not started.
-func (r *Run) PID() int { return r.pid }
+func (r *Process) PID() int { return r.pid }
 
 // TranscriptPath is where the raw output is saved ("" when it is not).
-func (r *Run) TranscriptPath() string { return r.tpath }
+func (r *Process) TranscriptPath() string { return r.tpath }
 
 // Next advances to the next event; false at the end of the stream.
-func (r *Run) Next() bool {
+func (r *Process) Next() bool {
 	if r.done || r.notStarted != nil {
 		return false
 	}
@@ -204,9 +210,9 @@ func (r *Run) Next() bool {
 }
 
 // Event returns the event Next advanced to.
-func (r *Run) Event() Event { return r.ev }
+func (r *Process) Event() Event { return r.ev }
 
-func (r *Run) observe(ev Event) {
+func (r *Process) observe(ev Event) {
 	r.tracker.Observe(ev)
 	if _, ok := ev.(*Result); ok {
 		r.mu.Lock()
@@ -216,7 +222,7 @@ func (r *Run) observe(ev Event) {
 	}
 }
 
-func (r *Run) finishReading() {
+func (r *Process) finishReading() {
 	r.done = true
 	r.ev = nil
 	r.closeRead()
@@ -224,7 +230,7 @@ func (r *Run) finishReading() {
 }
 
 // nextClaw reads claw's whole output and yields its envelope as a *Result.
-func (r *Run) nextClaw() bool {
+func (r *Process) nextClaw() bool {
 	r.done = true
 	src := runSource{r}
 	limit := int64(r.e.cfg.MaxLineBytes)
@@ -257,7 +263,7 @@ func (r *Run) nextClaw() bool {
 
 // Outcome drains the stream, waits for the process and returns what the
 // run came to. It is idempotent.
-func (r *Run) Outcome() Outcome {
+func (r *Process) Outcome() Outcome {
 	r.outcomeOnce.Do(func() {
 		if r.notStarted != nil {
 			x := *r.notStarted
@@ -286,6 +292,7 @@ func (r *Run) Outcome() Outcome {
 			Duration:         time.Since(r.start),
 			Stats:            r.rd.Stats(),
 			Diagnostics:      r.rd.Diagnostics(),
+			FirstOversize:    r.rd.FirstOversize(),
 			Warnings:         append([]string(nil), r.warnings...),
 			TranscriptPath:   r.tpath,
 		}
@@ -306,7 +313,7 @@ func (r *Run) Outcome() Outcome {
 
 // supervise enforces the timeouts and the graces, and cleans up after the
 // process ends.
-func (r *Run) supervise() {
+func (r *Process) supervise() {
 	defer close(r.superDone)
 	cfg := &r.e.cfg
 	var idleC, graceC, killC, drainC <-chan time.Time
@@ -385,7 +392,7 @@ func stopCause(ctx context.Context, timeout time.Duration) (Category, string) {
 
 // requestStop records why the run is being stopped; false when the process
 // has ended already or a reason was recorded before.
-func (r *Run) requestStop(cat Category, detail string) bool {
+func (r *Process) requestStop(cat Category, detail string) bool {
 	select {
 	case <-r.exited:
 		return false
@@ -402,14 +409,14 @@ func (r *Run) requestStop(cat Category, detail string) bool {
 }
 
 // interrupt sends SIGINT to the group and returns when to kill it.
-func (r *Run) interrupt(grace time.Duration) <-chan time.Time {
+func (r *Process) interrupt(grace time.Duration) <-chan time.Time {
 	if err := interruptGroup(r.pid); err != nil {
 		r.log.Warn("interrupt the agent CLI", "pid", r.pid, "err", err)
 	}
 	return time.After(grace)
 }
 
-func (r *Run) warn(msg string) {
+func (r *Process) warn(msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.warnings) < maxListed {
@@ -417,7 +424,7 @@ func (r *Run) warn(msg string) {
 	}
 }
 
-func (r *Run) closeRead() {
+func (r *Process) closeRead() {
 	r.closePR.Do(func() {
 		if r.pr != nil {
 			r.pr.Close()
@@ -425,7 +432,7 @@ func (r *Run) closeRead() {
 	})
 }
 
-func (r *Run) cleanup() {
+func (r *Process) cleanup() {
 	r.closeTranscript()
 	if r.mcpTemp != "" {
 		if err := os.Remove(r.mcpTemp); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -437,7 +444,7 @@ func (r *Run) cleanup() {
 
 // runSource is the CLI's stdout as the Reader sees it: every read feeds the
 // idle clock and the transcript.
-type runSource struct{ r *Run }
+type runSource struct{ r *Process }
 
 func (s runSource) Read(p []byte) (int, error) {
 	r := s.r
@@ -454,7 +461,7 @@ func (s runSource) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (r *Run) openTranscript() error {
+func (r *Process) openTranscript() error {
 	path := r.req.TranscriptPath
 	if path == "" && r.e.cfg.TranscriptDir != "" {
 		ext := ".ndjson"
@@ -474,28 +481,34 @@ func (r *Run) openTranscript() error {
 	if err != nil {
 		return fmt.Errorf("open transcript: %w", err)
 	}
-	r.transcript, r.tpath = f, path
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("open transcript: %w", err)
+	}
+	r.transcript = &transcript{f: f, max: r.e.cfg.MaxLineBytes, off: fi.Size(), lineStart: fi.Size()}
+	r.tpath = path
 	return nil
 }
 
-func (r *Run) save(p []byte) {
+func (r *Process) save(p []byte) {
 	if r.transcript == nil {
 		return
 	}
-	if _, err := r.transcript.Write(p); err != nil {
+	if err := r.transcript.write(p); err != nil {
 		r.mu.Lock()
 		if r.transcErr == nil {
 			r.transcErr = err
 		}
 		r.mu.Unlock()
-		r.transcript.Close()
+		r.transcript.f.Close()
 		r.transcript = nil
 	}
 }
 
-func (r *Run) closeTranscript() {
+func (r *Process) closeTranscript() {
 	if r.transcript != nil {
-		if err := r.transcript.Close(); err != nil {
+		if err := r.transcript.f.Close(); err != nil {
 			r.mu.Lock()
 			if r.transcErr == nil {
 				r.transcErr = err
@@ -504,6 +517,75 @@ func (r *Run) closeTranscript() {
 		}
 		r.transcript = nil
 	}
+}
+
+// TranscriptPrefixBytes is how much of a line over the line cap a saved
+// transcript keeps (at most the cap): the line is cut to its first bytes,
+// and so reads back as a malformed line.
+const TranscriptPrefixBytes = 64 << 10
+
+// transcript saves the CLI's raw stdout as it streams. A line longer than
+// max (the Reader's cap, which skips it) is cut back to its first
+// TranscriptPrefixBytes: the file is truncated to the line's start plus
+// that prefix and the rest of the line is not written, so a 100 MB line
+// costs a bounded amount of disk, not the whole line.
+type transcript struct {
+	f         *os.File
+	max       int
+	off       int64 // the file's size
+	lineStart int64 // where the current line starts in the file
+	lineLen   int64 // bytes of the current line so far, without "\n"
+	cut       bool  // the current line was cut
+}
+
+func (t *transcript) write(p []byte) error {
+	for len(p) > 0 {
+		seg, rest, nl := p, []byte(nil), false
+		if i := bytes.IndexByte(p, '\n'); i >= 0 {
+			seg, rest, nl = p[:i], p[i+1:], true
+		}
+		if !t.cut && t.lineLen+int64(len(seg)) > int64(t.max) {
+			// The line is over the cap: keep its prefix only.
+			prefix := min(int64(TranscriptPrefixBytes), int64(t.max))
+			if keep := prefix - t.lineLen; keep > 0 {
+				if err := t.put(seg[:min(int64(len(seg)), keep)]); err != nil {
+					return err
+				}
+			}
+			if end := t.lineStart + prefix; t.off > end {
+				if err := t.f.Truncate(end); err != nil {
+					return err
+				}
+				t.off = end
+			}
+			t.cut = true
+		}
+		if !t.cut {
+			n := len(seg)
+			if nl {
+				n++ // the "\n" in the same write
+			}
+			if err := t.put(p[:n]); err != nil {
+				return err
+			}
+		} else if nl {
+			if err := t.put([]byte{'\n'}); err != nil {
+				return err
+			}
+		}
+		t.lineLen += int64(len(seg))
+		if nl {
+			t.lineStart, t.lineLen, t.cut = t.off, 0, false
+		}
+		p = rest
+	}
+	return nil
+}
+
+func (t *transcript) put(b []byte) error {
+	n, err := t.f.Write(b)
+	t.off += int64(n)
+	return err
 }
 
 // writeMCPConfig writes {"mcpServers": servers} to a new 0600 file.

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/orchestrator-dev/orchestrator/internal/config"
+	"github.com/orchestrator-dev/orchestrator/internal/delivery"
+	"github.com/orchestrator-dev/orchestrator/internal/runner"
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/specs"
+)
+
+// This file wires the delivery of a run's work through git: the
+// configuration's git section, a spec's, and `run --git` become a
+// delivery.Options per run, behind the runner's Delivery interface.
+
+// deliveryOptions merges the configuration's git section and a spec's; ok is
+// false when the run is not delivered through git.
+func (m *Main) deliveryOptions(sp *specs.Spec, o runOptions) (delivery.Options, bool) {
+	g := m.Config.Git
+	if !g.Enabled && !o.Git && (sp == nil || sp.Git == nil) {
+		return delivery.Options{}, false
+	}
+	opts := delivery.Options{Base: g.Base, Branch: g.Branch, Remote: g.Remote, Repo: g.Repo,
+		AuthorName: g.AuthorName, AuthorEmail: g.AuthorEmail}
+	if opts.Repo == "" {
+		opts.Repo = m.Config.Surfaces.GitHub.Repo
+	}
+	if g.PullRequest.Enabled {
+		opts.PullRequest = &delivery.PROptions{Draft: g.PullRequest.Draft, Reviewers: g.PullRequest.Reviewers, Labels: g.PullRequest.Labels}
+	}
+	push := g.Push
+	if sp != nil && sp.Git != nil {
+		s := sp.Git
+		if s.Base != "" {
+			opts.Base = s.Base
+		}
+		if s.Branch != "" {
+			opts.Branch = s.Branch
+		}
+		if s.Repo != "" {
+			opts.Repo = s.Repo
+		} else {
+			for _, ref := range sp.Surfaces {
+				if g, ok := ref.Override.Value.(*config.GitHub); ok && g.Repo != "" {
+					opts.Repo = g.Repo
+				}
+			}
+		}
+		if s.PullRequest != nil {
+			opts.PullRequest = &delivery.PROptions{Draft: s.PullRequest.Draft, Reviewers: s.PullRequest.Reviewers, Labels: s.PullRequest.Labels}
+		}
+		if s.Push != nil {
+			push = s.Push
+		}
+	}
+	if push != nil {
+		opts.Push = *push
+	} else {
+		opts.Push = opts.PullRequest != nil
+	}
+	return opts, true
+}
+
+// gitToken is the token pushes and pull requests use.
+func (m *Main) gitToken() string {
+	if m.Config.Git.Token != "" {
+		return m.Config.Git.Token
+	}
+	return m.Config.Surfaces.GitHub.Token
+}
+
+// deliverer returns the process's Deliverer, built on first use.
+func (m *Main) deliverer(st *store.Store, ss *surfaceSet) (*delivery.Deliverer, error) {
+	m.deliveryOnce.Do(func() {
+		cfg := delivery.Config{Store: st, Token: m.gitToken(), Logger: m.Logger.With("part", "delivery")}
+		gc := m.Config.Surfaces.GitHub
+		if tok := m.gitToken(); tok != "" {
+			hc := &http.Client{Timeout: 30 * time.Second}
+			if m.metrics != nil {
+				hc.Transport = m.metrics.InstrumentTransport("github", http.DefaultTransport)
+			}
+			prs, err := delivery.NewGitHub(delivery.GitHubConfig{BaseURL: gc.BaseURL, Token: tok, HTTPClient: hc})
+			if err != nil {
+				m.deliveryErr = err
+				return
+			}
+			cfg.PRs = prs
+		}
+		if ss != nil {
+			cfg.RunIssue = func(ctx context.Context, runID string) (int, error) {
+				return m.runIssue(ctx, st, ss, runID)
+			}
+		}
+		m.deliveryD, m.deliveryErr = delivery.New(cfg)
+	})
+	return m.deliveryD, m.deliveryErr
+}
+
+// runIssue finds the run's question issue through its GitHub surface, when
+// it asks on GitHub.
+func (m *Main) runIssue(ctx context.Context, st *store.Store, ss *surfaceSet, runID string) (int, error) {
+	run, err := st.Run(ctx, runID)
+	if err != nil || !slices.Contains(run.Surfaces, "github") {
+		return 0, err
+	}
+	sp, _ := m.specOf(run)
+	sfs, err := ss.surfacesFor(run, sp)
+	if err != nil {
+		return 0, err
+	}
+	for _, sf := range sfs {
+		if gs, ok := sf.(interface {
+			RunIssue(ctx context.Context, runID string) (int, error)
+		}); ok {
+			return gs.RunIssue(ctx, runID)
+		}
+	}
+	return 0, nil
+}
+
+// deliveryFor is the runner's Config.Delivery.
+func (m *Main) deliveryFor(st *store.Store, ss *surfaceSet) func(run store.Run) (runner.Delivery, error) {
+	return func(run store.Run) (runner.Delivery, error) {
+		o, err := decodeRunOptions(run)
+		if err != nil {
+			return nil, err
+		}
+		sp, err := m.specOf(run)
+		if err != nil && o.SpecPath != "" {
+			return nil, err
+		}
+		opts, ok := m.deliveryOptions(sp, o)
+		if !ok {
+			return nil, nil
+		}
+		d, err := m.deliverer(st, ss)
+		if err != nil {
+			return nil, fmt.Errorf("delivery: %w", err)
+		}
+		return runDelivery{d: d, opts: opts}, nil
+	}
+}
+
+// runDelivery is one run's delivery: the Deliverer with the run's options.
+type runDelivery struct {
+	d    *delivery.Deliverer
+	opts delivery.Options
+}
+
+func (r runDelivery) Workdir(ctx context.Context, run store.Run) (string, error) {
+	return r.d.Workdir(ctx, run, r.opts)
+}
+
+func (r runDelivery) Deliver(ctx context.Context, run store.Run, failpoint func(string)) (string, error) {
+	res, err := r.d.Deliver(ctx, run, r.opts, failpoint)
+	if err != nil {
+		return "", err
+	}
+	return res.Line(), nil
+}
+
+func (r runDelivery) Finish(ctx context.Context, run store.Run) error { return r.d.Finish(ctx, run) }
+
+// deliveryState is the process's Deliverer, built once (Main's fields).
+type deliveryState struct {
+	deliveryOnce sync.Once
+	deliveryD    *delivery.Deliverer
+	deliveryErr  error
+}

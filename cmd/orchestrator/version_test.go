@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"testing"
+)
+
+// TestVersionOfBuildInfo: the version comes from -ldflags, else the build
+// info's module version and VCS revision; a build that recorded nothing
+// still prints something that says so, never an empty string.
+func TestVersionOfBuildInfo(t *testing.T) {
+	t.Parallel()
+	vcs := &debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20261123205400-da786e7abcde+dirty"}, Settings: []debug.BuildSetting{
+		{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "da786e7abcdef0123456789"}, {Key: "vcs.modified", Value: "true"}}}
+	for _, tt := range []struct {
+		name           string
+		ver, rev       string
+		info           *debug.BuildInfo
+		ok             bool
+		wantVer        string
+		wantRev        string
+		wantLinePart   string
+		wantJSONCommit string
+	}{
+		{"ldflags win", "v1.2.3", "abc1234", vcs, true, "v1.2.3", "abc1234", "orchestrator v1.2.3 (commit abc1234, go", "abc1234"},
+		{"vcs info", "", "", vcs, true, "v0.0.0-20261123205400-da786e7abcde+dirty", "da786e7abcde-dirty",
+			"(commit da786e7abcde with local changes, go", "da786e7abcde"},
+		{"devel without vcs", "", "", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, true, "", "",
+			"orchestrator devel (no module version or VCS revision was recorded", "unknown"},
+		{"no build info", "", "", nil, false, "", "", "orchestrator devel (no module version", "unknown"},
+	} {
+		ver, rev := versionOf(tt.ver, tt.rev, tt.info, tt.ok)
+		if ver != tt.wantVer || rev != tt.wantRev {
+			t.Errorf("%s: versionOf = %q, %q, want %q, %q", tt.name, ver, rev, tt.wantVer, tt.wantRev)
+		}
+		rep := newVersionReport(ver, rev)
+		if line := rep.line(); !strings.Contains(line, tt.wantLinePart) {
+			t.Errorf("%s: line %q lacks %q", tt.name, line, tt.wantLinePart)
+		}
+		if rep.Version == "" || rep.Commit != tt.wantJSONCommit {
+			t.Errorf("%s: report %+v, want commit %q", tt.name, rep, tt.wantJSONCommit)
+		}
+	}
+}
+
+// TestVersionOfBuiltBinary builds the command with go build: in a git
+// checkout the binary prints the module version and the checkout's
+// revision; elsewhere (no git, an exported tree) it says what it lacks.
+func TestVersionOfBuiltBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "orchestrator")
+	// -buildvcs=auto on the command line: GOFLAGS=-buildvcs=false in the
+	// environment must not decide what this test sees.
+	build := exec.Command("go", "build", "-buildvcs=auto", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.TrimSpace(string(out))
+	jout, err := exec.Command(bin, "version", "--json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep versionReport
+	if err := json.Unmarshal(jout, &rep); err != nil {
+		t.Fatalf("version --json: %v\n%s", err, jout)
+	}
+	if rep.V != 1 || rep.Version == "" || rep.Commit == "" || !strings.HasPrefix(rep.Go, "go") || rep.Platform == "" {
+		t.Errorf("version --json = %s", jout)
+	}
+	// What go build recorded decides what to expect: it records the VCS
+	// revision in a git checkout with git installed, not in an exported
+	// tree, nor (as of Go 1.26) in a linked git worktree.
+	meta, err := exec.Command("go", "version", "-m", bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := ""
+	for _, l := range strings.Split(string(meta), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "build" && strings.HasPrefix(f[1], "vcs.revision=") {
+			rev = strings.TrimPrefix(f[1], "vcs.revision=")
+		}
+	}
+	if rev == "" {
+		t.Logf("go build recorded no VCS revision here: checking the message that says so")
+		if rep.Commit != "unknown" || !strings.Contains(line, "no module version or VCS revision was recorded") {
+			t.Errorf("without VCS information: version = %q, --json %s", line, jout)
+		}
+		return
+	}
+	want := rev[:12]
+	if head, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil && !strings.HasPrefix(strings.TrimSpace(string(head)), want) {
+		t.Errorf("go build recorded %s, git says HEAD is %s", rev, head)
+	}
+	if rep.Commit != want || !strings.Contains(line, "commit "+want) {
+		t.Errorf("version = %q, --json %s; want commit %s", line, jout, want)
+	}
+	if rep.Version == "devel" || strings.Contains(line, "devel") {
+		t.Errorf("a build from a git checkout prints devel: %q", line)
+	}
+}

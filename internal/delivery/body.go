@@ -1,0 +1,159 @@
+package delivery
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/questions"
+)
+
+// Report is what a pull request's body and a commit message are made of.
+type Report struct {
+	RunID   string
+	Spec    string // the spec's name; empty for a prompt
+	Title   string
+	Summary string // the model's final text
+	// Decisions is the run's decision log.
+	Decisions []store.Decision
+	Turns     int // agent CLI invocations
+	CostUSD   float64
+	Duration  time.Duration
+	// IssueURL is the run's question issue, if it has one.
+	IssueURL string
+}
+
+// Marker ends every pull request body the orchestrator writes.
+func Marker(runID string) string {
+	return "<!-- orchestrator:delivery " + oneLine(questions.Clean(runID)) + " -->"
+}
+
+// untrusted cleans model or human text for a pull request or a commit:
+// no hidden comments, no invisible characters, no secrets.
+func untrusted(s string) string { return strings.TrimSpace(questions.Clean(questions.Strip(s))) }
+
+// mentionRE finds @mentions (users, teams) in text.
+var mentionRE = regexp.MustCompile(`@([A-Za-z0-9])`)
+
+// noMentions keeps model text from notifying people on GitHub: an @mention
+// gets a zero-width space after its "@".
+func noMentions(s string) string { return mentionRE.ReplaceAllString(s, "@\u200b$1") }
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// cell makes text fit in a markdown table cell.
+func cell(s string) string {
+	s = oneLine(untrusted(s))
+	s = strings.ReplaceAll(s, "|", `\|`)
+	if r := []rune(s); len(r) > 300 {
+		s = string(r[:299]) + "…"
+	}
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+// PRTitle is a pull request's title.
+func (r Report) PRTitle() string {
+	name := r.Spec
+	if name == "" {
+		name = r.Title
+	}
+	t := oneLine(untrusted(name))
+	if sum := firstLine(untrusted(r.Summary)); sum != "" {
+		t += ": " + sum
+	}
+	if rr := []rune(t); len(rr) > 120 {
+		t = string(rr[:119]) + "…"
+	}
+	if t == "" {
+		t = "orchestrator run " + r.RunID
+	}
+	return t
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return oneLine(strings.TrimLeft(s, "# "))
+}
+
+// CommitMessage is the commit's message: the spec's name, then the model's
+// summary. It invents no trailers (no Co-authored-by).
+func (r Report) CommitMessage() string {
+	name := r.Spec
+	if name == "" {
+		name = r.Title
+	}
+	subject := oneLine(untrusted(name))
+	if subject == "" {
+		subject = "orchestrator run " + r.RunID
+	}
+	var b strings.Builder
+	b.WriteString(subject)
+	b.WriteString("\n\n")
+	if sum := untrusted(r.Summary); sum != "" {
+		b.WriteString(sum)
+		b.WriteString("\n\n")
+	}
+	fmt.Fprintf(&b, "Orchestrator run: %s\n", oneLine(questions.Clean(r.RunID)))
+	return b.String()
+}
+
+// PRBody is a pull request's body: the summary, the decision log, the run's
+// numbers and a link to its question issue.
+func (r Report) PRBody() string {
+	var b strings.Builder
+	b.WriteString("## Summary\n\n")
+	if sum := untrusted(r.Summary); sum != "" {
+		b.WriteString(noMentions(sum))
+	} else {
+		b.WriteString("_The model gave no summary._")
+	}
+	b.WriteString("\n\n## Decisions\n\n")
+	if len(r.Decisions) == 0 {
+		b.WriteString("No questions were asked.\n")
+	} else {
+		b.WriteString("| # | Question | Options | Answer | Answered by | On | When |\n|---|---|---|---|---|---|---|\n")
+		for i, d := range r.Decisions {
+			q := d.Question
+			if d.Header != "" {
+				q = d.Header + ": " + q
+			}
+			answer, by, on, when := d.Answer, d.By, d.Surface, ""
+			if !d.AnsweredAt.IsZero() {
+				when = d.AnsweredAt.UTC().Format("2006-01-02 15:04 UTC")
+			}
+			if answer == "" {
+				answer = "(" + string(d.State) + ")"
+			}
+			// The answerer is named as the surface knows them; the rest
+			// is model or human text and mentions nobody.
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s |\n", i+1, noMentions(cell(q)), noMentions(cell(strings.Join(d.Options, " / "))),
+				noMentions(cell(answer)), cell(by), cell(on), cell(when))
+		}
+	}
+	b.WriteString("\n## Run\n\n")
+	fmt.Fprintf(&b, "- Run `%s`", strings.ReplaceAll(oneLine(questions.Clean(r.RunID)), "`", "'"))
+	if r.Spec != "" {
+		fmt.Fprintf(&b, " of spec `%s`", strings.ReplaceAll(oneLine(questions.Clean(r.Spec)), "`", "'"))
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "- %d %s, $%.4f, %s\n", r.Turns, plural(r.Turns, "turn", "turns"), r.CostUSD, r.Duration.Round(time.Second))
+	if r.IssueURL != "" {
+		fmt.Fprintf(&b, "- Questions and answers: %s\n", r.IssueURL)
+	}
+	b.WriteString("\n")
+	b.WriteString(Marker(r.RunID))
+	b.WriteString("\n")
+	return b.String()
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

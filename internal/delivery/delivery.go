@@ -1,0 +1,603 @@
+// Package delivery carries a run's work to people as a reviewable change:
+// a git worktree and branch of its own, a commit, a push and one pull
+// request whose body holds the run's decision log.
+//
+// Before the first turn, Workdir fetches the remote (when there is one) and
+// adds a worktree for the run under the state directory, on a new branch
+// from the base; the agent CLI runs there. The person's checkout, its branch
+// and its index are never touched. After the last turn, Deliver commits what
+// changed, pushes the branch and opens (or updates) the pull request. Every
+// step is recorded in the store once done (store.Delivery), so a process
+// that dies between two steps is replaced by one that goes on from the next,
+// and retries are idempotent: a pull request already open for the branch is
+// updated, never duplicated.
+//
+// Git is run as the git binary. A token for pushing over HTTPS is handed to
+// git through an askpass helper and the environment of that one command:
+// never in its arguments, the remote's URL, a log, or the agent's
+// environment.
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+)
+
+// Options is how one run is delivered (a spec's or the configuration's git
+// section).
+type Options struct {
+	// Base is the branch to start from; empty: the remote's default branch,
+	// else the checkout's current branch.
+	Base string
+	// Branch is the run's branch, with {spec}, {run} and {date} filled in
+	// (default "orchestrator/{spec}/{run}").
+	Branch string
+	// Remote is the remote to fetch from and push to (default "origin").
+	Remote string
+	// Push pushes the branch after the commit.
+	Push bool
+	// PullRequest, when set, opens a pull request in Repo.
+	PullRequest *PROptions
+	// Repo is "owner/name", where the pull request is opened.
+	Repo string
+	// AuthorName and AuthorEmail are the commit's author and committer
+	// (default "orchestrator <orchestrator@localhost>").
+	AuthorName  string
+	AuthorEmail string
+}
+
+// PROptions says how the pull request is opened.
+type PROptions struct {
+	Draft     bool
+	Reviewers []string
+	Labels    []string
+}
+
+// DefaultBranch is the branch template when none is configured.
+const DefaultBranch = "orchestrator/{spec}/{run}"
+
+// Config is what a Deliverer is made of.
+type Config struct {
+	Store *store.Store
+	// Root is where worktrees are added (default <state>/worktrees).
+	Root string
+	Git  Git
+	// Token authenticates pushes over HTTPS (askpass); empty: git's own
+	// credentials.
+	Token string
+	// PRs opens pull requests; nil when none can be opened.
+	PRs PullRequests
+	// RunIssue returns the number of a run's question issue in the pull
+	// request's repository (0: none); nil when there is none.
+	RunIssue func(ctx context.Context, runID string) (int, error)
+	Logger   *slog.Logger
+	Now      func() time.Time
+}
+
+// Deliverer delivers runs. It is safe for concurrent use on different runs;
+// each run is delivered by the one process that drives it.
+type Deliverer struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns a Deliverer.
+func New(cfg Config) (*Deliverer, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("delivery: a store is required")
+	}
+	if cfg.Root == "" {
+		cfg.Root = filepath.Join(cfg.Store.Dir(), "worktrees")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Deliverer{cfg: cfg, log: cfg.Logger}, nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.Branch == "" {
+		o.Branch = DefaultBranch
+	}
+	if o.Remote == "" {
+		o.Remote = "origin"
+	}
+	if o.AuthorName == "" {
+		o.AuthorName = "orchestrator"
+	}
+	if o.AuthorEmail == "" {
+		o.AuthorEmail = "orchestrator@localhost"
+	}
+	return o
+}
+
+// BranchName fills in a branch template.
+func BranchName(tmpl string, run store.Run) string {
+	spec := run.Spec
+	if spec == "" {
+		spec = "prompt"
+	}
+	date := run.CreatedAt
+	if date.IsZero() {
+		date = time.Now()
+	}
+	return strings.NewReplacer("{spec}", spec, "{run}", run.ID, "{date}", date.UTC().Format("2006-01-02")).Replace(tmpl)
+}
+
+// Workdir returns the directory the run's turns run in: its worktree (the
+// run's workdir's place in it), added on first use. A run whose worktree is
+// gone (a restart on a cleaned machine) gets it back, from its branch if it
+// still exists, else from its pushed branch, else from the base.
+func (d *Deliverer) Workdir(ctx context.Context, run store.Run, o Options) (string, error) {
+	o = o.withDefaults()
+	g := d.cfg.Git
+	dl, ok, err := d.cfg.Store.Delivery(ctx, run.ID)
+	if err != nil {
+		return "", err
+	}
+	if ok {
+		if !dl.RemovedAt.IsZero() {
+			return "", fmt.Errorf("run %s: its worktree %s was removed", run.ID, dl.Worktree)
+		}
+		if err := d.restore(ctx, dl, o); err != nil {
+			return "", err
+		}
+		return subdir(dl.Worktree, dl.RepoDir, run.WorkDir), nil
+	}
+	top, err := g.toplevel(ctx, run.WorkDir)
+	if err != nil {
+		return "", err
+	}
+	remote := g.hasRemote(ctx, top, o.Remote)
+	if remote {
+		if _, err := g.run(ctx, top, d.authEnv(), "", "fetch", "--quiet", "--prune", o.Remote); err != nil {
+			return "", fmt.Errorf("fetch %s: %w", o.Remote, err)
+		}
+	}
+	base := o.Base
+	if base == "" {
+		base, err = d.defaultBase(ctx, top, o.Remote, remote)
+		if err != nil {
+			return "", err
+		}
+	}
+	var baseCommit string
+	var found bool
+	if remote {
+		baseCommit, found = g.resolve(ctx, top, "refs/remotes/"+o.Remote+"/"+base)
+	}
+	if !found {
+		baseCommit, found = g.resolve(ctx, top, base)
+	}
+	if !found {
+		return "", fmt.Errorf("base branch %q: no such branch in %s (on %s or locally); set git.base", base, top, o.Remote)
+	}
+	branch := BranchName(o.Branch, run)
+	if _, err := g.run(ctx, top, nil, "", "check-ref-format", "--branch", branch); err != nil {
+		return "", fmt.Errorf("branch %q (from git.branch %q) is not a valid branch name", branch, o.Branch)
+	}
+	wt := filepath.Join(d.cfg.Root, run.ID)
+	if err := os.MkdirAll(d.cfg.Root, 0o700); err != nil {
+		return "", fmt.Errorf("worktrees: %w", err)
+	}
+	if _, err := g.run(ctx, top, nil, "", "worktree", "add", "--quiet", "--no-track", "-b", branch, wt, baseCommit); err != nil {
+		return "", fmt.Errorf("add the run's worktree: %w", err)
+	}
+	dl = store.Delivery{RunID: run.ID, RepoDir: top, Worktree: wt, Branch: branch, Base: base, BaseCommit: baseCommit,
+		State: store.DeliveryPrepared}
+	if err := d.cfg.Store.SaveDelivery(ctx, dl); err != nil {
+		return "", err
+	}
+	d.log.Info("worktree added", "run", run.ID, "worktree", wt, "branch", branch, "base", base)
+	return subdir(wt, top, run.WorkDir), nil
+}
+
+// subdir is where workdir (inside the checkout top) is in the worktree wt.
+func subdir(wt, top, workdir string) string {
+	rel, err := filepath.Rel(top, workdir)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		if a, errA := filepath.EvalSymlinks(top); errA == nil {
+			if b, errB := filepath.EvalSymlinks(workdir); errB == nil {
+				if r2, err := filepath.Rel(a, b); err == nil && r2 != "." && !strings.HasPrefix(r2, "..") {
+					return filepath.Join(wt, r2)
+				}
+			}
+		}
+		return wt
+	}
+	return filepath.Join(wt, rel)
+}
+
+func (d *Deliverer) defaultBase(ctx context.Context, top, remote string, hasRemote bool) (string, error) {
+	g := d.cfg.Git
+	if hasRemote {
+		if ref, err := g.run(ctx, top, nil, "", "symbolic-ref", "--quiet", "refs/remotes/"+remote+"/HEAD"); err == nil {
+			return strings.TrimPrefix(ref, "refs/remotes/"+remote+"/"), nil
+		}
+		if out, err := g.run(ctx, top, d.authEnv(), "", "ls-remote", "--symref", remote, "HEAD"); err == nil {
+			for _, l := range strings.Split(out, "\n") {
+				if rest, ok := strings.CutPrefix(l, "ref: refs/heads/"); ok {
+					name, _, _ := strings.Cut(rest, "\t")
+					return name, nil
+				}
+			}
+		}
+	}
+	cur, err := g.run(ctx, top, nil, "", "symbolic-ref", "--quiet", "--short", "HEAD")
+	if err != nil || cur == "" {
+		return "", fmt.Errorf("no base branch: %s has no default branch on %s and no current branch; set git.base", top, remote)
+	}
+	return cur, nil
+}
+
+// restore makes sure a recorded worktree is there, adding it again when it
+// is gone.
+func (d *Deliverer) restore(ctx context.Context, dl store.Delivery, o Options) error {
+	g := d.cfg.Git
+	if g.isWorktree(ctx, dl.Worktree) {
+		return nil
+	}
+	g.run(ctx, dl.RepoDir, nil, "", "worktree", "prune")
+	if err := os.RemoveAll(dl.Worktree); err != nil {
+		return fmt.Errorf("worktree %s: %w", dl.Worktree, err)
+	}
+	var args []string
+	switch {
+	case d.branchExists(ctx, dl.RepoDir, dl.Branch):
+		args = []string{"worktree", "add", "--quiet", dl.Worktree, dl.Branch}
+	default:
+		start := dl.BaseCommit
+		if g.hasRemote(ctx, dl.RepoDir, o.Remote) {
+			if _, err := g.run(ctx, dl.RepoDir, d.authEnv(), "", "fetch", "--quiet", o.Remote, "+refs/heads/"+dl.Branch+":refs/remotes/"+o.Remote+"/"+dl.Branch); err == nil {
+				start = "refs/remotes/" + o.Remote + "/" + dl.Branch
+			}
+		}
+		args = []string{"worktree", "add", "--quiet", "--no-track", "-b", dl.Branch, dl.Worktree, start}
+	}
+	if _, err := g.run(ctx, dl.RepoDir, nil, "", args...); err != nil {
+		return fmt.Errorf("add the run's worktree again: %w", err)
+	}
+	d.log.Info("worktree added again", "run", dl.RunID, "worktree", dl.Worktree, "branch", dl.Branch)
+	return nil
+}
+
+func (d *Deliverer) branchExists(ctx context.Context, dir, branch string) bool {
+	_, ok := d.cfg.Git.resolve(ctx, dir, "refs/heads/"+branch)
+	return ok
+}
+
+// Result says what Deliver did.
+type Result struct {
+	Delivery store.Delivery
+	// Changed is false when the run left the tree as it found it.
+	Changed bool
+}
+
+// Line says what was delivered, in one line for people.
+func (r Result) Line() string {
+	dl := r.Delivery
+	switch {
+	case !r.Changed:
+		return "no change: nothing committed, no pull request"
+	case dl.PRURL != "":
+		return fmt.Sprintf("pull request %s (branch %s, commit %.12s)", dl.PRURL, dl.Branch, dl.CommitSHA)
+	case dl.Pushed:
+		return fmt.Sprintf("pushed branch %s (commit %.12s)", dl.Branch, dl.CommitSHA)
+	default:
+		return fmt.Sprintf("committed on branch %s (commit %.12s, not pushed) in %s", dl.Branch, dl.CommitSHA, dl.RepoDir)
+	}
+}
+
+// Failpoints Deliver passes, in order, after recording each step.
+const (
+	FailpointCommitted = "delivery-committed"
+	FailpointPushed    = "delivery-pushed"
+)
+
+// Deliver commits the run's changes, pushes its branch and opens its pull
+// request, going on from the last step recorded. failpoint (may be nil) is
+// called after each recorded step (see the Failpoint constants).
+func (d *Deliverer) Deliver(ctx context.Context, run store.Run, o Options, failpoint func(string)) (Result, error) {
+	o = o.withDefaults()
+	if failpoint == nil {
+		failpoint = func(string) {}
+	}
+	dl, ok, err := d.cfg.Store.Delivery(ctx, run.ID)
+	if err != nil {
+		return Result{}, err
+	}
+	if !ok {
+		return Result{}, fmt.Errorf("run %s has no worktree to deliver", run.ID)
+	}
+	g := d.cfg.Git
+	if dl.State == store.DeliveryUnchanged {
+		return Result{Delivery: dl}, nil
+	}
+	if dl.State == store.DeliveryPrepared {
+		if err := d.restore(ctx, dl, o); err != nil {
+			return Result{Delivery: dl}, err
+		}
+		status, err := g.run(ctx, dl.Worktree, nil, "", "status", "--porcelain", "--untracked-files=all")
+		if err != nil {
+			return Result{Delivery: dl}, err
+		}
+		head, _ := g.resolve(ctx, dl.Worktree, "HEAD")
+		if status == "" && head == dl.BaseCommit {
+			dl.State, dl.Note = store.DeliveryUnchanged, "no change: nothing committed, no pull request"
+			if err := d.cfg.Store.SaveDelivery(ctx, dl); err != nil {
+				return Result{Delivery: dl}, err
+			}
+			return Result{Delivery: dl}, nil
+		}
+		if status != "" {
+			rep, err := d.report(ctx, run, "")
+			if err != nil {
+				return Result{Delivery: dl}, err
+			}
+			if _, err := g.run(ctx, dl.Worktree, nil, "", "add", "--all"); err != nil {
+				return Result{Delivery: dl}, err
+			}
+			env := []string{"GIT_AUTHOR_NAME=" + o.AuthorName, "GIT_AUTHOR_EMAIL=" + o.AuthorEmail,
+				"GIT_COMMITTER_NAME=" + o.AuthorName, "GIT_COMMITTER_EMAIL=" + o.AuthorEmail}
+			if _, err := g.run(ctx, dl.Worktree, env, rep.CommitMessage(), "-c", "commit.gpgsign=false", "commit", "--quiet", "--no-verify", "--file", "-"); err != nil {
+				return Result{Delivery: dl}, fmt.Errorf("commit the run's changes: %w", err)
+			}
+		}
+		dl.CommitSHA, _ = g.resolve(ctx, dl.Worktree, "HEAD")
+		dl.State = store.DeliveryCommitted
+		if err := d.cfg.Store.SaveDelivery(ctx, dl); err != nil {
+			return Result{Delivery: dl}, err
+		}
+		d.log.Info("committed", "run", run.ID, "branch", dl.Branch, "commit", dl.CommitSHA)
+		failpoint(FailpointCommitted)
+	}
+	res := Result{Delivery: dl, Changed: true}
+	if !o.Push {
+		return res, nil
+	}
+	if dl.State == store.DeliveryCommitted {
+		if err := d.push(ctx, dl, o); err != nil {
+			return res, err
+		}
+		dl.Pushed, dl.State = true, store.DeliveryPushed
+		if err := d.cfg.Store.SaveDelivery(ctx, dl); err != nil {
+			return res, err
+		}
+		res.Delivery = dl
+		d.log.Info("pushed", "run", run.ID, "remote", o.Remote, "branch", dl.Branch)
+		failpoint(FailpointPushed)
+	}
+	if o.PullRequest == nil {
+		return res, nil
+	}
+	if d.cfg.PRs == nil || o.Repo == "" {
+		return res, errors.New("a pull request is configured (git.pull_request) but no GitHub repository: set surfaces.github.repo or git.repo, and a token")
+	}
+	issue := 0
+	issueURL := ""
+	if d.cfg.RunIssue != nil {
+		if n, err := d.cfg.RunIssue(ctx, run.ID); err != nil {
+			d.log.Warn("the run's question issue", "run", run.ID, "err", err)
+		} else if n > 0 {
+			issue = n
+			if u, err := d.cfg.PRs.IssueURL(ctx, o.Repo, n); err == nil {
+				issueURL = u
+			}
+		}
+	}
+	rep, err := d.report(ctx, run, issueURL)
+	if err != nil {
+		return res, err
+	}
+	base := dl.Base
+	if o.Base != "" {
+		base = o.Base
+	}
+	pr, err := d.cfg.PRs.Open(ctx, PRRequest{Repo: o.Repo, Head: dl.Branch, Base: base, Title: rep.PRTitle(), Body: rep.PRBody(),
+		Draft: o.PullRequest.Draft, Reviewers: o.PullRequest.Reviewers, Labels: o.PullRequest.Labels})
+	if pr.Number == 0 {
+		return res, err
+	}
+	if err != nil {
+		d.log.Warn("pull request opened, but", "run", run.ID, "pr", pr.URL, "err", err)
+	}
+	dl.PRNumber, dl.PRURL, dl.State = pr.Number, pr.URL, store.DeliveryOpened
+	if err := d.cfg.Store.SaveDelivery(ctx, dl); err != nil {
+		return res, err
+	}
+	res.Delivery = dl
+	d.log.Info("pull request opened", "run", run.ID, "pr", pr.URL)
+	if issue > 0 && !dl.Commented {
+		body := fmt.Sprintf("The run's work is in pull request %s (branch `%s`).", pr.URL, strings.ReplaceAll(dl.Branch, "`", "'"))
+		if err := d.cfg.PRs.Comment(ctx, o.Repo, issue, body); err != nil {
+			d.log.Warn("comment on the run's question issue", "run", run.ID, "err", err)
+		} else {
+			dl.Commented = true
+			if err := d.cfg.Store.SaveDelivery(ctx, dl); err != nil {
+				return res, err
+			}
+			res.Delivery = dl
+		}
+	}
+	return res, nil
+}
+
+// report gathers what the commit and the pull request say about the run.
+func (d *Deliverer) report(ctx context.Context, run store.Run, issueURL string) (Report, error) {
+	st := d.cfg.Store
+	decisions, err := st.DecisionLog(ctx, run.ID)
+	if err != nil {
+		return Report{}, err
+	}
+	turns, err := st.Turns(ctx, run.ID)
+	if err != nil {
+		return Report{}, err
+	}
+	r := Report{RunID: run.ID, Spec: run.Spec, Title: run.Title, Summary: run.FinalText, Decisions: decisions, IssueURL: issueURL}
+	var end time.Time
+	for _, t := range turns {
+		r.Turns++
+		r.CostUSD += t.Result.CostUSD
+		if t.Result.FinalText != "" {
+			r.Summary = t.Result.FinalText
+		}
+		if t.FinishedAt.After(end) {
+			end = t.FinishedAt
+		}
+	}
+	if end.IsZero() {
+		end = d.cfg.Now()
+	}
+	r.Duration = end.Sub(run.CreatedAt)
+	return r, nil
+}
+
+// push pushes the branch, never forcing. A token is handed to git by an
+// askpass helper that reads it from this one command's environment.
+func (d *Deliverer) push(ctx context.Context, dl store.Delivery, o Options) error {
+	_, err := d.cfg.Git.run(ctx, dl.Worktree, d.authEnv(), "", "push", "--porcelain", o.Remote, "HEAD:refs/heads/"+dl.Branch)
+	if err == nil {
+		return nil
+	}
+	var ge *gitError
+	msg := err.Error()
+	if errors.As(err, &ge) {
+		// --porcelain reports each ref on stdout ("!	src:dst	[rejected] (fetch first)").
+		var lines []string
+		for _, l := range strings.Split(ge.stdout+"\n"+ge.stderr, "\n") {
+			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "hint:") && !strings.HasPrefix(l, "To ") && l != "Done" {
+				lines = append(lines, l)
+			}
+		}
+		msg = strings.Join(lines, "\n")
+	}
+	low := strings.ToLower(msg)
+	switch {
+	case strings.Contains(low, "non-fast-forward") || strings.Contains(low, "fetch first") || strings.Contains(low, "[rejected]"):
+		return fmt.Errorf("%w: branch %s on %s has commits the run's branch does not (not a fast-forward); the worktree %s is kept: %s",
+			ErrPushRejected, dl.Branch, o.Remote, dl.Worktree, lastLines(msg, 3))
+	case strings.Contains(low, "authentication") || strings.Contains(low, "could not read username") || strings.Contains(low, "403") ||
+		strings.Contains(low, "401") || strings.Contains(low, "permission") || strings.Contains(low, "denied"):
+		return fmt.Errorf("%w: %s refused the credentials (check git.token or surfaces.github.token, and its Contents: write permission); the worktree %s is kept: %s",
+			ErrPushRejected, o.Remote, dl.Worktree, lastLines(msg, 3))
+	default:
+		return fmt.Errorf("%w: push branch %s to %s; the worktree %s is kept: %s", ErrPushRejected, dl.Branch, o.Remote, dl.Worktree, lastLines(msg, 3))
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " / ")
+}
+
+// askpass is the helper git asks for a username and a password: the token
+// comes from the environment of the one git command that needs it.
+const askpass = `#!/bin/sh
+case "$1" in
+Username*) echo "x-access-token" ;;
+*) printf '%s\n' "$ORCHESTRATOR_GIT_TOKEN" ;;
+esac
+`
+
+// authEnv is the environment that hands the token to git, if there is one.
+func (d *Deliverer) authEnv() []string {
+	if d.cfg.Token == "" {
+		return nil
+	}
+	p := filepath.Join(d.cfg.Root, ".askpass")
+	if b, err := os.ReadFile(p); err != nil || string(b) != askpass {
+		if err := os.MkdirAll(d.cfg.Root, 0o700); err == nil {
+			tmp := p + ".tmp"
+			if os.WriteFile(tmp, []byte(askpass), 0o700) == nil {
+				os.Rename(tmp, p)
+			}
+		}
+	}
+	return []string{"GIT_ASKPASS=" + p, "ORCHESTRATOR_GIT_TOKEN=" + d.cfg.Token, "GIT_CONFIG_NOSYSTEM=1"}
+}
+
+// Finish ends a run's delivery: the worktree of a run that ended done is
+// removed (with its branch when the run changed nothing); a failed or
+// cancelled run's is kept for inspection until gc.
+func (d *Deliverer) Finish(ctx context.Context, run store.Run) error {
+	if run.Status != store.RunDone {
+		return nil
+	}
+	dl, ok, err := d.cfg.Store.Delivery(ctx, run.ID)
+	if err != nil || !ok || !dl.RemovedAt.IsZero() {
+		return err
+	}
+	return d.remove(ctx, dl)
+}
+
+func (d *Deliverer) remove(ctx context.Context, dl store.Delivery) error {
+	g := d.cfg.Git
+	if _, err := os.Stat(dl.Worktree); err == nil {
+		if _, err := g.run(ctx, dl.RepoDir, nil, "", "worktree", "remove", "--force", "--force", dl.Worktree); err != nil {
+			if rerr := os.RemoveAll(dl.Worktree); rerr != nil {
+				return fmt.Errorf("remove worktree %s: %w", dl.Worktree, err)
+			}
+		}
+	}
+	g.run(ctx, dl.RepoDir, nil, "", "worktree", "prune")
+	if dl.State == store.DeliveryUnchanged || dl.State == store.DeliveryPrepared {
+		// The branch holds nothing of the run's: drop it.
+		g.run(ctx, dl.RepoDir, nil, "", "branch", "--quiet", "-D", dl.Branch)
+	}
+	dl.RemovedAt = d.cfg.Now()
+	return d.cfg.Store.SaveDelivery(ctx, dl)
+}
+
+// Removed is a worktree GC removed.
+type Removed struct {
+	RunID    string
+	Worktree string
+	Status   store.RunStatus
+}
+
+// GC removes the worktrees of runs that ended (done, failed or cancelled)
+// more than olderThan ago, then runs `git worktree prune` in each checkout
+// they came from.
+func (d *Deliverer) GC(ctx context.Context, olderThan time.Duration) ([]Removed, error) {
+	kept, err := d.cfg.Store.KeptWorktrees(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cutoff := d.cfg.Now().Add(-olderThan)
+	var out []Removed
+	var errs []error
+	repos := map[string]bool{}
+	for _, k := range kept {
+		repos[k.Delivery.RepoDir] = true
+		if !k.Run.Status.Final() || k.Run.UpdatedAt.After(cutoff) {
+			continue
+		}
+		if err := d.remove(ctx, k.Delivery); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, Removed{RunID: k.Run.ID, Worktree: k.Delivery.Worktree, Status: k.Run.Status})
+	}
+	for dir := range repos {
+		if _, err := os.Stat(dir); err == nil {
+			if _, err := d.cfg.Git.run(ctx, dir, nil, "", "worktree", "prune"); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}

@@ -1,0 +1,48 @@
+package specs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrUnknownSpec is returned by RunNow for a spec name the scheduler does not have.
+var ErrUnknownSpec = errors.New("unknown spec")
+
+// The methods below drive a Scheduler by hand in tests; the program itself
+// only runs specs on their schedules.
+
+// RunNow runs the spec now, by hand, and returns the run's error. It
+// returns ErrBusy at once when a run of the spec is active (or Busy says
+// so), ErrUnknownSpec for an unknown name and ErrStopped after Stop. When
+// MaxConcurrent runs are active it waits for a free slot, or for ctx.
+func (s *Scheduler) RunNow(ctx context.Context, specName string) error {
+	j, ok := s.jobs[specName]
+	if !ok {
+		return fmt.Errorf("run %s: %w", specName, ErrUnknownSpec)
+	}
+	if err := s.claim(j, "by hand"); err != nil {
+		return fmt.Errorf("run %s: %w", specName, err)
+	}
+	return s.execute(ctx, j, "by hand")
+}
+
+// Spec returns the spec of the given name.
+func (s *Scheduler) Spec(name string) (Spec, bool) {
+	j, ok := s.jobs[name]
+	if !ok {
+		return Spec{}, false
+	}
+	return j.spec, true
+}
+
+// Next returns the next scheduled time of the spec after now; zero for an
+// unknown spec or one without a schedule.
+func (s *Scheduler) Next(specName string) time.Time {
+	j, ok := s.jobs[specName]
+	if !ok || j.sched == nil {
+		return time.Time{}
+	}
+	return j.sched.Next(s.now())
+}
