@@ -51,14 +51,15 @@ func (m *Main) approvalsPolicy(sp *specs.Spec, c executor.Config) (approvals.Pol
 // nativeAsking puts the agent of run in the CLI's control protocol with the
 // orchestrator's hook, when its policy allows it: the model's AskUserQuestion
 // and its permission requests then reach people (README "Approvals").
-func (m *Main) nativeAsking(run store.Run, sp *specs.Spec, c *executor.Config) error {
+// It returns the run's policy, nil when native asking is off.
+func (m *Main) nativeAsking(run store.Run, sp *specs.Spec, c *executor.Config) (*approvals.Policy, error) {
 	p, ok := m.approvalsPolicy(sp, *c)
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	state, err := filepath.Abs(m.Config.StateDir)
 	if err != nil {
-		return fmt.Errorf("state directory: %w", err)
+		return nil, fmt.Errorf("state directory: %w", err)
 	}
 	prefix := m.hookCommand
 	if prefix == "" {
@@ -67,7 +68,7 @@ func (m *Main) nativeAsking(run store.Run, sp *specs.Spec, c *executor.Config) e
 	if prefix == "" {
 		exe, err := os.Executable()
 		if err != nil {
-			return fmt.Errorf("the orchestrator's own path, for the agent's hook: %w", err)
+			return nil, fmt.Errorf("the orchestrator's own path, for the agent's hook: %w", err)
 		}
 		prefix = shQuote(exe)
 	}
@@ -79,5 +80,5 @@ func (m *Main) nativeAsking(run store.Run, sp *specs.Spec, c *executor.Config) e
 	if c.IdleTimeout > 0 && c.IdleTimeout < p.Hold+time.Minute {
 		c.IdleTimeout = p.Hold + time.Minute
 	}
-	return nil
+	return &p, nil
 }

@@ -9,9 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -449,8 +452,9 @@ func readSpawns(log string) ([]time.Time, error) {
 // Metrics: p50-ms and p90-ms, answer start → resumed CLI started;
 // claimed-p50-ms, answer start → the answer turn's row (the set claimed,
 // written just before the spawn); answer-cmd-p50-ms, the answer command
-// alone. The waiting process notices an answer from another process by
-// polling the store (store.pollInterval, 20ms).
+// alone. The waiting process notices an answer from another process by the
+// poke the answer's commit writes under <state>/wake (store/wait.go), the
+// slow poll being only the fallback.
 func BenchmarkAnswerToResume(b *testing.B) {
 	if runtime.GOOS != "linux" {
 		b.Skip("the whole-program benchmarks read /proc: Linux only")
@@ -700,6 +704,37 @@ func BenchmarkWaitingRunsRSS(b *testing.B) {
 // its memory once they all wait.
 func waitingRunsRSS(b *testing.B, n int) procMemory {
 	b.Helper()
+	ws := startWaitingServe(b, n)
+	defer ws.stop(b)
+	// Let the daemon wait a while, sampling.
+	var got procMemory
+	for range 50 {
+		m, err := readMemory(ws.cmd.Process.Pid)
+		if err != nil {
+			b.Fatalf("read serve's memory: %v\n%s", err, ws.out.String())
+		}
+		got.hwm, got.rss = max(got.hwm, m.hwm), max(got.rss, m.rss)
+		time.Sleep(20 * time.Millisecond)
+	}
+	return got
+}
+
+// waitingServe is `orchestrator serve` (a child process) driving runs that
+// all wait on a question.
+type waitingServe struct {
+	n      int
+	cmd    *exec.Cmd
+	out    *watchedBuffer
+	exited chan error
+	addr   string // its HTTP address
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// startWaitingServe prepares n waiting runs, starts serve on them and
+// returns once every run waits.
+func startWaitingServe(b *testing.B, n int) *waitingServe {
+	b.Helper()
 	dir := b.TempDir()
 	state := filepath.Join(dir, "state")
 	config := filepath.Join(dir, "orchestrator.yaml")
@@ -714,61 +749,214 @@ func waitingRunsRSS(b *testing.B, n int) procMemory {
 	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
-	defer cancel()
-	if err := prefillWaitingRuns(ctx, state, n); err != nil {
+	ws := &waitingServe{n: n, out: newWatchedBuffer(), exited: make(chan error, 1)}
+	// Long enough for BenchmarkWaitingRunsCPU's window and garbage
+	// collections too.
+	ws.ctx, ws.cancel = context.WithTimeout(context.Background(), benchTimeout+waitingWindow+10*time.Minute)
+	if err := prefillWaitingRuns(ws.ctx, state, n); err != nil {
 		b.Fatal(err)
 	}
-
-	out := newWatchedBuffer()
-	cmd := exec.Command(os.Args[0], "--config", config, "serve")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), envChild+"=1")
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	ws.cmd = exec.Command(os.Args[0], "--config", config, "serve")
+	ws.cmd.Dir = dir
+	ws.cmd.Env = append(os.Environ(), envChild+"=1")
+	ws.cmd.Stdout, ws.cmd.Stderr = ws.out, ws.out
+	if err := ws.cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		select {
-		case <-exited:
-		default:
-			cmd.Process.Kill()
-			<-exited
-		}
-	}()
+	go func() { ws.exited <- ws.cmd.Wait() }()
 	// serve logs each question it waits on (logEvent).
-	if err := out.waitCount(ctx, `msg="question asked"`, n, exited); err != nil {
-		b.Fatalf("the runs never all waited: %v\n%s", err, out.String())
+	if err := ws.out.waitCount(ws.ctx, `msg="question asked"`, n, ws.exited); err != nil {
+		ws.kill()
+		b.Fatalf("the runs never all waited: %v\n%s", err, ws.out.String())
 	}
-	// Let the answer watcher poll a while (it ticks every 20ms), sampling.
-	var got procMemory
-	for range 50 {
-		m, err := readMemory(cmd.Process.Pid)
-		if err != nil {
-			b.Fatalf("read serve's memory: %v\n%s", err, out.String())
-		}
-		got.hwm, got.rss = max(got.hwm, m.hwm), max(got.rss, m.rss)
-		time.Sleep(20 * time.Millisecond)
+	if m := regexp.MustCompile(`msg=serving addr=(\S+)`).FindStringSubmatch(ws.out.String()); m != nil {
+		ws.addr = m[1]
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	return ws
+}
+
+func (ws *waitingServe) kill() {
+	select {
+	case err := <-ws.exited:
+		ws.exited <- err
+	default:
+		ws.cmd.Process.Kill()
+		ws.exited <- <-ws.exited
+	}
+	ws.cancel()
+}
+
+// stop stops serve with SIGTERM and checks it asked each question once.
+func (ws *waitingServe) stop(b *testing.B) {
+	b.Helper()
+	defer ws.kill()
+	if err := ws.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		b.Fatal(err)
 	}
 	select {
-	case err := <-exited:
-		exited <- err
+	case err := <-ws.exited:
+		ws.exited <- err
 		var exit *exec.ExitError
 		if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == exitCancelled) {
-			b.Fatalf("serve: %v\n%s", err, out.String())
+			b.Fatalf("serve: %v\n%s", err, ws.out.String())
 		}
-	case <-ctx.Done():
-		b.Fatalf("serve did not stop: %v\n%s", ctx.Err(), out.String())
+	case <-ws.ctx.Done():
+		b.Fatalf("serve did not stop: %v\n%s", ws.ctx.Err(), ws.out.String())
 	}
-	if asked := strings.Count(out.String(), `msg="question asked"`); asked != n {
-		b.Fatalf("serve asked %d questions, want %d:\n%s", asked, n, out.String())
+	if asked := strings.Count(ws.out.String(), `msg="question asked"`); asked != ws.n {
+		b.Fatalf("serve asked %d questions, want %d:\n%s", asked, ws.n, ws.out.String())
 	}
-	return got
+}
+
+// waitingWindow is how long BenchmarkWaitingRunsCPU watches serve wait.
+const waitingWindow = 60 * time.Second
+
+// BenchmarkWaitingRunsCPU measures what `orchestrator serve` costs while
+// waitingRuns runs wait on their questions for waitingWindow: the CPU time
+// of the process (utime+stime of /proc/<pid>/stat) as a share of one core;
+// how its live heap (go_gc_heap_live_bytes on /metrics, see liveHeap,
+// before and after the window) and resident set change; and how fast it
+// allocates (go_memstats_alloc_bytes_total), garbage the GC takes back.
+// Nothing scrapes serve during the window.
+//
+// Targets: waiting-CPU-% < 1; heap-live-growth-KB ≈ 0 (no growth with
+// time).
+//
+// The runs are the ones of BenchmarkWaitingRunsRSS. Waiting costs the slow
+// poll of the store (store/wait.go) and the daemon's look for undriven runs.
+func BenchmarkWaitingRunsCPU(b *testing.B) {
+	if runtime.GOOS != "linux" {
+		b.Skip("the whole-program benchmarks read /proc: Linux only")
+	}
+	var cpu, heapGrowth, rssGrowth, allocRate float64
+	for i := 0; i < b.N; i++ {
+		ws := startWaitingServe(b, waitingRuns)
+		pid := ws.cmd.Process.Pid
+		// Once the start's work is done, and the daemon has looked for
+		// undriven runs twice (its store connections' caches warm).
+		time.Sleep(12 * time.Second)
+		heap0 := liveHeap(b, ws.addr)
+		alloc0 := metric(b, ws.addr, "go_memstats_alloc_bytes_total")
+		mem0, err := readMemory(pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0, err := readCPU(pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		time.Sleep(waitingWindow)
+		t1, err := readCPU(pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		took := time.Since(start)
+		mem1, err := readMemory(pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		alloc1 := metric(b, ws.addr, "go_memstats_alloc_bytes_total")
+		heap1 := liveHeap(b, ws.addr)
+		ws.stop(b)
+		cpu = 100 * float64(t1-t0) / float64(took)
+		heapGrowth = (heap1 - heap0) / 1024
+		rssGrowth = float64(mem1.rss-mem0.rss) / 1024
+		allocRate = (alloc1 - alloc0) / 1024 / took.Minutes()
+	}
+	b.StopTimer()
+	b.ReportMetric(cpu, "waiting-CPU-%")
+	b.ReportMetric(heapGrowth, "heap-live-growth-KB")
+	b.ReportMetric(rssGrowth, "RSS-growth-KB")
+	b.ReportMetric(allocRate, "alloc-KB/min")
+}
+
+// clockTick is the unit of utime and stime in /proc/<pid>/stat (USER_HZ,
+// 100 on Linux).
+const clockTick = 10 * time.Millisecond
+
+// readCPU returns the CPU time (user and system) a process has used.
+func readCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseStat(string(b))
+}
+
+// parseStat reads utime and stime (fields 14 and 15) of a /proc/<pid>/stat
+// line; the command name (field 2) is in parentheses and may hold spaces.
+func parseStat(line string) (time.Duration, error) {
+	i := strings.LastIndexByte(line, ')')
+	if i < 0 {
+		return 0, errors.New("proc stat: no command name")
+	}
+	f := strings.Fields(line[i+1:]) // from field 3 (state) on
+	if len(f) < 13 {
+		return 0, fmt.Errorf("proc stat: %d fields after the name, want at least 13", len(f))
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("proc stat: %w", err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * clockTick, nil
+}
+
+// liveHeap is the smallest live heap serve's next three garbage
+// collections find (scraping /metrics makes garbage, so they come within
+// seconds): the live heap varies by a few hundred KB from one collection to
+// the next with what is in flight.
+func liveHeap(b *testing.B, addr string) float64 {
+	b.Helper()
+	least := math.Inf(1)
+	for range 3 {
+		least = min(least, liveAfterNextGC(b, addr))
+	}
+	return least
+}
+
+// liveAfterNextGC waits for serve's next garbage collection (the runtime
+// forces one at least every 2 minutes) and returns the live heap it found.
+func liveAfterNextGC(b *testing.B, addr string) float64 {
+	b.Helper()
+	last := metric(b, addr, "go_memstats_last_gc_time_seconds")
+	deadline := time.Now().Add(3 * time.Minute)
+	for metric(b, addr, "go_memstats_last_gc_time_seconds") == last {
+		if time.Now().After(deadline) {
+			b.Fatal("serve did not collect garbage within 3 minutes")
+		}
+		time.Sleep(time.Second)
+	}
+	return metric(b, addr, "go_gc_heap_live_bytes")
+}
+
+// metric reads the value of a metric without labels from serve's /metrics.
+func metric(b *testing.B, addr, name string) float64 {
+	b.Helper()
+	if addr == "" {
+		b.Fatal("serve's address is unknown")
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return f
+		}
+	}
+	b.Fatalf("no %s on /metrics: %v", name, sc.Err())
+	return 0
 }
 
 // prefillWaitingRuns writes n runs to the store in dir, each waiting on a
@@ -799,6 +987,17 @@ func prefillWaitingRuns(ctx context.Context, dir string, n int) error {
 		}
 	}
 	return nil
+}
+
+func TestParseStat(t *testing.T) {
+	t.Parallel()
+	line := "4242 (orche strator) S 1 4242 4242 0 -1 4194560 100 0 0 0 150 25 0 0 20 0 9 0 1 1 1\n"
+	if got, err := parseStat(line); err != nil || got != 1750*time.Millisecond {
+		t.Errorf("parseStat = %v, %v; want 1.75s", got, err)
+	}
+	if _, err := parseStat("4242 (x) S 1 2"); err == nil {
+		t.Error("parseStat of a short line succeeded")
+	}
 }
 
 func TestParseStatus(t *testing.T) {

@@ -434,6 +434,83 @@ func TestCancelStopsAWaitingRun(t *testing.T) {
 	}
 }
 
+// TestSpecRemovedMidRunKeepsItsPolicy: a run keeps the spec it started
+// with. Its question waits (the terminal's input ended), the spec file is
+// then removed, and `resume` still applies the spec's on_timeout: the
+// default option answers, as the spec said when the run began.
+func TestSpecRemovedMidRunKeepsItsPolicy(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, standardRules(0)...)
+	spec := filepath.Join(e.dir, "work", "task.md")
+	body := "---\nname: task\nsurfaces: [terminal]\nquestion_timeout: 1s\non_timeout: {action: default, option: JWT}\n---\nImplement spec X\n"
+	if err := os.WriteFile(spec, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := e.run("", "run", spec); code != exitWaiting {
+		t.Fatalf("run exit %d, want %d (waiting)", code, exitWaiting)
+	}
+	run := e.onlyRun()
+	if err := os.Remove(spec); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // past the question timeout
+	code, out, _ := e.run("", "resume", run.ID)
+	if code != 0 || !strings.Contains(out, "Implemented with JWT.") {
+		t.Fatalf("resume exit %d; want the spec's on_timeout default (JWT) applied", code)
+	}
+	sets, _ := e.store().QuestionSets(context.Background(), store.SetFilter{RunID: run.ID})
+	if len(sets) != 1 || sets[0].Response.Surface != "timeout" {
+		t.Fatalf("sets = %+v, want the question answered by the timeout policy", sets)
+	}
+}
+
+// TestCancelMidTurnStopsTheToolCall: `cancel RUN` while the agent runs a
+// slow Bash command stops the CLI's process group: the command never
+// completes, the turn is recorded cancelled before cancel returns, and the
+// run's process ends.
+func TestCancelMidTurnStopsTheToolCall(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	started, finished := filepath.Join(dir, "started"), filepath.Join(dir, "finished")
+	e := newE2E(t,
+		fakeapi.Rule{When: "Run the slow command", Reply: fakeapi.Reply{Text: "Running it.", ToolUse: &fakeapi.ToolUse{
+			Name: "Bash", Input: map[string]any{
+				"command":     fmt.Sprintf("touch %q && sleep 4 && touch %q", started, finished),
+				"description": "A slow command",
+			}}}},
+		fakeapi.Rule{Reply: fakeapi.Reply{Text: "The command finished."}},
+	)
+	spec := filepath.Join(e.dir, "work", "slow.md")
+	if err := os.WriteFile(spec, []byte("---\nname: slow\nallowed_tools: [Bash]\n---\nRun the slow command\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := e.child("", "", "run", spec)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the slow command to start", func() bool { _, err := os.Stat(started); return err == nil })
+	run := e.onlyRun()
+	if code, out, _ := e.run("", "cancel", run.ID); code != 0 || !strings.Contains(out, "cancelled") {
+		t.Fatalf("cancel: exit %d", code)
+	}
+	turns, err := e.store().Turns(context.Background(), run.ID)
+	if err != nil || len(turns) != 1 || !turns[0].Finished || turns[0].Result.Category != "cancelled" {
+		t.Fatalf("turns when cancel returned = %+v, %v; want the one turn finished as cancelled", turns, err)
+	}
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != exitCancelled {
+		t.Errorf("the run's process ended with %v, want exit %d", err, exitCancelled)
+	}
+	time.Sleep(5 * time.Second) // past the command's own end
+	if _, err := os.Stat(finished); err == nil {
+		t.Fatal("the Bash command completed after the run was cancelled")
+	}
+	if n := len(e.fake.Requests()); n != 1 {
+		t.Errorf("%d requests; the tool's result must never reach the model", n)
+	}
+}
+
 // TestOversizeQuestionIsCorrected: a 10 MB QUESTION block is an invalid
 // block: the model gets the correction prompt naming the limit, nobody is
 // asked the huge question, and the corrected question is asked.

@@ -121,24 +121,24 @@ func (m *Main) foregroundTerminal(s *terminal.Surface) surfaces.Surface {
 	return fgTerminal{Surface: s, p: m.fg}
 }
 
-func (t fgTerminal) Ask(ctx context.Context, set questions.Set) (questions.Response, error) {
+func (t fgTerminal) Ask(ctx context.Context, set questions.Set, answers surfaces.Answers) error {
 	t.p.mu.Lock()
 	if t.p.textTurns[set.Turn] && questions.KindOf(set) == questions.KindMarker {
 		set.Context = "" // printed with the progress; an approval's context is its call
 	}
 	t.p.atPrompt = true
 	t.p.mu.Unlock()
-	resp, err := t.Surface.Ask(ctx, set)
+	err := t.Surface.Ask(ctx, set, answers)
 	t.p.mu.Lock()
 	defer t.p.mu.Unlock()
 	switch {
 	case err == nil:
-		t.p.atPrompt = false // the answer's line ended it
+		t.p.atPrompt = false // the answer's line (or what became of it) ended it
 	case errors.Is(err, surfaces.ErrUnavailable):
 		t.p.atPrompt = false // its how-to-answer-later ends with a newline
 		t.p.laterSaid = true
 	}
-	return resp, err
+	return err
 }
 
 // Resolve lets the surface say the set was answered elsewhere: that line

@@ -14,6 +14,7 @@ import (
 	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
+	"github.com/orchestrator-dev/orchestrator/surfaces/surfacetest"
 	"github.com/orchestrator-dev/orchestrator/surfaces/terminal"
 )
 
@@ -130,7 +131,7 @@ func TestCtrlCWhileWaitingSaysStoppedWaiting(t *testing.T) {
 		}
 		cancel()
 	}()
-	if _, err := sf.Ask(ctx, set); !errors.Is(err, context.Canceled) {
+	if err := sf.Ask(ctx, set, pending(set)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Ask = %v", err)
 	}
 	p.interrupted(store.Run{ID: "r1", Status: store.RunWaiting})
@@ -163,14 +164,14 @@ func TestQuestionContextNotPrintedTwice(t *testing.T) {
 	sf := (&Main{fg: p}).foregroundTerminal(s)
 	set := questions.Set{ID: "s1", RunID: "r1", Turn: 1, Context: "Here is my plan: a login page.",
 		Questions: []questions.Question{{ID: "q1", Text: "Which?", Options: []questions.Option{{Label: "A"}, {Label: "B"}}}}}
-	if _, err := sf.Ask(context.Background(), set); err != nil {
+	if err := sf.Ask(context.Background(), set, pending(set)); err != nil {
 		t.Fatal(err)
 	}
 	if n := strings.Count(out.String(), "Here is my plan"); n != 1 {
 		t.Errorf("the model's text is printed %d times:\n%s", n, out.String())
 	}
 	set.ID, set.Turn, set.Context = "s2", 3, "Earlier plan, not printed here."
-	if _, err := sf.Ask(context.Background(), set); err != nil {
+	if err := sf.Ask(context.Background(), set, pending(set)); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "Earlier plan, not printed here.") {
@@ -188,7 +189,7 @@ func TestAnswerLaterSaidOnce(t *testing.T) {
 	defer s.Close()
 	sf := (&Main{fg: p}).foregroundTerminal(s)
 	set := questions.Set{ID: "s1", RunID: "r1", Turn: 1, Questions: []questions.Question{{ID: "q1", Text: "Which?"}}}
-	if _, err := sf.Ask(context.Background(), set); err == nil {
+	if err := sf.Ask(context.Background(), set, pending(set)); err == nil {
 		t.Fatal("Ask with no input succeeded")
 	}
 	p.waiting(store.Run{ID: "r1", Status: store.RunWaiting})
@@ -229,4 +230,11 @@ func TestRunPrintsModelTextOnce(t *testing.T) {
 	if n := strings.Count(out, "orchestrator answer "); n != 1 {
 		t.Errorf("how to answer is said %d times:\n%s", n, out)
 	}
+}
+
+// pending is in-memory Answers where set waits for an answer.
+func pending(set questions.Set) *surfacetest.Answers {
+	a := surfacetest.NewAnswers()
+	a.Add(set)
+	return a
 }

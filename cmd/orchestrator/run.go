@@ -67,14 +67,18 @@ func (m *Main) newRunFrom(specPath string, f runFlags) (runner.NewRun, error) {
 		if err != nil {
 			return n, err
 		}
-		sp, err := specs.Load(abs)
+		data, err := os.ReadFile(abs)
+		if err != nil {
+			return n, configError(fmt.Errorf("read spec: %w", err))
+		}
+		sp, err := specs.Parse(abs, data)
 		if err != nil {
 			return n, configError(err)
 		}
 		if err := bypassRefusal(m.Config, sp); err != nil {
 			return n, configError(err)
 		}
-		opts.SpecPath = abs
+		opts.SpecPath, opts.SpecText = abs, string(data)
 		n.Spec, n.Title, n.Prompt, n.WorkDir = sp.Name, sp.Name, sp.Body, sp.WorkDir
 		for _, s := range sp.Surfaces {
 			n.Surfaces = append(n.Surfaces, s.Name)

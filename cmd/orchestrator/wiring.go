@@ -7,12 +7,10 @@ import (
 	"strings"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
-	"github.com/orchestrator-dev/orchestrator/internal/approvals"
 	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/specs"
-	"github.com/orchestrator-dev/orchestrator/surfaces"
 )
 
 // This file is where everything meets: the configuration, a spec's
@@ -24,6 +22,10 @@ import (
 // resumes it builds the same agent and surfaces.
 type runOptions struct {
 	SpecPath string `json:"spec_path,omitempty"`
+	// SpecText is the spec file as it was when the run was created: the
+	// run keeps the spec it started with (presets, timeout, escalation,
+	// agent overrides), however the file is edited or removed meanwhile.
+	SpecText string `json:"spec_text,omitempty"`
 	// Env is extra environment for the agent (rehearsals point the CLI at
 	// the built-in fake API with it). Never secrets: it is stored.
 	Env map[string]string `json:"env,omitempty"`
@@ -121,13 +123,19 @@ func systemPrompt(extra string) string {
 	return p
 }
 
-// specOf loads the spec a run was started from, if any.
+// specOf returns the spec a run was started from, if any: the text kept
+// with the run, or (a run created before the text was kept) the file.
 func (m *Main) specOf(run store.Run) (*specs.Spec, error) {
 	o, err := decodeRunOptions(run)
 	if err != nil || o.SpecPath == "" {
 		return nil, err
 	}
-	sp, err := specs.Load(o.SpecPath)
+	var sp specs.Spec
+	if o.SpecText != "" {
+		sp, err = specs.Parse(o.SpecPath, []byte(o.SpecText))
+	} else {
+		sp, err = specs.Load(o.SpecPath)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("run %s: load its spec: %w", run.ID, err)
 	}
@@ -141,36 +149,39 @@ func (m *Main) newRunner(st *store.Store, observe func(runner.Event)) (*runner.R
 	rc := m.Config.Run
 	r, err := runner.New(runner.Config{
 		Store: st,
-		Agent: func(run store.Run) (runner.Agent, error) {
+		// Called once per drive: the run's spec (as kept with the run),
+		// agent, surfaces and policy; an error fails the run, saying why.
+		Resolve: func(run store.Run) (runner.Resolved, error) {
 			sp, err := m.specOf(run)
 			if err != nil {
-				m.Logger.Warn("using the configuration's agent settings", "run", run.ID, "err", err)
+				return runner.Resolved{}, err
 			}
 			o, err := decodeRunOptions(run)
 			if err != nil {
-				return nil, err
+				return runner.Resolved{}, err
 			}
 			c := m.executorConfig(sp, o.Env)
-			if err := m.nativeAsking(run, sp, &c); err != nil { // approvals_wiring.go
-				return nil, err
+			apol, err := m.nativeAsking(run, sp, &c) // approvals_wiring.go
+			if err != nil {
+				return runner.Resolved{}, err
 			}
-			return executor.New(c)
-		},
-		Surfaces: func(run store.Run) ([]surfaces.Surface, error) {
-			sp, _ := m.specOf(run)
-			return ss.surfacesFor(run, sp)
-		},
-		Policy: func(run store.Run) runner.Policy {
-			sp, _ := m.specOf(run)
-			return m.policyOf(sp, ss)
+			agent, err := executor.New(c)
+			if err != nil {
+				return runner.Resolved{}, err
+			}
+			surfs, err := ss.surfacesFor(run, sp)
+			if err != nil {
+				return runner.Resolved{}, fmt.Errorf("surfaces: %w", err)
+			}
+			pol, err := m.policyOf(sp, ss)
+			if err != nil {
+				return runner.Resolved{}, err
+			}
+			return runner.Resolved{Agent: agent, Surfaces: surfs, Policy: pol, Approvals: apol}, nil
 		},
 		Observe:   observe,
 		Failpoint: m.failpoint,
 		Delivery:  m.deliveryFor(st, ss), // delivery.go
-		Approvals: func(run store.Run) (approvals.Policy, bool) {
-			sp, _ := m.specOf(run)
-			return m.approvalsPolicy(sp, m.executorConfig(sp, nil)) // approvals_wiring.go
-		},
 		// serve keeps waiting when its terminal has no input; run and
 		// resume exit 3 instead.
 		KeepWaiting: m.serving,
@@ -187,9 +198,9 @@ func (m *Main) newRunner(st *store.Store, observe func(runner.Event)) (*runner.R
 }
 
 // policyOf turns a spec's question settings into the runner's policy.
-func (m *Main) policyOf(sp *specs.Spec, ss *surfaceSet) runner.Policy {
+func (m *Main) policyOf(sp *specs.Spec, ss *surfaceSet) (runner.Policy, error) {
 	if sp == nil {
-		return runner.Policy{}
+		return runner.Policy{}, nil
 	}
 	p := runner.Policy{
 		QuestionTimeout: sp.QuestionTimeout,
@@ -202,10 +213,9 @@ func (m *Main) policyOf(sp *specs.Spec, ss *surfaceSet) runner.Policy {
 	if sp.EscalateTo != "" {
 		esc, err := ss.get(sp.EscalateTo, sp.Escalation)
 		if err != nil {
-			m.Logger.Error("escalation surface", "spec", sp.Name, "surface", sp.EscalateTo, "err", err)
-		} else {
-			p.EscalateTo = esc
+			return p, fmt.Errorf("escalation surface %s of spec %s: %w", sp.EscalateTo, sp.Name, err)
 		}
+		p.EscalateTo = esc
 	}
-	return p
+	return p, nil
 }

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -52,6 +53,9 @@ type Store interface {
 	// for catch-up and status.
 	LastScheduled(ctx context.Context, spec string) (time.Time, bool, error)
 	MarkScheduled(ctx context.Context, spec string, t time.Time) error
+	// RunDriven reports whether some process holds a run's lock (drives
+	// it), to adopt the active runs nobody drives.
+	RunDriven(id string) (bool, error)
 }
 
 // Config is what a Daemon is made of.
@@ -90,7 +94,22 @@ type Config struct {
 	// Location is where schedules without CRON_TZ=/TZ= are read; default
 	// time.Local.
 	Location *time.Location
+	// AdoptEvery is how often the daemon looks for active runs no process
+	// drives (a `run` that exited with its question waiting, a `resume`
+	// that was stopped, a process that died) and drives them, so that
+	// `orchestrator answer` always leads to a resume while a daemon runs;
+	// default 5s.
+	AdoptEvery time.Duration
 }
+
+// orphanGrace is how long a run in status running may go without an update
+// before the daemon adopts it when no process drives it: a process that just
+// created a run takes its lock right after.
+const orphanGrace = time.Minute
+
+// maxDriveBackoff bounds the wait before driving again a run whose drive
+// stopped on an error.
+const maxDriveBackoff = 5 * time.Minute
 
 // Daemon is `orchestrator serve`. Run it once.
 type Daemon struct {
@@ -107,6 +126,13 @@ type Daemon struct {
 	driving  map[string]string // run ID → spec name, for the runs driven here
 	bySpec   map[string]int    // spec name → runs of it driven here
 	wg       sync.WaitGroup    // drivers
+	failed   map[string]retry  // run ID → when to drive again a run whose drive failed
+	undriven []string          // active runs no process drove at the last look
+}
+
+type retry struct {
+	n  int
+	at time.Time
 }
 
 // New checks cfg and returns a Daemon; every problem of the specs'
@@ -131,12 +157,16 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
+	if cfg.AdoptEvery <= 0 {
+		cfg.AdoptEvery = 5 * time.Second
+	}
 	d := &Daemon{
 		cfg:     cfg,
 		log:     cfg.Logger,
 		ready:   make(chan struct{}),
 		driving: map[string]string{},
 		bySpec:  map[string]int{},
+		failed:  map[string]retry{},
 	}
 	mux, err := d.routes()
 	if err != nil {
@@ -208,9 +238,6 @@ func (d *Daemon) Addr() string {
 // Ready is closed once Run holds the lock, listens, has taken up the stored
 // runs and started the scheduler.
 func (d *Daemon) Ready() <-chan struct{} { return d.ready }
-
-// Entries are the specs with their next and previous run times, for status.
-func (d *Daemon) Entries() []specs.Entry { return d.sched.Entries() }
 
 // Running returns the IDs of the runs this daemon drives now, sorted.
 func (d *Daemon) Running() []string {
@@ -284,6 +311,12 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return err
 	}
 	d.sched.Start(runsCtx)
+	adopting := make(chan struct{})
+	go func() {
+		defer close(adopting)
+		d.adoptLoop(runsCtx)
+	}()
+	defer func() { <-adopting }()
 
 	srvErr := make(chan error, 1)
 	var srv *http.Server
@@ -373,12 +406,74 @@ func (d *Daemon) takeUpRuns(ctx context.Context) error {
 	return nil
 }
 
+// adoptLoop adopts, every AdoptEvery, the active runs no process drives,
+// until ctx ends.
+func (d *Daemon) adoptLoop(ctx context.Context) {
+	t := time.NewTicker(d.cfg.AdoptEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			d.adopt(ctx)
+		}
+	}
+}
+
+// adopt drives the active runs (waiting, interrupted, running for longer
+// than orphanGrace without an update) that no process drives; a run whose
+// drive failed is adopted again after a backoff. The runs left undriven
+// are reported by /healthz and orchestrator_runs_undriven.
+func (d *Daemon) adopt(ctx context.Context) {
+	runs, err := d.cfg.Store.ListRuns(ctx, store.RunFilter{Status: takeUp, Brief: true})
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.Error("adopt runs: list runs", "err", err)
+		}
+		return
+	}
+	now := time.Now()
+	var undriven []string
+	for _, run := range runs {
+		d.mu.Lock()
+		_, here := d.driving[run.ID]
+		r, failed := d.failed[run.ID]
+		stopping := d.stopping
+		d.mu.Unlock()
+		if here || stopping {
+			continue
+		}
+		driven, err := d.cfg.Store.RunDriven(run.ID)
+		if err != nil {
+			d.log.Error("adopt runs: is the run driven", "run", run.ID, "err", err)
+			continue
+		}
+		if driven || (run.Status == store.RunRunning && now.Sub(run.UpdatedAt) < orphanGrace) {
+			continue
+		}
+		if failed && now.Before(r.at) {
+			undriven = append(undriven, run.ID)
+			continue
+		}
+		if !d.register(run.ID, run.Spec) {
+			continue
+		}
+		d.log.Info("adopting a run no process drives", "run", run.ID, "spec", run.Spec, "status", run.Status)
+		go func() { _ = d.drive(ctx, run.ID, run.Spec, "adopt") }()
+	}
+	d.mu.Lock()
+	d.undriven = undriven
+	d.mu.Unlock()
+	d.cfg.Metrics.setUndriven(len(undriven))
+}
+
 // register notes that this process drives runID (of spec, when not empty);
-// false when it already does. Each true must be followed by drive.
+// false when it already does, or shuts down. Each true must be followed by drive.
 func (d *Daemon) register(runID, spec string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, ok := d.driving[runID]; ok {
+	if _, ok := d.driving[runID]; ok || d.stopping {
 		return false
 	}
 	d.driving[runID] = spec
@@ -412,6 +507,7 @@ func (d *Daemon) unregister(runID string) {
 // a run driven by another process are not errors.
 func (d *Daemon) drive(ctx context.Context, runID, spec, trigger string) error {
 	run, err := d.cfg.Runs.Drive(ctx, runID)
+	d.noteDriven(runID, err, ctx.Err() != nil)
 	d.unregister(runID) // before logging: whoever reads the log sees the run gone
 	log := d.log.With("run", runID, "spec", spec, "trigger", trigger)
 	switch {
@@ -434,6 +530,26 @@ func (d *Daemon) drive(ctx context.Context, runID, spec, trigger string) error {
 	}
 }
 
+// noteDriven records how a drive ended: a drive stopped on an error (not
+// the shutdown, not another process) makes the run adopted again only after
+// a backoff, doubled each time up to maxDriveBackoff.
+func (d *Daemon) noteDriven(runID string, err error, stopped bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err == nil || stopped || errors.Is(err, store.ErrLocked) || errors.Is(err, runner.ErrWaiting) {
+		delete(d.failed, runID)
+		return
+	}
+	r := d.failed[runID]
+	r.n++
+	wait := d.cfg.AdoptEvery << min(r.n-1, 16)
+	if wait > maxDriveBackoff || wait <= 0 {
+		wait = maxDriveBackoff
+	}
+	r.at = time.Now().Add(wait)
+	d.failed[runID] = r
+}
+
 // runSpec is the scheduler's run function: create a run of the spec and
 // drive it. It returns once the run is final, left waiting, or stopped by
 // the shutdown, so the scheduler skips the spec's ticks meanwhile.
@@ -450,6 +566,12 @@ func (d *Daemon) runSpec(ctx context.Context, sp specs.Spec) error {
 		return fmt.Errorf("create run of spec %s: %w", sp.Name, err)
 	}
 	if !d.register(run.ID, sp.Name) {
+		d.mu.Lock()
+		stopping := d.stopping
+		d.mu.Unlock()
+		if stopping {
+			return nil // created as the shutdown began: the next daemon takes it up
+		}
 		return fmt.Errorf("run %s of spec %s is driven already", run.ID, sp.Name)
 	}
 	d.log.Info("run created", "run", run.ID, "spec", sp.Name)
@@ -507,19 +629,27 @@ type Health struct {
 	Driving int `json:"driving"`
 	// Running and Waiting count the store's runs in those states (all
 	// processes).
-	Running int    `json:"running"`
-	Waiting int    `json:"waiting"`
-	Error   string `json:"error,omitempty"`
+	Running int `json:"running"`
+	Waiting int `json:"waiting"`
+	// Undriven lists the active runs that no process drove at the
+	// daemon's last look (their drive failed; adopted again after a
+	// backoff); Status is then "degraded".
+	Undriven []string `json:"undriven,omitempty"`
+	Error    string   `json:"error,omitempty"`
 }
 
-// healthz answers 200 with Health while serving; 503 while shutting down or
-// when the store cannot be read.
+// healthz answers 200 with Health while serving (status "ok", or
+// "degraded" with runs no process drives); 503 while shutting down or when
+// the store cannot be read.
 func (d *Daemon) healthz(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
-	h := Health{Status: "ok", Driving: len(d.driving)}
+	h := Health{Status: "ok", Driving: len(d.driving), Undriven: slices.Clone(d.undriven)}
 	stopping := d.stopping
 	d.mu.Unlock()
 	code := http.StatusOK
+	if len(h.Undriven) > 0 {
+		h.Status = "degraded"
+	}
 	if stopping {
 		h.Status, code = "shutting down", http.StatusServiceUnavailable
 	}

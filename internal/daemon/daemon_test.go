@@ -351,9 +351,6 @@ func TestScheduledSpecSkipsTicksWhileWaiting(t *testing.T) {
 	if code != http.StatusOK || h.Status != "ok" || h.Driving != 1 || h.Waiting != 1 {
 		t.Fatalf("healthz = %d %+v", code, h)
 	}
-	if e := d.Entries(); len(e) != 1 || e[0].Spec != "tick" || e[0].Next.IsZero() || !e[0].Running {
-		t.Fatalf("Entries() = %+v", e)
-	}
 
 	// Answered: the run finishes, and the next tick starts a new run.
 	first.finish <- store.RunDone
@@ -784,6 +781,85 @@ func TestListenError(t *testing.T) {
 		t.Fatalf("the daemon lock was not released: %v", err)
 	}
 	lock.Unlock()
+}
+
+// TestAdoptsRunsNoProcessDrives: a run left waiting or interrupted by a
+// process that exited after the daemon started is adopted; a run another
+// process drives, and a run just created (status running, fresh), are not.
+func TestAdoptsRunsNoProcessDrives(t *testing.T) {
+	t.Parallel()
+	st := openStore(t, t.TempDir())
+	f := newFakeRuns(st, "")
+	d, err := New(Config{Runs: f, Store: st, AdoptEvery: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, d)
+	lock, err := st.LockRun("elsewhere")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Unlock()
+	createRun(t, st, "elsewhere", "", store.RunWaiting)
+	createRun(t, st, "fresh", "", store.RunRunning)
+	createRun(t, st, "left-waiting", "", store.RunWaiting)
+	createRun(t, st, "left-interrupted", "", store.RunInterrupted)
+	got := []string{f.next(t).runID, f.next(t).runID}
+	slices.Sort(got)
+	if want := []string{"left-interrupted", "left-waiting"}; !slices.Equal(got, want) {
+		t.Fatalf("adopted %v, want %v", got, want)
+	}
+	time.Sleep(100 * time.Millisecond) // a few more looks
+	if want := []string{"left-interrupted", "left-waiting"}; !slices.Equal(d.Running(), want) {
+		t.Fatalf("Running() = %v, want %v", d.Running(), want)
+	}
+}
+
+// failingRuns fails every drive at once, as a store error would.
+type failingRuns struct {
+	fakeRuns
+	drives atomic.Int64
+}
+
+func (f *failingRuns) Drive(ctx context.Context, runID string) (store.Run, error) {
+	f.drives.Add(1)
+	run, _ := f.st.Run(ctx, runID)
+	return run, errors.New("database is locked")
+}
+
+// TestHealthzReportsUndrivenRuns: a run whose drive keeps failing is
+// adopted again after a backoff, and meanwhile /healthz says "degraded"
+// naming it and orchestrator_runs_undriven counts it.
+func TestHealthzReportsUndrivenRuns(t *testing.T) {
+	t.Parallel()
+	st := openStore(t, t.TempDir())
+	createRun(t, st, "stuck", "", store.RunWaiting)
+	f := &failingRuns{fakeRuns: *newFakeRuns(st, "")}
+	d, err := New(Config{Runs: f, Store: st, Listen: "127.0.0.1:0", AdoptEvery: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, d)
+	deadline := time.Now().Add(wait)
+	for {
+		code, h := health(t, d)
+		if code == http.StatusOK && h.Status == "degraded" && slices.Equal(h.Undriven, []string{"stuck"}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("healthz = %d %+v, want degraded naming the stuck run", code, h)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := value(scrape(t, d), "orchestrator_runs_undriven"); got != 1 {
+		t.Errorf("orchestrator_runs_undriven = %v, want 1", got)
+	}
+	for f.drives.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the failed run was never driven again")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // TestMetricsByKind: the kinds of question set are counted apart.

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -61,9 +63,8 @@ func newCLIEnv(t *testing.T, rules ...fakeapi.Rule) *cliEnv {
 func (e *cliEnv) runner(t *testing.T) *runner.Runner {
 	t.Helper()
 	r, err := runner.New(runner.Config{
-		Store:    e.st,
-		Agent:    func(store.Run) (runner.Agent, error) { return e.ex, nil },
-		Surfaces: func(store.Run) ([]surfaces.Surface, error) { return nil, nil },
+		Store:   e.st,
+		Resolve: func(store.Run) (runner.Resolved, error) { return runner.Resolved{Agent: e.ex}, nil },
 		Observe: func(ev runner.Event) {
 			e.m.Observe(ev)
 			switch ev.Kind {
@@ -281,5 +282,50 @@ func TestRealRunnerRestart(t *testing.T) {
 		if run.FinalText != want {
 			t.Errorf("run %s final text %q, want %q", id, run.FinalText, want)
 		}
+	}
+}
+
+// gone is a surface whose input has ended (a terminal at EOF).
+type gone struct{}
+
+func (gone) Name() string { return "terminal" }
+func (gone) Ask(_ context.Context, set questions.Set, _ surfaces.Answers) error {
+	return fmt.Errorf("ask %s: input closed: %w", set.ID, surfaces.ErrUnavailable)
+}
+
+// TestAnswerResumesARunLeftWaitingWhileServing: a foreground `run` exits
+// with its question waiting (its terminal's input ended) while a daemon
+// serves; the daemon adopts the run, and the answer given then with
+// `orchestrator answer` resumes it.
+func TestAnswerResumesARunLeftWaitingWhileServing(t *testing.T) {
+	t.Parallel()
+	e := newCLIEnv(t, fakeapi.Rehearsal()...)
+	d, err := New(Config{Runs: e.runner(t), Store: e.st, Logger: slog.New(e.logs), AdoptEvery: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, d)
+	fg, err := runner.New(runner.Config{Store: e.st, Resolve: func(store.Run) (runner.Resolved, error) {
+		return runner.Resolved{Agent: e.ex, Surfaces: []surfaces.Surface{gone{}}}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	run, err := fg.Create(ctx, runner.NewRun{Prompt: "Add a login page.", WorkDir: e.wd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := fg.Drive(ctx, run.ID); !errors.Is(err, runner.ErrWaiting) || got.Status != store.RunWaiting {
+		t.Fatalf("foreground drive = %s, %v; want waiting", got.Status, err)
+	}
+	q := e.next(t, runner.EventQuestion, run.ID) // the daemon adopted it and waits
+	e.answer(t, q.Set, "GitHub OAuth")
+	end := e.next(t, runner.EventRunEnded, run.ID)
+	if end.Run.Status != store.RunDone || end.Run.FinalText != "Done. Implemented using GitHub OAuth." {
+		t.Fatalf("run ended as %+v", end.Run)
+	}
+	if err := s.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
 	}
 }

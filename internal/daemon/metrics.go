@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"net/http"
+	"regexp"
 	"sync"
 	"time"
 
@@ -36,6 +37,7 @@ type Metrics struct {
 
 	runs        *prometheus.CounterVec
 	inProgress  prometheus.Gauge
+	undriven    prometheus.Gauge
 	asked       prometheus.Counter
 	askedKind   *prometheus.CounterVec
 	answers     *prometheus.CounterVec
@@ -78,6 +80,10 @@ func NewMetrics(st QuestionStore) *Metrics {
 		inProgress: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "orchestrator_runs_in_progress",
 			Help: "Runs this daemon is driving now (running a turn or waiting on a question).",
+		}),
+		undriven: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "orchestrator_runs_undriven",
+			Help: "Active runs (waiting, interrupted, running) that no process drove at the daemon's last look.",
 		}),
 		asked: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "orchestrator_questions_asked_total",
@@ -136,9 +142,12 @@ func NewMetrics(st QuestionStore) *Metrics {
 		Help: "Questions asked and not answered yet.",
 	}, m.pendingQuestions)
 	m.Registry.MustRegister(
-		collectors.NewGoCollector(),
+		// go_memstats_*, and the live heap as of the last GC
+		// (go_gc_heap_live_bytes): what a leak makes grow.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.runs, m.inProgress, m.asked, m.askedKind, m.answers, m.answersKind, m.latency, m.reminders, m.escalations,
+		m.runs, m.inProgress, m.undriven, m.asked, m.askedKind, m.answers, m.answersKind, m.latency, m.reminders, m.escalations,
 		m.agentErrors, m.turns, m.cost, m.apiRequests, m.apiDuration, pending,
 	)
 	for _, o := range runOutcomes {
@@ -302,3 +311,5 @@ func (m *Metrics) observeAnswer(ev runner.Event) {
 
 // driving adds n to the runs in progress.
 func (m *Metrics) driving(n int) { m.inProgress.Add(float64(n)) }
+
+func (m *Metrics) setUndriven(n int) { m.undriven.Set(float64(n)) }

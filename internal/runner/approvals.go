@@ -27,23 +27,20 @@ import (
 
 // approvalsOn stores the run's policy for its hook; false when native
 // asking is off for the run.
-func (r *Runner) approvalsOn(ctx context.Context, run store.Run) (approvals.Policy, bool, error) {
-	if r.cfg.Approvals == nil {
-		return approvals.Policy{}, false, nil
+func (r *Runner) approvalsOn(ctx context.Context, d *drive, run store.Run) (bool, error) {
+	if d.Approvals == nil {
+		return false, nil
 	}
-	p, ok := r.cfg.Approvals(run)
-	if !ok {
-		return approvals.Policy{}, false, nil
+	if err := r.cfg.Store.SetRunPolicy(ctx, run.ID, d.Approvals.Encode()); err != nil {
+		return false, err
 	}
-	if err := r.cfg.Store.SetRunPolicy(ctx, run.ID, p.Encode()); err != nil {
-		return approvals.Policy{}, false, err
-	}
-	return p, true, nil
+	return true, nil
 }
 
 // liveAsker asks the tool calls of a running turn.
 type liveAsker struct {
 	r      *Runner
+	d      *drive
 	run    store.Run
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -51,9 +48,9 @@ type liveAsker struct {
 	seen   map[string]bool
 }
 
-func (r *Runner) newLiveAsker(ctx context.Context, run store.Run) *liveAsker {
+func (r *Runner) newLiveAsker(ctx context.Context, d *drive, run store.Run) *liveAsker {
 	ctx, cancel := context.WithCancel(ctx)
-	return &liveAsker{r: r, run: run, ctx: ctx, cancel: cancel, seen: map[string]bool{}}
+	return &liveAsker{r: r, d: d, run: run, ctx: ctx, cancel: cancel, seen: map[string]bool{}}
 }
 
 // observe starts asking about the tool calls of an assistant message that
@@ -72,7 +69,7 @@ func (l *liveAsker) observe(ev executor.Event) {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			if err := l.r.askLive(l.ctx, l.run, call); err != nil && l.ctx.Err() == nil {
+			if err := l.r.askLive(l.ctx, l.d, l.run, call); err != nil && l.ctx.Err() == nil {
 				l.r.log.Warn("ask about a tool call", "run", l.run.ID, "tool_use_id", call.ToolUseID, "err", err)
 			}
 		}()
@@ -88,7 +85,7 @@ func (l *liveAsker) stop() {
 
 // askLive stores call's question set if the policy asks about it, then asks
 // it on the run's surfaces until it is answered or the turn ends.
-func (r *Runner) askLive(ctx context.Context, run store.Run, call questions.ToolCall) error {
+func (r *Runner) askLive(ctx context.Context, d *drive, run store.Run, call questions.ToolCall) error {
 	setID, err := approvals.AskIfNeeded(ctx, r.cfg.Store, run.ID, call, true)
 	if err != nil || setID == "" {
 		return err
@@ -97,7 +94,7 @@ func (r *Runner) askLive(ctx context.Context, run store.Run, call questions.Tool
 	if err != nil || rec.State != store.SetPending {
 		return err
 	}
-	err = r.wait(ctx, run, rec)
+	err = r.wait(ctx, d, run, rec)
 	if errors.Is(err, ErrWaiting) {
 		// Nobody here can answer: the hook parks the call now rather
 		// than hold the CLI for nothing.
@@ -110,7 +107,8 @@ func (r *Runner) askLive(ctx context.Context, run store.Run, call questions.Tool
 // to the CLI that it still wants a person for): the policy and the stored
 // decision first, else a person within the hold, else a refusal — a live
 // request cannot be parked.
-func (r *Runner) canUseTool(run store.Run, p approvals.Policy) func(ctx context.Context, c *executor.ControlRequest) executor.Permission {
+func (r *Runner) canUseTool(d *drive, run store.Run) func(ctx context.Context, c *executor.ControlRequest) executor.Permission {
+	p := *d.Approvals
 	return func(ctx context.Context, c *executor.ControlRequest) executor.Permission {
 		call := questions.ToolCall{ToolUseID: c.ToolUseID, Tool: c.ToolName, Input: c.Input, Description: c.Description}
 		if call.ToolUseID == "" {
@@ -123,7 +121,7 @@ func (r *Runner) canUseTool(run store.Run, p approvals.Policy) func(ctx context.
 		if setID != "" && p.Hold > 0 {
 			wctx, cancel := context.WithTimeout(ctx, p.Hold)
 			if rec, err := r.cfg.Store.QuestionSet(wctx, setID); err == nil && rec.State == store.SetPending {
-				_ = r.wait(wctx, run, rec)
+				_ = r.wait(wctx, d, run, rec)
 			}
 			cancel()
 		}

@@ -18,7 +18,6 @@ import (
 	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
-	"github.com/orchestrator-dev/orchestrator/surfaces"
 )
 
 // fakeDelivery records how the loop uses a run's delivery.
@@ -78,8 +77,7 @@ func driveDelivered(t *testing.T, d *fakeDelivery) (store.Run, *store.Store, []r
 	var events []runner.Event
 	r, err := runner.New(runner.Config{
 		Store:    st,
-		Agent:    func(store.Run) (runner.Agent, error) { return ex, nil },
-		Surfaces: func(store.Run) ([]surfaces.Surface, error) { return nil, nil },
+		Resolve:  func(store.Run) (runner.Resolved, error) { return runner.Resolved{Agent: ex}, nil },
 		Delivery: func(store.Run) (runner.Delivery, error) { return d, nil },
 		Observe:  func(ev runner.Event) { mu.Lock(); events = append(events, ev); mu.Unlock() },
 		Logger:   slog.New(slog.NewTextHandler(testWriter{t}, nil)),

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,6 +51,7 @@ type person struct {
 	remind  int
 	resolve []questions.Response
 	resumed int
+	fail    int // the next Asks that fail at once
 }
 
 func newPerson(name string) *person {
@@ -58,15 +60,30 @@ func newPerson(name string) *person {
 
 func (p *person) Name() string { return p.name }
 
-func (p *person) Ask(ctx context.Context, set questions.Set) (questions.Response, error) {
+func (p *person) Ask(ctx context.Context, set questions.Set, answers surfaces.Answers) error {
 	p.mu.Lock()
 	p.asked = append(p.asked, set.ID)
+	fail := p.fail
+	if p.fail > 0 {
+		p.fail--
+	}
 	p.mu.Unlock()
-	select {
-	case <-ctx.Done():
-		return questions.Response{}, ctx.Err()
-	case a := <-p.answers:
-		return questions.Response{SetID: set.ID, Answers: a, By: p.name + "-user", Surface: p.name, At: time.Now()}, nil
+	if fail > 0 {
+		return errors.New("502 Bad Gateway")
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case a := <-p.answers:
+			d, err := answers.Offer(ctx, questions.Response{SetID: set.ID, Answers: a, By: p.name + "-user", Surface: p.name, At: time.Now()})
+			if err != nil {
+				return err
+			}
+			if d.Closed {
+				return nil
+			}
+		}
 	}
 }
 
@@ -117,6 +134,8 @@ type harness struct {
 	runner *runner.Runner
 	env    map[string]string
 	events chan runner.Event
+	// resolved counts the calls of Config.Resolve.
+	resolved atomic.Int32
 }
 
 func newHarness(t *testing.T, surfs []surfaces.Surface, pol runner.Policy, lim runner.Limits, rs ...fakeapi.Rule) *harness {
@@ -137,10 +156,11 @@ func newHarness(t *testing.T, surfs []surfaces.Surface, pol runner.Policy, lim r
 	}
 	h := &harness{t: t, fake: f, store: st, env: env, events: make(chan runner.Event, 1000)}
 	h.runner, err = runner.New(runner.Config{
-		Store:    st,
-		Agent:    func(store.Run) (runner.Agent, error) { return ex, nil },
-		Surfaces: func(store.Run) ([]surfaces.Surface, error) { return surfs, nil },
-		Policy:   func(store.Run) runner.Policy { return pol },
+		Store: st,
+		Resolve: func(store.Run) (runner.Resolved, error) {
+			h.resolved.Add(1)
+			return runner.Resolved{Agent: ex, Surfaces: surfs, Policy: pol}, nil
+		},
 		Observe: func(ev runner.Event) {
 			select {
 			case h.events <- ev:
@@ -216,8 +236,10 @@ func TestReminderThenEscalation(t *testing.T) {
 	if asked < 1 || remind < 1 || resolve != 1 || resumed != 1 {
 		t.Fatalf("first surface: asked %d, reminded %d, resolved %d, resumed %d", asked, remind, resolve, resumed)
 	}
-	if asked, _, resolve, _ := boss.stats(); asked != 1 || resolve != 1 {
-		t.Fatalf("escalation surface: asked %d, resolved %d", asked, resolve)
+	// The surface that took the answer showed it; it is not asked to
+	// resolve the set (surfaces.Resolver).
+	if asked, _, resolve, _ := boss.stats(); asked != 1 || resolve != 0 {
+		t.Fatalf("escalation surface: asked %d, resolved %d; want asked once, not resolved", asked, resolve)
 	}
 	sets, _ := h.store.QuestionSets(context.Background(), store.SetFilter{RunID: run.ID})
 	if len(sets) != 1 || sets[0].RemindedAt.IsZero() || sets[0].EscalatedAt.IsZero() || sets[0].Response.Surface != "boss" {
@@ -407,5 +429,89 @@ func TestProgressIsReported(t *testing.T) {
 		if p.Final {
 			t.Fatalf("a progress before the last is final: %+v", p)
 		}
+	}
+}
+
+// TestResolvedOncePerDrive: a run's agent, surfaces and policy are resolved
+// once per Drive, not per question round or turn.
+func TestResolvedOncePerDrive(t *testing.T) {
+	t.Parallel()
+	p := newPerson("test")
+	h := newHarness(t, []surfaces.Surface{p}, runner.Policy{}, runner.Limits{}, rules()...)
+	go func() {
+		for ev := range h.events {
+			if ev.Kind == runner.EventQuestion {
+				p.answers <- []questions.Answer{{QuestionID: ev.Set.Questions[0].ID, Labels: []string{"JWT"}}}
+				return
+			}
+		}
+	}()
+	run, err := h.drive("Implement spec X")
+	if err != nil || run.Status != store.RunDone {
+		t.Fatalf("run = %s %q, %v", run.Status, run.Error, err)
+	}
+	if n := h.resolved.Load(); n != 1 {
+		t.Fatalf("Resolve called %d times for one drive with two turns and a question, want 1", n)
+	}
+}
+
+// TestResolveErrorFailsTheRun: a run whose spec can no longer be resolved
+// fails, saying why, instead of running without its settings.
+func TestResolveErrorFailsTheRun(t *testing.T) {
+	t.Parallel()
+	st, err := store.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	r, err := runner.New(runner.Config{Store: st, Resolve: func(run store.Run) (runner.Resolved, error) {
+		return runner.Resolved{}, errors.New("run x: load its spec: no such file")
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	run, err := r.Create(ctx, runner.NewRun{Prompt: "Implement spec X", WorkDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Drive(ctx, run.ID)
+	if err != nil || got.Status != store.RunFailed || !strings.Contains(got.Error, "load its spec") {
+		t.Fatalf("run = %s %q, %v; want failed saying why", got.Status, got.Error, err)
+	}
+}
+
+// TestSurfacesAllFailAreRetried: when posting the question fails on every
+// surface (a 502), the run keeps waiting and asks again after a backoff;
+// the answer given then resumes it.
+func TestSurfacesAllFailAreRetried(t *testing.T) {
+	t.Parallel()
+	p := newPerson("test")
+	p.fail = 2
+	h := newHarness(t, []surfaces.Surface{p}, runner.Policy{}, runner.Limits{AskRetryBackoff: 10 * time.Millisecond}, rules()...)
+	retries := make(chan int, 1)
+	go func() {
+		n := 0
+		for ev := range h.events {
+			switch ev.Kind {
+			case runner.EventRetry:
+				n++
+			case runner.EventQuestion:
+				p.answers <- []questions.Answer{{QuestionID: ev.Set.Questions[0].ID, Labels: []string{"JWT"}}}
+			case runner.EventRunEnded:
+				retries <- n
+				return
+			}
+		}
+	}()
+	run, err := h.drive("Implement spec X")
+	if err != nil || run.Status != store.RunDone || run.FinalText != "Implemented with JWT." {
+		t.Fatalf("run = %s %q %q, %v", run.Status, run.FinalText, run.Error, err)
+	}
+	if asked, _, _, _ := p.stats(); asked != 3 {
+		t.Errorf("asked %d times, want 2 failures then the ask that was answered", asked)
+	}
+	if n := <-retries; n != 2 {
+		t.Errorf("%d retry events, want 2", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,18 +73,16 @@ func unanswered(set questions.Set, resp questions.Response) questions.Set {
 	return out
 }
 
-type askResult struct {
-	resp questions.Response
-	err  error
-}
-
-// wait asks a pending set on the run's surfaces and waits for its answer,
-// which may also come from another process (`orchestrator answer`), a
-// preset, or the timeout policy. It returns once the set is answered (the
-// loop then resumes the session), or why it stopped waiting.
-func (r *Runner) wait(ctx context.Context, run store.Run, rec store.SetRecord) error {
+// wait asks a pending set on the run's surfaces and waits for the store to
+// say it is no longer pending: answered on a surface (which offers the
+// answer to the store, see storeAnswers), by another process (`orchestrator
+// answer`), by a preset, or by the timeout policy. It returns once the set
+// is answered (the loop then resumes the session), or why it stopped
+// waiting. Surfaces that all fail are asked again after a backoff; the
+// store is watched meanwhile.
+func (r *Runner) wait(ctx context.Context, d *drive, run store.Run, rec store.SetRecord) error {
 	st := r.cfg.Store
-	pol := r.cfg.Policy(run)
+	pol := d.Policy
 	if len(pol.Presets) > 0 {
 		if resp := presetResponse(unanswered(rec.Set, rec.Response), pol.Presets, r.cfg.Now()); len(resp.Answers) > 0 {
 			got, err := st.RecordAnswer(ctx, resp)
@@ -97,95 +96,124 @@ func (r *Runner) wait(ctx context.Context, run store.Run, rec store.SetRecord) e
 			rec = got
 		}
 	}
-	surfs, err := r.cfg.Surfaces(run)
-	if err != nil {
-		return r.fail(ctx, run, fmt.Sprintf("surfaces: %v", err))
-	}
+	surfs := slices.Clone(d.Surfaces)
 	if pol.EscalateTo != nil && !rec.EscalatedAt.IsZero() {
 		surfs = append(surfs, pol.EscalateTo)
 	}
 	ask := unanswered(rec.Set, rec.Response)
 	r.emit(Event{Kind: EventQuestion, RunID: run.ID, Set: &ask, Surfaces: names(surfs)})
-	gone := false // every surface said it cannot take an answer any more
+	answers := &storeAnswers{r: r, runID: run.ID}
+	gone := false    // every surface said it cannot take an answer any more
+	var failures int // rounds in a row in which every surface failed
+	var retryAt time.Time
 	for {
 		actx, cancel := context.WithCancel(ctx)
-		asked := make(chan askResult, 1)
-		if len(surfs) > 0 && !gone {
-			go func() {
-				resp, err := surfaces.Ask(actx, r.log, ask, surfs...)
-				asked <- askResult{resp, err}
-			}()
-		} else {
-			asked = nil // nobody to ask here: only another process can answer
+		var asked chan error
+		var retryTimer *time.Timer
+		var retry <-chan time.Time
+		switch {
+		case len(surfs) == 0 || gone:
+			// nobody to ask here: only another process can answer
+		case r.cfg.Now().Before(retryAt):
+			retryTimer = time.NewTimer(retryAt.Sub(r.cfg.Now()))
+			retry = retryTimer.C
+		default:
+			asked = make(chan error, 1)
+			go func() { asked <- surfaces.Ask(actx, r.log, ask, answers, surfs...) }()
 		}
-		stored := make(chan askResult, 1)
+		stored := make(chan waited, 1)
 		go func() {
 			rec, err := st.WaitSet(actx, rec.Set.ID)
-			stored <- askResult{rec.Response, err}
+			stored <- waited{rec, err}
 		}()
 		timer, what := r.nextPolicyEvent(pol, rec)
-		// stop ends this round of asking. An answer a surface returned
-		// while being stopped is not dropped: it is returned.
-		stop := func() *questions.Response {
+		// stop ends this round of asking and waits for its goroutines.
+		stop := func() {
 			cancel()
-			var late *questions.Response
 			if asked != nil {
-				if a := <-asked; a.err == nil {
-					late = &a.resp
-				}
+				<-asked
 			}
 			<-stored
 			if timer != nil {
 				timer.Stop()
 			}
-			return late
+			if retryTimer != nil {
+				retryTimer.Stop()
+			}
 		}
 		var tick <-chan time.Time
 		if timer != nil {
 			tick = timer.C
 		}
-		select {
-		case a := <-asked:
-			asked = nil
-			if a.err == nil {
-				stop()
-				return r.answered(ctx, run, rec.Set, surfs, &a.resp)
-			}
-			stop()
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if errors.Is(a.err, surfaces.ErrUnavailable) {
-				r.log.Info("no surface can take an answer now; the question stays pending", "run", run.ID, "set", rec.Set.ID)
-				if r.cfg.KeepWaiting {
-					gone = true // an answer can still come from another process
-					continue
+	round:
+		for {
+			select {
+			case err := <-asked:
+				asked = nil
+				if err == nil {
+					// Every surface saw the set closed: the store says why.
+					continue round
 				}
-				return fmt.Errorf("question set %s: %w", rec.Set.ID, ErrWaiting)
-			}
-			return fmt.Errorf("ask question set %s: %w", rec.Set.ID, a.err)
-		case s := <-stored:
-			stored <- s // stop() reads it again
-			late := stop()
-			if s.err != nil {
-				return s.err
-			}
-			// Answered by another process; a late answer here loses
-			// (RecordAnswer keeps the first).
-			return r.answered(ctx, run, rec.Set, surfs, late)
-		case <-tick:
-			if late := stop(); late != nil {
-				return r.answered(ctx, run, rec.Set, surfs, late)
-			}
-			done, err := r.policyEvent(ctx, run, &rec, &surfs, pol, what)
-			if done || err != nil {
-				return err
-			}
-			if what == policyEscalate {
-				gone = false // a new surface to ask
+				if ctx.Err() != nil {
+					stop()
+					return ctx.Err()
+				}
+				if errors.Is(err, surfaces.ErrUnavailable) {
+					r.log.Info("no surface can take an answer now; the question stays pending", "run", run.ID, "set", rec.Set.ID)
+					if !r.cfg.KeepWaiting {
+						stop()
+						return fmt.Errorf("question set %s: %w", rec.Set.ID, ErrWaiting)
+					}
+					gone = true // an answer can still come from another process
+					continue round
+				}
+				// Every surface failed (a 502 posting the question…): ask
+				// again after a backoff; the store still takes answers.
+				failures++
+				backoff := r.cfg.Limits.AskRetryBackoff << min(failures-1, 16)
+				if backoff > maxAskBackoff || backoff <= 0 {
+					backoff = maxAskBackoff
+				}
+				retryAt = r.cfg.Now().Add(backoff)
+				r.log.Warn("asking failed on every surface; asking again later", "run", run.ID, "set", rec.Set.ID, "in", backoff, "err", err)
+				r.emit(Event{Kind: EventRetry, RunID: run.ID, Set: &ask, Surfaces: names(surfs),
+					Text: fmt.Sprintf("asking failed on every surface; asking again in %s: %v", backoff, err)})
+				retryTimer = time.NewTimer(backoff)
+				retry = retryTimer.C
+				continue round
+			case <-retry:
+				stop()
+				break round
+			case w := <-stored:
+				stored <- w // stop() reads it again
+				stop()
+				if w.err != nil {
+					return w.err
+				}
+				return r.settled(ctx, run, w.rec, surfs)
+			case <-tick:
+				stop()
+				done, err := r.policyEvent(ctx, run, &rec, &surfs, pol, what)
+				if done || err != nil {
+					return err
+				}
+				if what == policyEscalate {
+					gone = false // a new surface to ask
+					retryAt = time.Time{}
+				}
+				break round
 			}
 		}
 	}
+}
+
+// maxAskBackoff bounds the wait before asking again on surfaces that all
+// failed.
+const maxAskBackoff = 5 * time.Minute
+
+type waited struct {
+	rec store.SetRecord
+	err error
 }
 
 func names(ss []surfaces.Surface) []string {
@@ -196,55 +224,126 @@ func names(ss []surfaces.Surface) []string {
 	return out
 }
 
-// answered stores resp (when it came from a surface of this process; nil
-// when the store already has the answer) and shows every surface who won.
-func (r *Runner) answered(ctx context.Context, run store.Run, set questions.Set, surfs []surfaces.Surface, resp *questions.Response) error {
+// settled reports a set the store says is no longer pending: its answer (an
+// event) and, on every surface it was asked on but the one that took the
+// answer (which showed it already), who answered.
+func (r *Runner) settled(ctx context.Context, run store.Run, rec store.SetRecord, surfs []surfaces.Surface) error {
+	if rec.State == store.SetPending || rec.State == store.SetExpired {
+		return nil // the loop looks again: some questions still open, or the run ended
+	}
 	ctx = context.WithoutCancel(ctx)
-	st := r.cfg.Store
-	var rec store.SetRecord
-	var err error
-	if resp != nil {
-		rec, err = st.RecordAnswer(ctx, *resp)
-		if err != nil && !errors.Is(err, store.ErrAlreadyAnswered) {
-			return err
-		}
-		r.cfg.Failpoint("answer-stored")
-	} else {
-		rec, err = st.QuestionSet(ctx, set.ID)
-		if err != nil {
-			return err
-		}
-	}
-	if rec.State == store.SetPending {
-		return nil // some questions still open: the loop asks the rest
-	}
-	if rec.State == store.SetExpired {
-		return nil
-	}
 	final := rec.Response
 	r.emit(Event{Kind: EventAnswer, RunID: run.ID, Set: &rec.Set, Response: &final})
 	for _, s := range surfs {
+		if s.Name() == final.Surface {
+			continue
+		}
 		if res, ok := s.(surfaces.Resolver); ok {
 			if err := res.Resolve(ctx, rec.Set, final); err != nil {
-				r.log.Warn("show answer on surface", "surface", s.Name(), "set", set.ID, "err", err)
+				r.log.Warn("show answer on surface", "surface", s.Name(), "set", rec.Set.ID, "err", err)
 			}
 		}
 	}
 	return nil
 }
 
+// record stores resp, an answer the run gives itself (a timeout's), and
+// reports the set settled.
+func (r *Runner) record(ctx context.Context, run store.Run, resp questions.Response, surfs []surfaces.Surface) error {
+	rec, err := r.cfg.Store.RecordAnswer(context.WithoutCancel(ctx), resp)
+	if err != nil && !errors.Is(err, store.ErrAlreadyAnswered) {
+		return err
+	}
+	return r.settled(ctx, run, rec, surfs)
+}
+
+// storeAnswers is the surfaces.Answers of a run's question sets: the store
+// decides, in one transaction, and the first valid answer wins.
+type storeAnswers struct {
+	r     *Runner
+	runID string
+}
+
+var _ surfaces.Answers = (*storeAnswers)(nil)
+
+// Offer implements surfaces.Answers.
+func (a *storeAnswers) Offer(ctx context.Context, resp questions.Response) (surfaces.Decision, error) {
+	st := a.r.cfg.Store
+	rec, err := st.QuestionSet(ctx, resp.SetID)
+	if errors.Is(err, store.ErrNotFound) {
+		return surfaces.Decision{Invalid: fmt.Errorf("no question set %q", resp.SetID)}, nil
+	}
+	if err != nil {
+		return surfaces.Decision{}, err
+	}
+	if rec.Set.RunID != a.runID {
+		return surfaces.Decision{Invalid: fmt.Errorf("question set %s is not one of run %s", resp.SetID, a.runID)}, nil
+	}
+	if rec.State != store.SetPending {
+		return closed(rec), nil
+	}
+	if err := surfaces.CheckPartial(rec.Set, resp); err != nil {
+		return surfaces.Decision{Invalid: err, Pending: pendingIDs(rec)}, nil
+	}
+	if strings.TrimSpace(resp.By) == "" || strings.TrimSpace(resp.Surface) == "" {
+		return surfaces.Decision{Invalid: errors.New("the answer does not say who gave it where"), Pending: pendingIDs(rec)}, nil
+	}
+	open := resp
+	open.Answers = nil
+	for _, ans := range resp.Answers {
+		if _, done := rec.Response.Answer(ans.QuestionID); !done {
+			open.Answers = append(open.Answers, ans)
+		}
+	}
+	if len(open.Answers) == 0 {
+		return surfaces.Decision{Invalid: fmt.Errorf("already answered by %s", rec.Response.By), Pending: pendingIDs(rec)}, nil
+	}
+	if open.At.IsZero() {
+		open.At = a.r.cfg.Now()
+	}
+	got, err := st.RecordAnswer(ctx, open)
+	if errors.Is(err, store.ErrAlreadyAnswered) {
+		return closed(got), nil
+	}
+	if err != nil {
+		return surfaces.Decision{}, err
+	}
+	a.r.cfg.Failpoint("answer-stored")
+	d := surfaces.Decision{Taken: true}
+	if got.State == store.SetPending {
+		d.Pending = pendingIDs(got)
+	} else {
+		final := got.Response
+		d.Final, d.Closed = &final, true
+	}
+	return d, nil
+}
+
+// closed is the decision about any answer to a set no longer pending.
+func closed(rec store.SetRecord) surfaces.Decision {
+	if rec.State == store.SetExpired {
+		return surfaces.Decision{Closed: true}
+	}
+	final := rec.Response
+	return surfaces.Decision{Closed: true, Final: &final}
+}
+
+func pendingIDs(rec store.SetRecord) []string {
+	var out []string
+	for _, q := range unanswered(rec.Set, rec.Response).Questions {
+		out = append(out, q.ID)
+	}
+	return out
+}
+
 // notifyResumed tells the surfaces of a set that its answer reached the
 // model (GitHub's 🚀). Best effort.
-func (r *Runner) notifyResumed(ctx context.Context, run store.Run, setID string) {
+func (r *Runner) notifyResumed(ctx context.Context, d *drive, setID string) {
 	rec, err := r.cfg.Store.QuestionSet(ctx, setID)
 	if err != nil {
 		return
 	}
-	surfs, err := r.cfg.Surfaces(run)
-	if err != nil {
-		return
-	}
-	for _, s := range surfs {
+	for _, s := range d.Surfaces {
 		if n, ok := s.(surfaces.ResumeNotifier); ok {
 			if err := n.Resumed(ctx, rec.Set); err != nil {
 				r.log.Warn("mark resumed on surface", "surface", s.Name(), "set", setID, "err", err)
@@ -347,7 +446,7 @@ func (r *Runner) timeout(ctx context.Context, run store.Run, rec store.SetRecord
 			}
 			resp.Answers = append(resp.Answers, a)
 		}
-		return r.answered(ctx, run, rec.Set, surfs, &resp)
+		return r.record(ctx, run, resp, surfs)
 	default:
 		return r.fail(ctx, run, fmt.Sprintf("question set %s (%s) got no answer within %s (on_timeout: fail)",
 			rec.Set.ID, strings.Join(ids, ", "), pol.QuestionTimeout))

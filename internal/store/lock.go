@@ -66,3 +66,22 @@ func (l *Lock) Unlock() error {
 	l.f = nil
 	return err
 }
+
+// RunDriven reports whether a process (this one included) holds the lock of
+// run id: whether some process drives it now.
+func (s *Store) RunDriven(id string) (bool, error) {
+	path := filepath.Join(s.dir, "locks", "run-"+id+".lock")
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("lock of run %s: %w", id, err)
+	}
+	defer f.Close() // releases the lock just taken, if it was free
+	busy, err := tryLock(f)
+	if err != nil {
+		return false, fmt.Errorf("lock of run %s: %w", id, err)
+	}
+	return busy, nil
+}

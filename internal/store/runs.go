@@ -140,11 +140,22 @@ type RunFilter struct {
 	Status []RunStatus
 	Spec   string
 	Limit  int
+	// Brief leaves out the runs' prompts, options, errors and final texts
+	// (which may be large), for the looks that only need where runs stand.
+	Brief bool
 }
+
+// briefRunColumns are runColumns with an empty prompt, options, error and
+// final text.
+const briefRunColumns = `id, spec, title, '', workdir, surfaces, '{}', status, session_id, '', '', cost_usd, created_at, updated_at`
 
 // ListRuns returns runs, newest first.
 func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
-	q := `SELECT ` + runColumns + ` FROM runs WHERE 1=1`
+	cols := runColumns
+	if f.Brief {
+		cols = briefRunColumns
+	}
+	q := `SELECT ` + cols + ` FROM runs WHERE 1=1`
 	var args []any
 	if len(f.Status) > 0 {
 		q += ` AND status IN (` + placeholders(len(f.Status)) + `)`
@@ -240,19 +251,6 @@ func updateRun(ctx context.Context, tx *sql.Tx, id string, u RunUpdate, now time
 	return nil
 }
 
-// LastRunOf returns when the newest run of a spec was created.
-func (s *Store) LastRunOf(ctx context.Context, spec string) (time.Time, bool, error) {
-	var n sql.NullInt64
-	err := s.db.QueryRowContext(ctx, `SELECT MAX(created_at) FROM runs WHERE spec = ?`, spec).Scan(&n)
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("last run of %s: %w", spec, err)
-	}
-	if !n.Valid {
-		return time.Time{}, false, nil
-	}
-	return fromNanos(n.Int64), true, nil
-}
-
 // MarkScheduled records that the scheduler fired spec at t.
 func (s *Store) MarkScheduled(ctx context.Context, spec string, t time.Time) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO schedule (spec, last_run) VALUES (?, ?)
@@ -291,5 +289,6 @@ func (s *Store) CancelRun(ctx context.Context, id, reason string) error {
 	if err != nil {
 		return fmt.Errorf("cancel run %s: %w", id, err)
 	}
+	s.changed()
 	return nil
 }

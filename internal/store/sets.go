@@ -320,6 +320,9 @@ func (s *Store) RecordAnswer(ctx context.Context, resp questions.Response) (SetR
 		}
 		return SetRecord{}, fmt.Errorf("record answer: %w", err)
 	}
+	if rec.State != SetPending {
+		s.changed(rec.Set.ID)
+	}
 	return rec, nil
 }
 
@@ -331,6 +334,7 @@ func (s *Store) ExpireSets(ctx context.Context, runID string) error {
 	if err != nil {
 		return fmt.Errorf("expire question sets of run %s: %w", runID, err)
 	}
+	s.changed()
 	return nil
 }
 

@@ -44,6 +44,10 @@ type Store struct {
 	path string
 	now  func() time.Time
 	w    watcher
+	// pollEvery is how often waiters look for changes whose poke they
+	// missed (pollInterval); noPokes makes them rely on that alone (tests).
+	pollEvery time.Duration
+	noPokes   bool
 }
 
 // FileName is the database's name inside the state directory.
@@ -70,7 +74,7 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(4)
-	s := &Store{db: db, dir: dir, path: path, now: time.Now}
+	s := &Store{db: db, dir: dir, path: path, now: time.Now, pollEvery: pollInterval}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)

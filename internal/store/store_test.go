@@ -222,6 +222,114 @@ func TestWaitSetSeesAnotherProcess(t *testing.T) {
 	}
 }
 
+// TestWaitSetWokenByPoke: an answer recorded by another process wakes a
+// waiter through the poke, long before its slow poll would look.
+func TestWaitSetWokenByPoke(t *testing.T) {
+	t.Parallel()
+	testWaitAnotherProcess(t, func(s *Store) { s.pollEvery = time.Hour })
+}
+
+// TestWaitSetSlowPollWithoutPokes: without pokes (a filesystem without
+// change notification), the slow poll still sees another process's answer.
+func TestWaitSetSlowPollWithoutPokes(t *testing.T) {
+	t.Parallel()
+	testWaitAnotherProcess(t, func(s *Store) { s.pollEvery, s.noPokes = 50*time.Millisecond, true })
+}
+
+func testWaitAnotherProcess(t *testing.T, tune func(*Store)) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	s := open(t, dir)
+	tune(s)
+	set := newWaitingRun(t, s, "r1", "qa")
+	got := make(chan SetRecord, 1)
+	go func() {
+		rec, err := s.WaitSet(ctx, set.ID)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- rec
+	}()
+	// Let the waiter start watching; correctness does not depend on it.
+	for {
+		s.w.mu.Lock()
+		running := s.w.running
+		s.w.mu.Unlock()
+		if running {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	other := open(t, dir)
+	if _, err := other.RecordAnswer(ctx, questions.Response{SetID: set.ID, By: "cli", Surface: "cli",
+		Answers: []questions.Answer{{QuestionID: "qa", Labels: []string{"A"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case rec := <-got:
+		if rec.State != SetAnswered {
+			t.Fatalf("state = %s", rec.State)
+		}
+	case <-ctx.Done():
+		t.Fatal("waiter never woke")
+	}
+}
+
+// TestWaitSetWokenInProcess: an answer recorded by this process wakes its
+// waiters at once, without any poll.
+func TestWaitSetWokenInProcess(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := open(t, t.TempDir())
+	s.pollEvery, s.noPokes = time.Hour, true
+	set := newWaitingRun(t, s, "r1", "qa")
+	got := make(chan error, 1)
+	go func() { _, err := s.WaitSet(ctx, set.ID); got <- err }()
+	time.Sleep(20 * time.Millisecond)
+	if _, err := s.RecordAnswer(ctx, questions.Response{SetID: set.ID, By: "cli", Surface: "cli",
+		Answers: []questions.Answer{{QuestionID: "qa", Labels: []string{"A"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	// Cancelling the run wakes its waiters too.
+	set2 := newWaitingRun(t, s, "r2", "qa")
+	go func() { _, err := s.WaitSet(ctx, set2.ID); got <- err }()
+	time.Sleep(20 * time.Millisecond)
+	if err := s.CancelRun(ctx, "r2", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRunDriven(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	if d, err := s.RunDriven("r1"); err != nil || d {
+		t.Fatalf("RunDriven before any lock = %v, %v", d, err)
+	}
+	l, err := s.LockRun("r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.RunDriven("r1"); err != nil || !d {
+		t.Fatalf("RunDriven while locked = %v, %v", d, err)
+	}
+	l.Unlock()
+	if d, err := s.RunDriven("r1"); err != nil || d {
+		t.Fatalf("RunDriven after unlock = %v, %v", d, err)
+	}
+	if _, err := s.LockRun("r1"); err != nil {
+		t.Fatalf("lock after RunDriven: %v", err)
+	}
+}
+
 func TestLockRun(t *testing.T) {
 	t.Parallel()
 	s := open(t, t.TempDir())
@@ -274,6 +382,38 @@ func TestReopenKeepsStateAndAbandon(t *testing.T) {
 	}
 	if v, ok, err := s2.RefsFor("discord").Ref(ctx, "q1"); err != nil || !ok || v != "msg-9" {
 		t.Fatalf("ref: %q %v %v", v, ok, err)
+	}
+}
+
+// TestWaitRunFinalSeesAnotherProcessCancel: a run cancelled by another
+// process wakes WaitRunFinal (the turn being run is then stopped).
+func TestWaitRunFinalSeesAnotherProcessCancel(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	s := open(t, dir)
+	s.pollEvery = time.Hour // the poke must do it
+	newWaitingRun(t, s, "r1", "qa")
+	got := make(chan Run, 1)
+	go func() {
+		run, err := s.WaitRunFinal(ctx, "r1")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- run
+	}()
+	time.Sleep(20 * time.Millisecond)
+	if err := open(t, dir).CancelRun(ctx, "r1", "test"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case run := <-got:
+		if run.Status != RunCancelled {
+			t.Fatalf("status = %s", run.Status)
+		}
+	case <-ctx.Done():
+		t.Fatal("waiter never woke")
 	}
 }
 

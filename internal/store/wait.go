@@ -2,17 +2,37 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 )
 
-// pollInterval is how often the watcher looks for changes made by other
-// processes (an `orchestrator answer` in another terminal). It costs one
-// PRAGMA per tick while anything waits, and one query per change.
-const pollInterval = 20 * time.Millisecond
+// How a process waiting for question sets learns of a change:
+//   - made by this process: at once, in memory (notify);
+//   - made by another process (`orchestrator answer`, `cancel`): every
+//     store pokes the file wake/poke of the state directory after a commit
+//     that ends a wait, and waiters watch that directory (fsnotify), so the
+//     poke wakes them at once;
+//   - a poke lost (another filesystem, no notification support): the slow
+//     poll of PRAGMA data_version every pollInterval catches it.
+//
+// While nothing changes a waiting process does nothing but the slow poll:
+// one cheap query per pollInterval, whatever the number of waiters.
+
+// pollInterval is the slow fallback for changes made by other processes
+// whose poke was missed (Store.pollEvery; tests change it).
+const pollInterval = 2 * time.Second
+
+// wakeDir is the directory, inside the state directory, that waiters watch.
+const wakeDir = "wake"
 
 // watcher lets any number of goroutines wait for question sets to leave the
-// pending state with a single poller per Store, whatever their number.
+// pending state with a single watching goroutine per Store.
 type watcher struct {
 	mu      sync.Mutex
 	waiters map[string]map[chan struct{}]struct{}
@@ -37,6 +57,34 @@ func (s *Store) WaitSet(ctx context.Context, setID string) (SetRecord, error) {
 		case <-ctx.Done():
 			s.unwatch(setID, ch)
 			return SetRecord{}, ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// runKey is the watcher's key of a run (set IDs are the keys of sets).
+func runKey(id string) string { return "run\x00" + id }
+
+// WaitRunFinal blocks until the run is final (done, failed, cancelled —
+// here or by another process's `orchestrator cancel`) or ctx ends. It
+// returns the run as it then is.
+func (s *Store) WaitRunFinal(ctx context.Context, id string) (Run, error) {
+	key := runKey(id)
+	for {
+		ch := s.watch(key)
+		run, err := s.Run(ctx, id)
+		if err != nil {
+			s.unwatch(key, ch)
+			return Run{}, err
+		}
+		if run.Status.Final() {
+			s.unwatch(key, ch)
+			return run, nil
+		}
+		select {
+		case <-ctx.Done():
+			s.unwatch(key, ch)
+			return Run{}, ctx.Err()
 		case <-ch:
 		}
 	}
@@ -83,10 +131,36 @@ func (s *Store) wake(ids []string) {
 	}
 }
 
-// poll runs while anyone waits. It watches PRAGMA data_version on a
+// changed is called after a commit that may end waits: waiters of this
+// process re-read their sets now, and other processes are poked.
+func (s *Store) changed(ids ...string) {
+	s.w.mu.Lock()
+	var all []string
+	if len(ids) == 0 {
+		for id := range s.w.waiters {
+			all = append(all, id)
+		}
+		ids = all
+	}
+	s.w.mu.Unlock()
+	s.wake(ids)
+	s.poke()
+}
+
+// poke tells the other processes waiting on this state directory to look
+// again. Best effort: the slow poll is the fallback.
+func (s *Store) poke() {
+	dir := filepath.Join(s.dir, wakeDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return
+	}
+	_ = os.WriteFile(filepath.Join(dir, "poke"), []byte{'.'}, 0o600)
+}
+
+// poll runs while anyone waits. It looks at PRAGMA data_version on a
 // connection of its own (the number changes when another connection
-// commits) and, on a change, wakes the waiters of sets that are no longer
-// pending.
+// commits) when poked or every pollInterval, and, on a change, wakes the
+// waiters of sets that are no longer pending.
 func (s *Store) poll() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -96,10 +170,29 @@ func (s *Store) poll() {
 		return
 	}
 	defer conn.Close()
-	ticker := time.NewTicker(pollInterval)
+	var pokes <-chan fsnotify.Event
+	var watchErrs <-chan error
+	if s.noPokes {
+		// tests of the slow poll
+	} else if fw, err := s.watchWakeDir(); err == nil {
+		defer fw.Close()
+		pokes, watchErrs = fw.Events, fw.Errors
+	}
+	ticker := time.NewTicker(s.pollEvery)
 	defer ticker.Stop()
 	last := int64(-1)
-	for range ticker.C {
+	for {
+		select {
+		case <-ticker.C:
+		case _, ok := <-pokes:
+			if !ok {
+				pokes = nil
+			}
+		case _, ok := <-watchErrs:
+			if !ok {
+				watchErrs = nil
+			}
+		}
 		s.w.mu.Lock()
 		if len(s.w.waiters) == 0 {
 			s.w.running = false
@@ -121,28 +214,75 @@ func (s *Store) poll() {
 			continue
 		}
 		last = v
-		args := make([]any, len(ids)+1)
-		args[0] = SetPending
-		for i, id := range ids {
-			args[i+1] = id
-		}
-		rows, err := conn.QueryContext(ctx, `SELECT id FROM question_sets WHERE state <> ? AND id IN (`+placeholders(len(ids))+`)`, args...)
+		done, err := s.notPending(ctx, conn, ids)
 		if err != nil {
 			s.stopPolling(err)
 			return
 		}
-		var done []string
-		for rows.Next() {
-			var id string
-			if rows.Scan(&id) == nil {
-				done = append(done, id)
-			}
-		}
-		rows.Close()
 		if len(done) > 0 {
 			s.wake(done)
 		}
 	}
+}
+
+// watchWakeDir watches the directory other processes poke.
+func (s *Store) watchWakeDir() (*fsnotify.Watcher, error) {
+	dir := filepath.Join(s.dir, wakeDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	if err := fw.Add(dir); err != nil {
+		fw.Close()
+		return nil, err
+	}
+	return fw, nil
+}
+
+// notPending returns the keys of ids (set IDs, runKeys) whose wait is
+// over: sets no longer pending, runs final.
+func (s *Store) notPending(ctx context.Context, conn *sql.Conn, ids []string) ([]string, error) {
+	var sets, runs []string
+	for _, id := range ids {
+		if r, ok := strings.CutPrefix(id, runKey("")); ok {
+			runs = append(runs, r)
+		} else {
+			sets = append(sets, id)
+		}
+	}
+	var done []string
+	query := func(q string, fixed []any, ids []string, key func(string) string) error {
+		if len(ids) == 0 {
+			return nil
+		}
+		args := fixed
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		rows, err := conn.QueryContext(ctx, q+` AND id IN (`+placeholders(len(ids))+`)`, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			done = append(done, key(id))
+		}
+		return rows.Err()
+	}
+	if err := query(`SELECT id FROM question_sets WHERE state <> ?`, []any{SetPending}, sets, func(id string) string { return id }); err != nil {
+		return nil, err
+	}
+	if err := query(`SELECT id FROM runs WHERE status IN (?, ?, ?)`, []any{RunDone, RunFailed, RunCancelled}, runs, runKey); err != nil {
+		return nil, err
+	}
+	return done, nil
 }
 
 // stopPolling wakes every waiter (they re-read the database themselves, and

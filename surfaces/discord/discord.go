@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -65,15 +64,23 @@ type Surface struct {
 	closed  bool
 	unhook  []func()
 
-	mu       sync.Mutex
-	sets     map[string]*setState // by set ID, while some Ask waits
-	byRef    map[string]*qState   // by ref(set, question)
-	byMsg    map[string]*qState   // by message ID
-	finished map[string]string    // ref → who answered, once the set is done
-	replies  map[string]bool      // reply message IDs already handled
-	threads  sync.Mutex           // serializes thread creation
-	guilds   map[string]string    // channel ID → guild ID
+	mu    sync.Mutex
+	sets  map[string]*setState // by set ID, while some Ask waits
+	byRef map[string]*qState   // by ref(set, question)
+	byMsg map[string]*qState   // by message ID
+	// finished remembers who answered the questions of the last sets done
+	// (ref → name), to tell a late click; finishedOrder bounds it to
+	// maxFinished refs, oldest dropped first.
+	finished      map[string]string
+	finishedOrder []string
+	threads       sync.Mutex        // serializes thread creation
+	guilds        map[string]string // channel ID → guild ID
 }
+
+// maxFinished bounds the refs remembered once their set is done: a late
+// click on a message whose edit has not landed yet is told who answered;
+// older messages have their buttons disabled.
+const maxFinished = 1024
 
 type connectAttempt struct {
 	done chan struct{}
@@ -82,11 +89,12 @@ type connectAttempt struct {
 
 type setState struct {
 	set     questions.Set
+	answers surfaces.Answers // where answers are offered (the latest Ask's)
 	waiters int
 	posting chan struct{} // a one-slot lock for posting
 	qs      []*qState
-	done    chan struct{} // closed with resp set once every answer is settled
-	resp    questions.Response
+	done    chan struct{}   // closed once the set is closed (answered, expired)
+	replies map[string]bool // reply message IDs already decided
 }
 
 type qState struct {
@@ -138,7 +146,6 @@ func New(cfg Config) (*Surface, error) {
 		byRef:      map[string]*qState{},
 		byMsg:      map[string]*qState{},
 		finished:   map[string]string{},
-		replies:    map[string]bool{},
 		guilds:     map[string]string{},
 	}
 	if s.refs == nil {
@@ -246,36 +253,37 @@ func (s *Surface) Close() error {
 func (s *Surface) redact(err error) error { return redactErr(err, s.token) }
 
 // Ask implements surfaces.Surface: it posts one message per question of set
-// (or finds those already posted) and waits until each has an answer from an
-// allowed person.
-func (s *Surface) Ask(ctx context.Context, set questions.Set) (questions.Response, error) {
+// (or finds those already posted) and offers to answers each answer an
+// allowed person gives, question by question, until the set is closed
+// (Ask then returns nil) or ctx ends.
+func (s *Surface) Ask(ctx context.Context, set questions.Set, answers surfaces.Answers) error {
 	if err := ctx.Err(); err != nil {
-		return questions.Response{}, err
+		return err
 	}
 	if err := checkSet(set); err != nil {
-		return questions.Response{}, err
+		return err
 	}
 	if err := s.Open(ctx); err != nil {
-		return questions.Response{}, err
+		return err
 	}
-	st := s.join(set)
+	st := s.join(set, answers)
 	defer s.leave(st)
 	if err := s.ensurePosted(ctx, st); err != nil {
 		if ctx.Err() != nil {
-			return questions.Response{}, ctx.Err()
+			return ctx.Err()
 		}
-		return questions.Response{}, s.redact(err)
+		return s.redact(err)
 	}
 	if s.cfg.AcceptReplies {
 		s.catchUp(ctx, st)
 	}
 	select {
 	case <-st.done:
-		return st.resp, nil
+		return nil
 	case <-ctx.Done():
-		return questions.Response{}, ctx.Err()
+		return ctx.Err()
 	case <-s.ctx.Done():
-		return questions.Response{}, fmt.Errorf("discord: ask %s: surface closed: %w", set.ID, surfaces.ErrUnavailable)
+		return fmt.Errorf("discord: ask %s: surface closed: %w", set.ID, surfaces.ErrUnavailable)
 	}
 }
 
@@ -303,14 +311,16 @@ func checkSet(set questions.Set) error {
 }
 
 // join registers an Ask of set and returns the set's state.
-func (s *Surface) join(set questions.Set) *setState {
+func (s *Surface) join(set questions.Set, answers surfaces.Answers) *setState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st := s.sets[set.ID]; st != nil {
 		st.waiters++
+		st.answers = answers
 		return st
 	}
-	st := &setState{set: set, waiters: 1, posting: make(chan struct{}, 1), done: make(chan struct{})}
+	st := &setState{set: set, answers: answers, waiters: 1, posting: make(chan struct{}, 1),
+		done: make(chan struct{}), replies: map[string]bool{}}
 	for i, q := range set.Questions {
 		qs := &qState{st: st, idx: i, q: q, ref: ref(set.ID, q.ID)}
 		st.qs = append(st.qs, qs)
@@ -320,7 +330,9 @@ func (s *Surface) join(set questions.Set) *setState {
 	return st
 }
 
-// leave unregisters an Ask; the last one out forgets the set.
+// leave unregisters an Ask; the last one out forgets the set (and what
+// replies to it were decided). Who answered the questions of a closed set
+// is remembered among the last maxFinished.
 func (s *Surface) leave(st *setState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -338,9 +350,34 @@ func (s *Surface) leave(st *setState) {
 		if s.byMsg[qs.messageID] == qs {
 			delete(s.byMsg, qs.messageID)
 		}
-		if qs.ans != nil {
-			s.finished[qs.ref] = qs.ans.Name
+		if qs.ans != nil && isDone(st) {
+			s.rememberFinished(qs.ref, qs.ans.Name)
 		}
+	}
+}
+
+func isDone(st *setState) bool {
+	select {
+	case <-st.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// rememberFinished records who answered ref, dropping the oldest refs past
+// maxFinished; s.mu is held.
+func (s *Surface) rememberFinished(ref, who string) {
+	if _, ok := s.finished[ref]; ok {
+		return
+	}
+	s.finished[ref] = who
+	s.finishedOrder = append(s.finishedOrder, ref)
+	if n := len(s.finishedOrder) - maxFinished; n > 0 {
+		for _, r := range s.finishedOrder[:n] {
+			delete(s.finished, r)
+		}
+		s.finishedOrder = append(s.finishedOrder[:0], s.finishedOrder[n:]...)
 	}
 }
 
@@ -377,7 +414,7 @@ func (s *Surface) ensurePosted(ctx context.Context, st *setState) error {
 			return err
 		}
 	}
-	s.maybeFinish(st)
+	s.finishIfShown(st)
 	return nil
 }
 
@@ -518,26 +555,71 @@ func (s *Surface) show(ctx context.Context, channelID, messageID string, set que
 	}
 }
 
-// claim takes a as the answer to qs unless it already has one; it returns
-// who answered first otherwise.
-func (s *Surface) claim(qs *qState, a *answered) (bool, string) {
+// offer offers a, an answer to the question of qs, to the set's Answers.
+func (s *Surface) offer(ctx context.Context, qs *qState, a *answered) (surfaces.Decision, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if qs.ans != nil {
-		return false, qs.ans.Name
+	answers, set := qs.st.answers, qs.st.set
+	s.mu.Unlock()
+	ans := a.Answer
+	ans.QuestionID = qs.q.ID
+	d, err := answers.Offer(ctx, questions.Response{SetID: set.ID, Answers: []questions.Answer{ans}, By: a.By, Surface: name, At: time.Now()})
+	if err != nil {
+		s.log.Error("offer an answer", "set", set.ID, "question", qs.q.ID, "err", err)
 	}
-	qs.ans, qs.at = a, time.Now()
-	return true, ""
+	return d, err
 }
 
-// settle persists a claimed answer, shows it on the message and resumes the
-// set's Asks once every question is settled.
-func (s *Surface) settle(qs *qState) {
-	ctx, cancel := context.WithTimeout(s.ctx, workTimeout)
-	defer cancel()
+// tooLate says to a person answering qs that the set was closed (d).
+func (s *Surface) tooLate(qs *qState, d surfaces.Decision) string {
 	s.mu.Lock()
-	a, set, channelID, messageID := qs.ans, qs.st.set, qs.channelID, qs.messageID
+	a := qs.ans
 	s.mu.Unlock()
+	switch {
+	case a != nil:
+		return fmt.Sprintf(msgAnswered, escape(a.Name, 100, false))
+	case d.Final != nil && d.Final.Surface == name:
+		return fmt.Sprintf(msgAnswered, escape(d.Final.By, 100, false))
+	case d.Final != nil:
+		return fmt.Sprintf(msgAnsweredElsewhere, escape(d.Final.By, 100, false), escape(d.Final.Surface, 40, false))
+	default:
+		return msgClosed
+	}
+}
+
+// decided acts on the decision about a, an answer to qs that was taken,
+// refused or too late: a taken answer is remembered and shown on the
+// question's message; a closed set ends its Asks, and a final answer taken
+// elsewhere is shown on the messages that do not show one yet.
+func (s *Surface) decided(ctx context.Context, qs *qState, a *answered, d surfaces.Decision) {
+	if d.Taken {
+		s.mu.Lock()
+		if qs.ans == nil {
+			qs.ans, qs.at = a, time.Now()
+		}
+		s.mu.Unlock()
+		s.settle(ctx, qs)
+	}
+	if !d.Closed {
+		return
+	}
+	if d.Final != nil {
+		if err := s.Resolve(ctx, qs.st.set, *d.Final); err != nil {
+			s.log.Warn("show the final answer", "set", qs.st.set.ID, "err", err)
+		}
+	}
+	s.finish(qs.st)
+}
+
+// settle persists the answer taken for qs and shows it on its message,
+// once.
+func (s *Surface) settle(ctx context.Context, qs *qState) {
+	s.mu.Lock()
+	a, set, channelID, messageID, settled := qs.ans, qs.st.set, qs.channelID, qs.messageID, qs.settled
+	qs.settled = true
+	s.mu.Unlock()
+	if settled {
+		return
+	}
 	if b, err := json.Marshal(a); err == nil {
 		if err := s.refs.SetRef(ctx, s.answerKey(set.ID, qs.q.ID), string(b)); err != nil {
 			s.log.Error("remember answer", "set", set.ID, "question", qs.q.ID, "err", err)
@@ -547,44 +629,35 @@ func (s *Surface) settle(qs *qState) {
 		s.show(ctx, channelID, messageID, set, qs.idx, a)
 	}
 	s.log.Info("answered", "set", set.ID, "question", qs.q.ID, "by", a.By)
-	s.mu.Lock()
-	qs.settled = true
-	s.mu.Unlock()
-	s.maybeFinish(qs.st)
 }
 
-// maybeFinish completes st once every question has a settled answer.
-func (s *Surface) maybeFinish(st *setState) {
+// finish closes st: its Asks return.
+func (s *Surface) finish(st *setState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	select {
-	case <-st.done:
-		return
-	default:
+	if !isDone(st) {
+		close(st.done)
 	}
-	resp := questions.Response{SetID: st.set.ID, Surface: name}
-	var by []string
-	for _, qs := range st.qs {
-		if qs.ans == nil || !qs.settled {
-			return
-		}
-		a := qs.ans.Answer
-		a.QuestionID = qs.q.ID
-		resp.Answers = append(resp.Answers, a)
-		if !slices.Contains(by, qs.ans.By) {
-			by = append(by, qs.ans.By)
-		}
-		if qs.at.After(resp.At) {
-			resp.At = qs.at
-		}
-	}
-	resp.By = strings.Join(by, ", ")
-	st.resp = resp
-	close(st.done)
 }
 
-// Resolve implements surfaces.Resolver: it shows set answered (here or on
-// another surface) on each question's message and disables its components.
+// finishIfShown closes st when every question shows an answer taken before
+// (a restart): the store has them all.
+func (s *Surface) finishIfShown(st *setState) {
+	s.mu.Lock()
+	for _, qs := range st.qs {
+		if qs.ans == nil || !qs.settled {
+			s.mu.Unlock()
+			return
+		}
+	}
+	s.mu.Unlock()
+	s.finish(st)
+}
+
+// Resolve implements surfaces.Resolver: it shows set answered elsewhere on
+// each question's message that does not show an answer yet, and disables
+// its components. A message showing an answer taken here is not edited
+// again.
 func (s *Surface) Resolve(ctx context.Context, set questions.Set, resp questions.Response) error {
 	var errs []error
 	for i, q := range set.Questions {
@@ -614,24 +687,29 @@ func (s *Surface) Resolve(ctx context.Context, set questions.Set, resp questions
 
 // locate finds the message of question q of set, in memory or in Refs. It
 // marks the question answered with a when it has no answer yet; done reports
-// that this surface already shows the answer it took itself.
+// that the message shows an answer already (taken here, or shown before).
 func (s *Surface) locate(ctx context.Context, set questions.Set, q questions.Question, a *answered) (channelID, messageID string, done bool, err error) {
 	r := ref(set.ID, q.ID)
 	s.mu.Lock()
 	if qs := s.byRef[r]; qs != nil && qs.st.set.ID == set.ID {
 		channelID, messageID = qs.channelID, qs.messageID
 		if qs.ans == nil {
-			qs.ans = a
+			qs.ans, qs.settled = a, true
 		} else {
-			done = qs.settled && a.Via == name
+			done = true // shows an answer already, or is about to
 		}
 	}
-	if _, ok := s.finished[r]; !ok {
-		s.finished[r] = a.Name
-	}
 	s.mu.Unlock()
+	if done {
+		return channelID, messageID, true, nil
+	}
+	if _, shown, err := s.refs.Ref(ctx, s.answerKey(set.ID, q.ID)); err != nil {
+		return "", "", false, fmt.Errorf("discord: find answer of %s/%s: %w", set.ID, q.ID, err)
+	} else if shown {
+		return channelID, messageID, true, nil // answered here before a restart
+	}
 	if messageID != "" {
-		return channelID, messageID, done, nil
+		return channelID, messageID, false, nil
 	}
 	v, ok, err := s.refs.Ref(ctx, s.msgKey(set.ID, q.ID))
 	if err != nil {

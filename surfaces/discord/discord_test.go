@@ -3,6 +3,7 @@ package discord
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
@@ -197,35 +198,95 @@ func act(ctx context.Context, t *testing.T, srv *discordtest.Server, u discordte
 	}
 }
 
+// told collects, per set, what the surface told people in interaction
+// responses.
+type told struct {
+	mu sync.Mutex
+	m  map[string][]string
+}
+
+func (c *told) add(setID string, r discordtest.Response) {
+	if r.Data == nil || r.Data.Content == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string][]string{}
+	}
+	c.m[setID] = append(c.m[setID], r.Data.Content)
+}
+
+// shown is everything people see about set: its question messages, the
+// bot's replies to them and to answers, and what interactions were told.
+func shown(srv *discordtest.Server, c *told, set questions.Set) string {
+	var b strings.Builder
+	msgs := srv.Messages(discordtest.ChannelID)
+	ids := map[string]bool{}
+	for _, m := range msgs {
+		for _, q := range set.Questions {
+			if hasRef(m, ref(set.ID, q.ID)) {
+				ids[m.ID] = true
+				b.WriteString(m.Content + "\n")
+			}
+		}
+	}
+	for _, m := range msgs { // replies to answers that reply to the questions
+		if m.MessageReference != nil && ids[m.MessageReference.MessageID] {
+			ids[m.ID] = true
+		}
+	}
+	for _, m := range msgs {
+		if m.Author != nil && m.Author.Bot && m.MessageReference != nil && ids[m.MessageReference.MessageID] {
+			b.WriteString(m.Content + "\n")
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.m[set.ID] {
+		b.WriteString(t + "\n")
+	}
+	return b.String()
+}
+
+func postedOnce(srv *discordtest.Server) func(t *testing.T, set questions.Set) int {
+	return func(t *testing.T, set questions.Set) int {
+		r := ref(set.ID, set.Questions[0].ID)
+		n := 0
+		for _, m := range srv.Messages(discordtest.ChannelID) {
+			if hasRef(m, r) {
+				n++
+			}
+		}
+		return n
+	}
+}
+
 func TestConformance(t *testing.T) {
 	srv := discordtest.NewServer(t)
 	refs := &MemoryRefs{}
+	var c told
 	answerAs := func(u discordtest.User, wantRefused bool) func(*testing.T, questions.Set, []questions.Answer) {
 		return func(t *testing.T, set questions.Set, answers []questions.Answer) {
 			ctx := testCtx(t)
 			for i, q := range set.Questions {
 				m := questionMessage(ctx, t, srv, set, q)
 				r := act(ctx, t, srv, u, m, q, answers[i])
-				if refused := r.Type == discordgo.InteractionResponseChannelMessageWithSource && r.Ephemeral; refused != wantRefused {
+				c.add(set.ID, r)
+				refused := r.Type == discordgo.InteractionResponseChannelMessageWithSource && r.Ephemeral && r.Data.Content == msgNotAllowed
+				if refused != wantRefused {
 					t.Errorf("%s answering %s: response %+v, refused = %v, want %v", u.Name, q.ID, r, refused, wantRefused)
 				}
 			}
 		}
 	}
 	surfacetest.Run(t, surfacetest.Backend{
-		New:     func(t *testing.T) surfaces.Surface { return newSurface(t, srv, refs) },
-		Answer:  answerAs(alice, false),
-		Intrude: answerAs(mallory, true),
-		Posted: func(t *testing.T, set questions.Set) int {
-			r := ref(set.ID, set.Questions[0].ID)
-			n := 0
-			for _, m := range srv.Messages(discordtest.ChannelID) {
-				if hasRef(m, r) {
-					n++
-				}
-			}
-			return n
-		},
+		New:      func(t *testing.T) surfaces.Surface { return newSurface(t, srv, refs) },
+		Answer:   answerAs(alice, false),
+		Intrude:  answerAs(mallory, true),
+		Posted:   postedOnce(srv),
+		Shown:    func(_ *testing.T, set questions.Set) string { return shown(srv, &c, set) },
+		Person:   "alice",
 		Features: surfacetest.Features{MultiSelect: true, FreeText: true, MultiQuestion: true},
 		Timeout:  timeout,
 	})
@@ -251,37 +312,41 @@ func TestConformanceReplies(t *testing.T) {
 			}
 		}
 	}
+	var c told
 	surfacetest.Run(t, surfacetest.Backend{
 		New: func(t *testing.T) surfaces.Surface {
 			return newSurface(t, srv, refs, func(c *Config) { c.AcceptReplies = true })
 		},
-		Answer:  answerAs(bob),
-		Intrude: answerAs(mallory),
-		Posted: func(t *testing.T, set questions.Set) int {
-			r := ref(set.ID, set.Questions[0].ID)
-			n := 0
-			for _, m := range srv.Messages(discordtest.ChannelID) {
-				if hasRef(m, r) {
-					n++
-				}
-			}
-			return n
-		},
+		Answer:   answerAs(bob),
+		Intrude:  answerAs(mallory),
+		Posted:   postedOnce(srv),
+		Shown:    func(_ *testing.T, set questions.Set) string { return shown(srv, &c, set) },
+		Person:   "bob",
 		Features: surfacetest.Features{MultiSelect: true, FreeText: true, MultiQuestion: true, AnswerWhileDown: true},
 		Timeout:  timeout,
 	})
 }
 
-// asking starts s.Ask(ctx, set) and returns a channel with its result.
+// asking starts s.Ask(ctx, set) with in-memory Answers and returns a
+// channel with what it returned and, when nil, the set's final answer.
 type askResult struct {
 	resp questions.Response
 	err  error
 }
 
 func asking(ctx context.Context, s *Surface, set questions.Set) <-chan askResult {
+	a := surfacetest.NewAnswers()
+	a.Add(set)
 	ch := make(chan askResult, 1)
 	go func() {
-		resp, err := s.Ask(ctx, set)
+		err := s.Ask(ctx, set, a)
+		var resp questions.Response
+		if err == nil {
+			var ok bool
+			if resp, ok = a.Final(set.ID); !ok {
+				err = errors.New("Ask returned nil, and the set has no answer")
+			}
+		}
 		ch <- askResult{resp, err}
 	}()
 	return ch

@@ -55,14 +55,24 @@ func (s *Surface) allowed(c clicker) bool {
 }
 
 const (
-	msgNotAllowed = "You are not allowed to answer this question."
-	msgAnswered   = "This question was already answered by %s."
+	msgNotAllowed        = "You are not allowed to answer this question."
+	msgAnswered          = "This question was already answered by %s."
+	msgAnsweredElsewhere = "This question was already answered elsewhere by %s (on %s)."
+	msgClosed            = "This question is closed: it expired or its run was cancelled."
+	msgNotRecorded       = "Your answer could not be recorded just now; please try again."
+	msgNotTaken          = "That answer was not taken: "
 )
 
+// offerTimeout bounds offering an answer before the interaction is
+// answered: Discord waits three seconds for it.
+const offerTimeout = 2 * time.Second
+
 // onInteraction handles a click, a menu choice or a form submission.
-// discordgo runs it on its own goroutine. The interaction is acknowledged
-// (or answered with an ephemeral message or the form) before anything that
-// may be slow: storing the answer, editing the message, a rate limit.
+// discordgo runs it on its own goroutine. The answer is offered to the store
+// (a transaction, bounded by offerTimeout), then the interaction is
+// acknowledged (or answered with an ephemeral message or the form) before
+// anything that may be slow: remembering the answer, editing the message, a
+// rate limit.
 func (s *Surface) onInteraction(_ *discordgo.Session, ev *discordgo.InteractionCreate) {
 	in := ev.Interaction
 	if in == nil {
@@ -144,16 +154,28 @@ func (s *Surface) onInteraction(_ *discordgo.Session, ev *discordgo.InteractionC
 		ans.QuestionID = qs.q.ID
 	}
 	if err != nil {
-		s.respond(in, ephemeral("That answer was not taken: "+clip(sanitize(err.Error(), true), 1800)))
+		s.respond(in, ephemeral(msgNotTaken+clip(sanitize(err.Error(), true), 1800)))
 		return
 	}
 	a := &answered{Answer: ans, By: c.by(), Name: c.name}
-	if ok, first := s.claim(qs, a); !ok {
-		s.respond(in, ephemeral(fmt.Sprintf(msgAnswered, first)))
+	octx, ocancel := context.WithTimeout(s.ctx, offerTimeout)
+	d, err := s.offer(octx, qs, a)
+	ocancel()
+	switch {
+	case err != nil:
+		s.respond(in, ephemeral(msgNotRecorded))
 		return
+	case d.Taken:
+		s.respond(in, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate})
+	case d.Invalid != nil:
+		s.respond(in, ephemeral(msgNotTaken+clip(sanitize(d.Invalid.Error(), true), 1800)))
+		return
+	default:
+		s.respond(in, ephemeral(s.tooLate(qs, d)))
 	}
-	s.respond(in, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate})
-	s.settle(qs)
+	ctx, cancel := context.WithTimeout(s.ctx, workTimeout)
+	defer cancel()
+	s.decided(ctx, qs, a, d)
 }
 
 // selected turns a select menu's values (option indexes) into an answer.

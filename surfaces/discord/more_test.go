@@ -3,6 +3,7 @@ package discord
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -59,10 +60,10 @@ func TestTokenNeverLogged(t *testing.T) {
 	// Failures: a wrong token, a channel that does not exist.
 	var errs []error
 	bad := newSurface(t, srv, nil, debug, func(c *Config) { c.Token = "not-" + srv.Token() })
-	_, err := bad.Ask(ctx, surfacetest.SingleChoice("bad-token"))
+	err := bad.Ask(ctx, surfacetest.SingleChoice("bad-token"), surfacetest.NewAnswers())
 	errs = append(errs, err)
 	gone := newSurface(t, srv, nil, debug, func(c *Config) { c.ChannelID = "999" })
-	_, err = gone.Ask(ctx, surfacetest.SingleChoice("bad-channel"))
+	err = gone.Ask(ctx, surfacetest.SingleChoice("bad-channel"), surfacetest.NewAnswers())
 	errs = append(errs, err)
 	for _, err := range errs {
 		if err == nil {
@@ -259,7 +260,7 @@ func TestAskErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := s.Ask(ctx, tt.set)
+			err := s.Ask(ctx, tt.set, surfacetest.NewAnswers())
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Ask = %v, want an error saying %q", err, tt.want)
 			}
@@ -269,7 +270,7 @@ func TestAskErrors(t *testing.T) {
 		t.Errorf("%d messages posted for invalid sets", n)
 	}
 	s.Close()
-	_, err := s.Ask(ctx, surfacetest.SingleChoice("closed"))
+	err := s.Ask(ctx, surfacetest.SingleChoice("closed"), surfacetest.NewAnswers())
 	if !errors.Is(err, surfaces.ErrUnavailable) {
 		t.Errorf("Ask on a closed surface = %v, want ErrUnavailable", err)
 	}
@@ -423,4 +424,64 @@ func TestRepliesWhileDisconnected(t *testing.T) {
 	}
 	resp := result(ctx, t, ch)
 	surfacetest.CheckResponse(t, name, set, resp, []questions.Answer{surfacetest.Choose(set.Questions[0], "MySQL")}, time.Now().Add(-timeout))
+}
+
+// TestAnsweredMessageEditedOnce: the message of a question answered here is
+// edited once, to "Answered by **alice**"; resolving the set afterwards (a
+// final answer naming several surfaces) does not edit it again.
+func TestAnsweredMessageEditedOnce(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.NewServer(t)
+	s := newSurface(t, srv, nil)
+	ctx := testCtx(t)
+	set := surfacetest.SingleChoice("edited-once")
+	ch := asking(ctx, s, set)
+	m := questionMessage(ctx, t, srv, set, set.Questions[0])
+	act(ctx, t, srv, alice, m, set.Questions[0], surfacetest.Choose(set.Questions[0], "SQLite"))
+	resp := result(ctx, t, ch)
+	got := waitAnswered(ctx, t, srv, m)
+	edits := srv.CountRequests("PATCH", "/channels/")
+	resp.Surface = "discord, terminal"
+	if err := s.Resolve(ctx, set, resp); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.CountRequests("PATCH", "/channels/"); n != edits || edits != 1 {
+		t.Errorf("%d edits after the answer, %d after Resolve; want 1 and no more", edits, n)
+	}
+	if after, _ := srv.Message(m.ID); after.Content != got.Content || !strings.Contains(after.Content, "Answered by **alice**:") {
+		t.Errorf("message = %q, want it to stay %q", after.Content, got.Content)
+	}
+}
+
+// TestDoneSetsForgotten: 10,000 sets asked and answered leave no state
+// behind but the last maxFinished refs (who answered, for late clicks).
+func TestDoneSetsForgotten(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.NewServer(t)
+	s := newSurface(t, srv, nil, func(c *Config) { c.AcceptReplies = true })
+	a := surfacetest.NewAnswers()
+	for i := range 10000 {
+		set := surfacetest.TwoQuestions(fmt.Sprintf("forgotten-%d", i))
+		st := s.join(set, a)
+		s.mu.Lock()
+		for j, qs := range st.qs {
+			qs.ans, qs.settled, qs.messageID = &answered{Name: "alice"}, true, fmt.Sprintf("m%d-%d", i, j)
+			s.byMsg[qs.messageID] = qs
+			st.replies[fmt.Sprintf("r%d-%d", i, j)] = true
+		}
+		s.mu.Unlock()
+		s.finish(st)
+		s.leave(st)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.sets) != 0 || len(s.byRef) != 0 || len(s.byMsg) != 0 {
+		t.Errorf("left %d sets, %d refs, %d messages; want none", len(s.sets), len(s.byRef), len(s.byMsg))
+	}
+	if len(s.finished) != maxFinished || len(s.finishedOrder) != maxFinished {
+		t.Errorf("finished holds %d refs (%d in order), want the last %d", len(s.finished), len(s.finishedOrder), maxFinished)
+	}
+	if cap(s.finishedOrder) > 4*maxFinished {
+		t.Errorf("finishedOrder has capacity %d, want it bounded", cap(s.finishedOrder))
+	}
 }

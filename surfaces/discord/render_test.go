@@ -209,7 +209,9 @@ func BenchmarkAckLatency(b *testing.B) {
 	for b.Loop() {
 		set := surfacetest.SingleChoice(fmt.Sprintf("bench-%d", n))
 		done := make(chan error, 1)
-		go func() { _, err := s.Ask(ctx, set); done <- err }()
+		answers := surfacetest.NewAnswers()
+		answers.Add(set)
+		go func() { done <- s.Ask(ctx, set, answers) }()
 		var m *discordgo.Message
 		for m == nil {
 			if msgs := srv.Messages(discordtest.ChannelID); len(msgs) > 0 && hasRef(msgs[len(msgs)-1], ref(set.ID, set.Questions[0].ID)) {

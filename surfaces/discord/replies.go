@@ -95,9 +95,9 @@ func (s *Surface) handleReply(ctx context.Context, m *discordgo.Message) {
 	}
 	s.mu.Lock()
 	qs := s.byMsg[m.MessageReference.MessageID]
-	seen := s.replies[m.ID]
+	seen := qs != nil && qs.st.replies[m.ID]
 	if qs != nil && !seen {
-		s.replies[m.ID] = true
+		qs.st.replies[m.ID] = true
 	}
 	s.mu.Unlock()
 	if qs == nil || seen {
@@ -121,24 +121,42 @@ func (s *Surface) handleReply(ctx context.Context, m *discordgo.Message) {
 	}
 	ans, err := questions.ParseQuestionAnswer(qs.q, m.Content)
 	if err != nil {
-		_, rerr := s.dg.ChannelMessageSendComplex(m.ChannelID, &discordgo.MessageSend{
-			Content:         "That answer was not taken: " + escape(err.Error(), 1800, true),
-			Reference:       &discordgo.MessageReference{MessageID: m.ID, ChannelID: m.ChannelID},
-			AllowedMentions: noMentions(),
-		}, discordgo.WithContext(ctx))
-		if rerr != nil {
-			s.log.Warn("reply to an invalid answer", "message", m.ID, "err", s.redact(rerr))
-		}
+		s.replyTo(ctx, m, msgNotTaken+escape(err.Error(), 1800, true))
 		return
 	}
 	ans.QuestionID = qs.q.ID
-	if ok, _ := s.claim(qs, &answered{Answer: ans, By: c.by(), Name: c.name}); !ok {
+	a := &answered{Answer: ans, By: c.by(), Name: c.name}
+	d, err := s.offer(ctx, qs, a)
+	switch {
+	case err != nil:
+		s.mu.Lock()
+		delete(qs.st.replies, m.ID) // not decided: the next catch-up offers it again
+		s.mu.Unlock()
+		s.replyTo(ctx, m, msgNotRecorded)
 		return
+	case d.Taken:
+		if err := s.dg.MessageReactionAdd(m.ChannelID, m.ID, "✅", discordgo.WithContext(ctx)); err != nil {
+			s.log.Warn("react to the answer", "message", m.ID, "err", s.redact(err))
+		}
+	case d.Invalid != nil:
+		s.replyTo(ctx, m, msgNotTaken+escape(d.Invalid.Error(), 1800, true))
+		return
+	default:
+		s.replyTo(ctx, m, s.tooLate(qs, d))
 	}
-	if err := s.dg.MessageReactionAdd(m.ChannelID, m.ID, "✅", discordgo.WithContext(ctx)); err != nil {
-		s.log.Warn("react to the answer", "message", m.ID, "err", s.redact(err))
+	s.decided(ctx, qs, a, d)
+}
+
+// replyTo replies text to m.
+func (s *Surface) replyTo(ctx context.Context, m *discordgo.Message, text string) {
+	_, err := s.dg.ChannelMessageSendComplex(m.ChannelID, &discordgo.MessageSend{
+		Content:         text,
+		Reference:       &discordgo.MessageReference{MessageID: m.ID, ChannelID: m.ChannelID},
+		AllowedMentions: noMentions(),
+	}, discordgo.WithContext(ctx))
+	if err != nil {
+		s.log.Warn("reply to an answer", "message", m.ID, "err", s.redact(err))
 	}
-	s.settle(qs)
 }
 
 // roles returns the roles of a message's author in its guild.

@@ -115,7 +115,7 @@ func BenchmarkPollingRequestsPerHour(b *testing.B) {
 			}
 			for i := range perRepo {
 				set := surfacetest.NewSet(fmt.Sprintf("bench-%d-%d", r, i)).Single().Set()
-				wg.Go(func() { s.Ask(ctx, set) })
+				wg.Go(func() { s.ask(ctx, set) })
 			}
 		}
 		// Every Ask has posted and waits once each repository's poller

@@ -370,9 +370,30 @@ func (c *Client) askedInfo(key string) *asked {
 	return c.asked[key]
 }
 
-// Ask posts set as an issue comment (unless it is there already) and waits
+// Ask implements surfaces.Surface on top of ask: the answer ask returns is
+// offered to answers. An interim adapter to the contract of
+// surfaces.Surface, kept minimal; a refused answer leaves the question open
+// until ctx ends.
+func (s *Surface) Ask(ctx context.Context, set questions.Set, answers surfaces.Answers) error {
+	resp, err := s.ask(ctx, set)
+	if err != nil {
+		return err
+	}
+	d, err := answers.Offer(ctx, resp)
+	if err != nil {
+		return fmt.Errorf("github: ask %s: %w", set.ID, err)
+	}
+	if d.Taken || d.Closed {
+		return nil
+	}
+	s.c.log.Warn("answer refused", "set", set.ID, "by", resp.By, "reason", d.Invalid)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// ask posts set as an issue comment (unless it is there already) and waits
 // for an answer.
-func (s *Surface) Ask(ctx context.Context, set questions.Set) (questions.Response, error) {
+func (s *Surface) ask(ctx context.Context, set questions.Set) (questions.Response, error) {
 	if err := ctx.Err(); err != nil {
 		return questions.Response{}, err
 	}

@@ -401,7 +401,7 @@ func TestForbiddenIsNotARateLimit(t *testing.T) {
 	cfg := f.config(1)
 	cfg.sleep = rec.Sleep
 	s := f.surface(t, cfg)
-	_, err := s.Ask(ctxTimeout(t), surfacetest.SingleChoice("forbidden"))
+	_, err := s.ask(ctxTimeout(t), surfacetest.SingleChoice("forbidden"))
 	if err == nil || !strings.Contains(err.Error(), "Resource not accessible") {
 		t.Fatalf("Ask = %v, want the 403 error", err)
 	}
@@ -840,7 +840,7 @@ func TestGitHubApp(t *testing.T) {
 	cfg.App = &AppAuth{ID: 999, InstallationID: 678, PrivateKeyFile: keyFile}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := f.surface(t, cfg).Ask(ctx, surfacetest.SingleChoice("bad-app")); err == nil || ctx.Err() != nil {
+	if _, err := f.surface(t, cfg).ask(ctx, surfacetest.SingleChoice("bad-app")); err == nil || ctx.Err() != nil {
 		t.Errorf("Ask with the wrong app ID = %v, want an authentication error", err)
 	}
 }
@@ -850,7 +850,7 @@ func TestBadCredentialsFailAsk(t *testing.T) {
 	f := newFixture(t)
 	cfg := f.config(1)
 	cfg.Token = "ghp_wrong"
-	_, err := f.surface(t, cfg).Ask(ctxTimeout(t), surfacetest.SingleChoice("creds"))
+	_, err := f.surface(t, cfg).ask(ctxTimeout(t), surfacetest.SingleChoice("creds"))
 	if err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("Ask with a bad token = %v, want a 401 error", err)
 	}

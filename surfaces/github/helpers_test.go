@@ -114,7 +114,7 @@ type askResult struct {
 func startAsk(ctx context.Context, s *Surface, set questions.Set) <-chan askResult {
 	ch := make(chan askResult, 1)
 	go func() {
-		r, err := s.Ask(ctx, set)
+		r, err := s.ask(ctx, set)
 		ch <- askResult{r, err}
 	}()
 	return ch

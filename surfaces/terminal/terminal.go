@@ -78,12 +78,12 @@ type Surface struct {
 
 	turn chan struct{} // holds one token while an Ask is on screen
 
-	mu       sync.Mutex // guards the fields below and writes to out
-	atPrompt bool       // out ends with a prompt
-	answered map[string]questions.Response
+	mu       sync.Mutex                    // guards the fields below and writes to out
+	atPrompt bool                          // out ends with a prompt
+	typed    map[string]questions.Response // complete answers typed: offered again by the next Ask of the set
 	partial  map[string][]questions.Answer // answers to the first questions of a set
-	resolved map[string]bool
-	later    map[string]bool // sets whose how-to-answer-later was printed
+	resolved map[string]bool               // sets shown as answered or closed
+	later    map[string]bool               // sets whose how-to-answer-later was printed
 }
 
 var (
@@ -113,7 +113,7 @@ func New(in io.Reader, out io.Writer, opts Options) *Surface {
 		eof:      make(chan struct{}),
 		quit:     make(chan struct{}),
 		turn:     make(chan struct{}, 1),
-		answered: map[string]questions.Response{},
+		typed:    map[string]questions.Response{},
 		partial:  map[string][]questions.Answer{},
 		resolved: map[string]bool{},
 		later:    map[string]bool{},
@@ -131,37 +131,78 @@ func (s *Surface) Close() error {
 	return nil
 }
 
-// Ask prints set's questions one by one and reads an answer to each; a bad
-// answer is asked again with the valid choices. It returns ctx.Err() when
-// ctx ends (answers already given to the first questions are kept for the
-// next Ask of set, and a line typed meanwhile for the next question asked),
-// and an error wrapping surfaces.ErrUnavailable once the input has ended,
-// after printing how to answer later.
-func (s *Surface) Ask(ctx context.Context, set questions.Set) (questions.Response, error) {
+// Ask prints set's questions one by one, reads an answer to each (a bad
+// answer is asked again with the valid choices) and offers the whole to
+// answers, printing what became of it: nothing more when taken, the reason
+// when refused (the set is then asked again), "answered elsewhere by …" when
+// too late. It returns nil once the set is closed, ctx.Err() when ctx ends
+// (answers already given to the first questions are kept for the next Ask
+// of set, and a line typed meanwhile for the next question asked), and an
+// error wrapping surfaces.ErrUnavailable once the input has ended, after
+// printing how to answer later.
+func (s *Surface) Ask(ctx context.Context, set questions.Set, answers surfaces.Answers) error {
 	if err := ctx.Err(); err != nil {
-		return questions.Response{}, err
+		return err
 	}
 	if len(set.Questions) == 0 {
-		return questions.Response{}, fmt.Errorf("ask %s on the terminal: no questions", set.ID)
+		return fmt.Errorf("ask %s on the terminal: no questions", set.ID)
 	}
 	s.startReader.Do(func() { go s.read() })
 
 	select {
 	case s.turn <- struct{}{}:
 	case <-ctx.Done():
-		return questions.Response{}, ctx.Err()
+		return ctx.Err()
 	case <-s.quit:
-		return questions.Response{}, errClosed(set)
+		return errClosed(set)
 	}
 	defer func() { <-s.turn }()
 
+	for {
+		s.mu.Lock()
+		resp, typed := s.typed[set.ID]
+		s.mu.Unlock()
+		if !typed {
+			var err error
+			if resp, err = s.read1(ctx, set); err != nil {
+				return err
+			}
+		}
+		d, err := answers.Offer(ctx, resp)
+		if err != nil {
+			// Kept: the next Ask offers it again.
+			return fmt.Errorf("ask %s on the terminal: %w", set.ID, err)
+		}
+		s.mu.Lock()
+		if !d.Taken {
+			delete(s.typed, set.ID)
+		}
+		switch {
+		case d.Taken:
+			s.resolved[set.ID] = true
+			s.log.Info("answered", "set", set.ID, "run", set.RunID)
+		case d.Invalid != nil:
+			s.write(s.renderRefused(d.Invalid))
+		case d.Closed:
+			if !s.resolved[set.ID] {
+				s.resolved[set.ID] = true
+				s.write(s.renderResolved(set, d.Final))
+			}
+		}
+		s.mu.Unlock()
+		if d.Taken || d.Closed {
+			return nil
+		}
+	}
+}
+
+// read1 prints set and reads an answer to each of its questions, keeping
+// the answers given so far for the next Ask when ctx ends. The complete
+// answer is kept for the next Ask of set unless refused.
+func (s *Surface) read1(ctx context.Context, set questions.Set) (questions.Response, error) {
 	s.mu.Lock()
-	resp, done := s.answered[set.ID]
 	answers := append([]questions.Answer(nil), s.partial[set.ID]...)
 	s.mu.Unlock()
-	if done {
-		return resp, nil
-	}
 	select {
 	case <-s.quit:
 		return questions.Response{}, errClosed(set)
@@ -202,7 +243,7 @@ func (s *Surface) Ask(ctx context.Context, set questions.Set) (questions.Respons
 		}
 	}
 
-	resp = questions.Response{
+	resp := questions.Response{
 		SetID:   set.ID,
 		Answers: answers,
 		By:      s.opts.By,
@@ -210,27 +251,27 @@ func (s *Surface) Ask(ctx context.Context, set questions.Set) (questions.Respons
 		At:      time.Now(),
 	}
 	s.mu.Lock()
-	s.answered[set.ID] = resp
+	s.typed[set.ID] = resp
 	delete(s.partial, set.ID)
 	s.mu.Unlock()
-	s.log.Info("answered", "set", set.ID, "run", set.RunID)
 	return resp, nil
 }
 
-// Resolve prints that set was answered elsewhere when resp came from another
-// surface; an answer typed here needs no line. It prints once per set.
+// Resolve prints that set was answered elsewhere. It prints once per set,
+// and not for a set answered here.
 func (s *Surface) Resolve(_ context.Context, set questions.Set, resp questions.Response) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	delete(s.partial, set.ID)
+	delete(s.typed, set.ID)
 	if s.resolved[set.ID] {
 		return nil
 	}
 	s.resolved[set.ID] = true
-	delete(s.partial, set.ID)
 	if resp.Surface == Name {
 		return nil
 	}
-	s.write(s.renderResolved(set, resp))
+	s.write(s.renderResolved(set, &resp))
 	return nil
 }
 
@@ -450,7 +491,16 @@ func (s *Surface) renderLater(set questions.Set) string {
 	return b.String()
 }
 
-func (s *Surface) renderResolved(set questions.Set, resp questions.Response) string {
+func (s *Surface) renderRefused(err error) string {
+	return "Answer not taken: " + oneLine(err.Error()) + "\nAnswer again.\n"
+}
+
+// renderResolved says that set was answered elsewhere (resp), or closed
+// without an answer (resp nil).
+func (s *Surface) renderResolved(set questions.Set, resp *questions.Response) string {
+	if resp == nil {
+		return fmt.Sprintf("\nQuestion set %s is closed (expired or its run was cancelled).\n", oneLine(set.ID))
+	}
 	by := oneLine(resp.By)
 	if by == "" {
 		by = "someone"

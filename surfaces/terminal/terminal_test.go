@@ -129,6 +129,8 @@ func TestConformance(t *testing.T) {
 				r.typeLine(t, line(q, answers[i]))
 			}
 		},
+		// The screen: what the operator was told.
+		Shown:    func(*testing.T, questions.Set) string { return r.out.String() },
 		Features: surfacetest.Features{MultiSelect: true, FreeText: true, MultiQuestion: true},
 		Timeout:  timeout,
 	})
@@ -174,11 +176,32 @@ func TestStripsEscapes(t *testing.T) {
 	}
 }
 
-func ask(t *testing.T, s *terminal.Surface, set questions.Set) (questions.Response, error) {
+// answersOf holds the answers taken on each surface (a store would).
+var answersOf sync.Map // *terminal.Surface → *surfacetest.Answers
+
+func answersFor(s *terminal.Surface, set questions.Set) *surfacetest.Answers {
+	a, _ := answersOf.LoadOrStore(s, surfacetest.NewAnswers())
+	ans := a.(*surfacetest.Answers)
+	if len(ans.Offers(set.ID)) == 0 {
+		ans.Add(set)
+	}
+	return ans
+}
+
+// ask asks set on s and returns the answer s gave.
+func ask(t testing.TB, s *terminal.Surface, set questions.Set) (questions.Response, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return s.Ask(ctx, set)
+	a := answersFor(s, set)
+	if err := s.Ask(ctx, set, a); err != nil {
+		return questions.Response{}, err
+	}
+	resp, ok := a.Final(set.ID)
+	if !ok {
+		return questions.Response{}, errors.New("Ask returned nil, and the set has no answer")
+	}
+	return resp, nil
 }
 
 func golden(t *testing.T, name, got string) {
@@ -315,7 +338,7 @@ func TestLineAfterCancel(t *testing.T) {
 	set := surfacetest.SingleChoice("aftercancel")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { _, err := r.s.Ask(ctx, set); done <- err }()
+	go func() { done <- r.s.Ask(ctx, set, answersFor(r.s, set)) }()
 	r.out.waitPrompt(t, set.Questions[0].ID)
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
@@ -337,7 +360,7 @@ func TestPartialKept(t *testing.T) {
 	q1, q2 := set.Questions[0], set.Questions[1]
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { _, err := r.s.Ask(ctx, set); done <- err }()
+	go func() { done <- r.s.Ask(ctx, set, answersFor(r.s, set)) }()
 	r.out.waitPrompt(t, q1.ID)
 	r.typeLine(t, "1")
 	r.out.waitPrompt(t, q2.ID)
@@ -468,12 +491,11 @@ func (e endless) Read(p []byte) (int, error) {
 func BenchmarkAsk(b *testing.B) {
 	s := newSurface(b, endless{[]byte("2\n")}, io.Discard, terminal.Options{})
 	set := surfacetest.SingleChoice("bench")
-	ctx := context.Background()
 	i := 0
 	for b.Loop() {
 		i++
 		set.ID = "bench-" + strconv.Itoa(i)
-		if _, err := s.Ask(ctx, set); err != nil {
+		if _, err := ask(b, s, set); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,0 +1,81 @@
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+)
+
+// NewRun describes a run to create.
+type NewRun struct {
+	Spec     string
+	Title    string
+	Prompt   string
+	WorkDir  string
+	Surfaces []string
+	// Options is kept with the run, for whoever resumes it (the spec path,
+	// overrides, …).
+	Options json.RawMessage
+}
+
+// Create stores a new run, ready to be driven. Its session ID is chosen now
+// and given to the CLI with --session-id, so the run always knows its
+// session, even when the process dies during the first turn.
+func (r *Runner) Create(ctx context.Context, n NewRun) (store.Run, error) {
+	if strings.TrimSpace(n.Prompt) == "" {
+		return store.Run{}, errors.New("create run: the prompt is empty")
+	}
+	if n.Title == "" {
+		n.Title = titleOf(n.Prompt)
+	}
+	id, err := newID()
+	if err != nil {
+		return store.Run{}, err
+	}
+	session, err := newUUID()
+	if err != nil {
+		return store.Run{}, err
+	}
+	return r.cfg.Store.CreateRun(ctx, store.Run{ID: id, Spec: n.Spec, Title: n.Title, Prompt: n.Prompt,
+		WorkDir: n.WorkDir, Surfaces: n.Surfaces, Options: n.Options, SessionID: session})
+}
+
+func titleOf(prompt string) string {
+	line := strings.TrimSpace(prompt)
+	for _, l := range strings.Split(line, "\n") {
+		l = strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(l), "#"))
+		if l != "" {
+			line = l
+			break
+		}
+	}
+	if r := []rune(line); len(r) > 72 {
+		line = string(r[:71]) + "…"
+	}
+	return line
+}
+
+func newID() (string, error) {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("new run ID: %w", err)
+	}
+	return "r" + hex.EncodeToString(b[:]), nil
+}
+
+func newUUID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("new session ID: %w", err)
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], nil
+}

@@ -1,0 +1,223 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/orchestrator-dev/orchestrator/executor"
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/questions"
+)
+
+// errRunCancelled stops a turn whose run was cancelled.
+var errRunCancelled = errors.New("the run was cancelled")
+
+// turn runs one turn of the agent CLI and stores how it ended.
+func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn) error {
+	agent := d.Agent
+	workdir, err := r.workdir(ctx, run) // the run's worktree when it delivers through git (deliver.go)
+	if err != nil {
+		return r.workdirFailed(ctx, run, err)
+	}
+	t.RunID = run.ID
+	if t.SessionID == "" {
+		t.SessionID = run.SessionID
+	}
+	dir := filepath.Join(r.cfg.TranscriptDir, run.ID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("transcript dir: %w", err)
+	}
+	t.TranscriptDir = dir
+	t, err = r.cfg.Store.BeginTurn(ctx, t) // claims the set of an answer turn
+	if err != nil {
+		return err
+	}
+	if t.Kind == store.TurnAnswer {
+		r.cfg.Failpoint("claimed")
+	}
+	req := executor.Request{Prompt: t.Prompt, WorkDir: workdir, TranscriptPath: t.TranscriptPath}
+	native, err := r.approvalsOn(ctx, d, run) // approvals.go
+	if err != nil {
+		return err
+	}
+	if t.Resume {
+		req.Resume = t.SessionID
+	} else {
+		req.SessionID = t.SessionID
+	}
+	r.emit(Event{Kind: EventTurnStarted, RunID: run.ID, Turn: t.Seq, TurnKind: t.Kind})
+	started := r.cfg.Now()
+	// A run cancelled meanwhile (`orchestrator cancel`, from any process)
+	// stops the CLI: its process group is interrupted, then killed.
+	tctx, stopTurn := context.WithCancelCause(ctx)
+	defer stopTurn(nil)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		if got, err := r.cfg.Store.WaitRunFinal(tctx, run.ID); err == nil && got.Status == store.RunCancelled {
+			stopTurn(errRunCancelled)
+		}
+	}()
+	defer func() { stopTurn(nil); <-watched }()
+	var live *liveAsker
+	if native {
+		req.CanUseTool = r.canUseTool(d, run)
+		live = r.newLiveAsker(tctx, d, run)
+		defer live.stop()
+	}
+	ex, err := agent.Start(tctx, req)
+	if err != nil {
+		if context.Cause(tctx) == errRunCancelled {
+			return nil // the loop finds the run cancelled
+		}
+		return r.fail(ctx, run, fmt.Sprintf("start turn %d: %v", t.Seq, err))
+	}
+	if t.Kind == store.TurnAnswer {
+		r.cfg.Failpoint("turn-started")
+		r.notifyResumed(ctx, d, t.SetID)
+	}
+	col := &questions.TurnCollector{}
+	for ex.Next() {
+		ev := ex.Event()
+		Collect(col, ev)
+		r.progress(run.ID, t.Seq, ev, started)
+		if live != nil {
+			live.observe(ev)
+		}
+	}
+	out := ex.Outcome()
+	if live != nil {
+		live.stop()
+	}
+	if context.Cause(tctx) == errRunCancelled {
+		// The CLI was stopped because the run was cancelled: the turn is
+		// finished as cancelled (its cost kept); the run stays cancelled.
+		out.Category = executor.CategoryCancelled
+		if out.Error == "" {
+			out.Error = "the run was cancelled during this turn"
+		}
+		r.log.Info("stopped the agent: the run was cancelled", "run", run.ID, "turn", t.Seq)
+		return r.finish(ctx, run, t, out, col)
+	}
+	if out.Category == executor.CategoryCancelled && ctx.Err() != nil {
+		// Stopped by us (shutdown, ^C): leave the turn unfinished. Whoever
+		// resumes the run recovers it, and learns from the session whether
+		// the prompt got there.
+		return ctx.Err()
+	}
+	return r.finish(ctx, run, t, out, col)
+}
+
+// finish stores a turn's outcome, with the questions it asked, in one
+// transaction.
+func (r *Runner) finish(ctx context.Context, run store.Run, t store.Turn, out executor.Outcome, col *questions.TurnCollector) error {
+	ctx = context.WithoutCancel(ctx) // the turn happened: record it whatever else is going on
+	res := store.TurnResult{
+		Status:       out.Status,
+		Category:     out.Category,
+		Error:        out.Error,
+		CostUSD:      out.CostUSD,
+		InputTokens:  int64(out.Usage.InputTokens),
+		OutputTokens: int64(out.Usage.OutputTokens),
+		NumTurns:     out.NumTurns,
+		SessionID:    out.SessionID,
+		FinalText:    questions.Strip(out.FinalText),
+	}
+	var asked *questions.Set
+	if out.Category == "" {
+		qs, qerr := col.Questions()
+		switch {
+		case qerr != nil:
+			res.QuestionError = qerr.Error()
+		case len(qs) > 0:
+			set := questions.NewSet(run.ID, t.Seq, qs)
+			set.Title = run.Title
+			set.Context = col.Text()
+			asked = &set
+		}
+	}
+	if asked != nil {
+		n, err := r.cfg.Store.QuestionSets(ctx, store.SetFilter{RunID: run.ID})
+		if err != nil {
+			return err
+		}
+		if len(n) >= r.cfg.Limits.MaxQuestionRounds {
+			if err := r.cfg.Store.FinishTurn(ctx, run.ID, t.Seq, res, nil, nil); err != nil {
+				return err
+			}
+			return r.fail(ctx, run, fmt.Sprintf("the model asked more than %d rounds of questions (run.max_question_rounds)", r.cfg.Limits.MaxQuestionRounds))
+		}
+	}
+	if err := r.cfg.Store.FinishTurn(ctx, run.ID, t.Seq, res, asked, run.Surfaces); err != nil {
+		return err
+	}
+	if err := r.parked(ctx, run, out); err != nil { // approvals.go
+		return err
+	}
+	if asked != nil {
+		r.cfg.Failpoint("question-stored")
+	}
+	r.emit(Event{Kind: EventTurnFinished, RunID: run.ID, Turn: t.Seq, TurnKind: t.Kind, Outcome: &out})
+	return nil
+}
+
+// progress turns a CLI event into progress events.
+func (r *Runner) progress(runID string, turn int, ev executor.Event, started time.Time) {
+	switch ev := ev.(type) {
+	case *executor.AssistantMessage:
+		for _, b := range ev.Content {
+			switch b.Type {
+			case "text":
+				if txt := strings.TrimSpace(questions.Strip(b.Text)); txt != "" {
+					r.emit(Event{Kind: EventText, RunID: runID, Turn: turn, Text: txt, Elapsed: r.cfg.Now().Sub(started)})
+				}
+			case "tool_use":
+				r.emit(Event{Kind: EventToolUse, RunID: runID, Turn: turn, Tool: b.ToolName, Text: toolSummary(b.Input),
+					Elapsed: r.cfg.Now().Sub(started)})
+			}
+		}
+	case *executor.Result:
+		r.emit(Event{Kind: EventCost, RunID: runID, Turn: turn, CostUSD: ev.TotalCostUSD, Elapsed: r.cfg.Now().Sub(started)})
+	}
+}
+
+// toolSummary gives a short, one-line view of a tool call's input.
+func toolSummary(input json.RawMessage) string {
+	var m map[string]any
+	if json.Unmarshal(input, &m) != nil {
+		return ""
+	}
+	for _, k := range []string{"command", "file_path", "path", "pattern", "url", "query", "description"} {
+		if v, ok := m[k].(string); ok {
+			v = strings.Join(strings.Fields(v), " ")
+			if r := []rune(v); len(r) > 80 {
+				v = string(r[:79]) + "…"
+			}
+			return v
+		}
+	}
+	return ""
+}
+
+// Collect feeds the text of a CLI event to a turn's question collector: the
+// model's own assistant text blocks (not a sub-agent's), and the result's
+// text, which the collector uses only when no assistant text came.
+func Collect(col *questions.TurnCollector, ev executor.Event) {
+	switch ev := ev.(type) {
+	case *executor.AssistantMessage:
+		if ev.ParentToolUseID != "" {
+			return // a sub-agent's text is not the model asking
+		}
+		for _, t := range ev.Texts() {
+			col.AddAssistantText(t)
+		}
+	case *executor.Result:
+		col.AddResultText(ev.Text)
+	}
+}
