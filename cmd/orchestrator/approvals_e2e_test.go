@@ -295,3 +295,72 @@ func TestApprovalCrashAtEachStep(t *testing.T) {
 		})
 	}
 }
+
+// TestApprovalTwoCallsInOneTurn: the model calls two tools at once and the
+// run parks. The CLI keeps only the last deferred call (measured; the first
+// is dropped from the session and never runs): the dropped call's question
+// expires with the reason, the kept one is asked, and once allowed it runs
+// exactly once.
+func TestApprovalTwoCallsInOneTurn(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t,
+		fakeapi.Rule{When: "make the files", Reply: fakeapi.Reply{Text: "Making them.",
+			ToolUse:      &fakeapi.ToolUse{Name: "Bash", Input: map[string]any{"command": "touch a.txt", "description": "a"}},
+			MoreToolUses: []fakeapi.ToolUse{{Name: "Bash", Input: map[string]any{"command": "touch b.txt", "description": "b"}}}}, Times: 1},
+		fakeapi.Rule{Respond: func(r fakeapi.Request) fakeapi.Reply {
+			return fakeapi.Reply{Text: "SAW " + strings.Join(r.ToolResults, " | ")}
+		}},
+	)
+	if code, _, _ := e.run("", "run", "--prompt", "make the files", "--surface", "terminal"); code != exitWaiting {
+		t.Fatalf("exit %d", code)
+	}
+	st := e.store()
+	run := e.onlyRun()
+	sets, err := st.QuestionSets(context.Background(), store.SetFilter{RunID: run.ID})
+	if err != nil || len(sets) != 2 {
+		t.Fatalf("sets %d %v", len(sets), err)
+	}
+	var pending []store.SetRecord
+	dropped := ""
+	for _, s := range sets {
+		switch s.State {
+		case store.SetPending:
+			pending = append(pending, s)
+		case store.SetExpired:
+			c, err := st.ToolCall(context.Background(), s.Set.Tool.ToolUseID)
+			if err != nil || c.Decision != store.DecisionDeny || !strings.Contains(c.Reason, "dropped") {
+				t.Errorf("the dropped call: %+v %v", c, err)
+			}
+			var in struct{ Command string }
+			_ = json.Unmarshal(c.Input, &in)
+			dropped = strings.TrimPrefix(in.Command, "touch ")
+		default:
+			t.Errorf("set %s is %s", s.Set.ID, s.State)
+		}
+	}
+	if len(pending) != 1 {
+		t.Fatalf("%d pending approvals, want the one the CLI kept", len(pending))
+	}
+	if code, _, _ := e.run("", "answer", pending[0].Set.Questions[0].ID, "Allow once"); code != 0 {
+		t.Fatalf("answer exit %d", code)
+	}
+	if code, _, _ := e.run("", "resume", run.ID); code != 0 {
+		t.Fatalf("resume exit %d", code)
+	}
+	kept := pending[0].Set.Tool
+	var in struct{ Command string }
+	_ = json.Unmarshal(kept.Input, &in)
+	file := strings.TrimPrefix(in.Command, "touch ")
+	if _, err := os.Stat(filepath.Join(e.dir, "work", file)); err != nil {
+		t.Errorf("the allowed call (%s) did not run", in.Command)
+	}
+	if n := e.toolResults(); n != 1 {
+		t.Errorf("%d tool results reached the model, want 1", n)
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "work", dropped)); dropped == "" || err == nil {
+		t.Errorf("the dropped call (%q) ran", dropped)
+	}
+	if run := e.onlyRun(); run.Status != store.RunDone {
+		t.Errorf("run %s", run.Status)
+	}
+}

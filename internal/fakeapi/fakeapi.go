@@ -59,6 +59,9 @@ type Reply struct {
 	// ToolUse, when set, is a tool call emitted after Text; the message then
 	// stops with stop_reason "tool_use" instead of "end_turn".
 	ToolUse *ToolUse
+	// MoreToolUses are further tool calls of the same message, after
+	// ToolUse (the model calling several tools at once).
+	MoreToolUses []ToolUse
 	// Status, when non-zero, makes the reply an HTTP error with an
 	// Anthropic-shaped JSON body, no stream: 429 rate_limit_error (with a
 	// retry-after header), 401 authentication_error, 500 api_error,

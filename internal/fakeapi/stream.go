@@ -76,7 +76,11 @@ func stream(ctx context.Context, w http.ResponseWriter, model string, reply Repl
 	}
 
 	stopReason := "end_turn"
-	if tu := reply.ToolUse; tu != nil {
+	var calls []ToolUse
+	if reply.ToolUse != nil {
+		calls = append(append(calls, *reply.ToolUse), reply.MoreToolUses...)
+	}
+	for _, tu := range calls {
 		stopReason = "tool_use"
 		id := tu.ID
 		if id == "" {
@@ -104,6 +108,7 @@ func stream(ctx context.Context, w http.ResponseWriter, model string, reply Repl
 			})
 		}
 		sw.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
+		index++
 	}
 
 	sw.event("message_delta", map[string]any{

@@ -148,6 +148,9 @@ func orDefault(s, def string) string {
 	return s
 }
 
+// droppedReason is what a dropped call's record says.
+const droppedReason = "the turn was parked on several tool calls and the CLI kept only one; this call was dropped from the session and did not run (the model may make it again)"
+
 // parked marks the run waiting when its turn ended on a deferred tool call
 // a person is asked about.
 func (r *Runner) parked(ctx context.Context, run store.Run, out executor.Outcome) error {
@@ -166,6 +169,21 @@ func (r *Runner) parked(ctx context.Context, run store.Run, out executor.Outcome
 	}
 	if err := r.cfg.Store.MarkToolDeferred(ctx, c.ToolUseID); err != nil {
 		return err
+	}
+	// The CLI keeps one deferred call of a turn; the others it drops from
+	// the session without running them (docs/claude-cli.md). Nobody is
+	// asked about those any more.
+	calls, err := r.cfg.Store.ToolCalls(ctx, run.ID)
+	if err != nil {
+		return err
+	}
+	for _, o := range calls {
+		if o.ToolUseID != c.ToolUseID && o.Deferred && o.Decision == "" && o.UsedAt.IsZero() {
+			r.log.Warn("the CLI dropped a deferred tool call of the turn; it did not run", "run", run.ID, "tool_use_id", o.ToolUseID, "tool", o.Tool)
+			if err := r.cfg.Store.DropToolCall(ctx, o.ToolUseID, droppedReason); err != nil {
+				return err
+			}
+		}
 	}
 	rec, err := r.cfg.Store.QuestionSet(ctx, c.SetID)
 	if err != nil || rec.State != store.SetPending {

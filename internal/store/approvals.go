@@ -397,3 +397,35 @@ func (s *Store) RunPolicy(ctx context.Context, runID string) (json.RawMessage, e
 	}
 	return json.RawMessage(p), nil
 }
+
+// DropToolCall settles a call the CLI dropped without running it (it keeps
+// one deferred call of a turn): refused with reason, never handed out, and
+// its question set expired so nobody is asked about it any more. A call
+// that already has a decision is left as it is.
+func (s *Store) DropToolCall(ctx context.Context, toolUseID, reason string) error {
+	now := s.now().UTC()
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		c, err := loadToolCall(ctx, tx, toolUseID)
+		if err != nil {
+			return err
+		}
+		if c.Decision != "" || !c.UsedAt.IsZero() {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE tool_calls SET decision = ?, reason = ?, decided_by = 'orchestrator', decided_at = ? WHERE tool_use_id = ?`,
+			DecisionDeny, reason, nanos(now), toolUseID); err != nil {
+			return err
+		}
+		if c.SetID != "" {
+			if _, err := tx.ExecContext(ctx, `UPDATE question_sets SET state = ? WHERE id = ? AND state IN (?, ?)`,
+				SetExpired, c.SetID, SetPending, SetAnswered); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("drop tool call %s: %w", toolUseID, err)
+	}
+	return nil
+}
