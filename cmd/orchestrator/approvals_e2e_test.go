@@ -223,12 +223,17 @@ func TestApprovalAnsweredByPreset(t *testing.T) {
 }
 
 // TestAskUserQuestionOnGitHub: the model's AskUserQuestion is asked in an
-// issue comment; a reply with "other:" free text answers it as the tool's
-// answer.
+// issue comment; one reply answers its single-select question with "other:"
+// free text and its multi-select question with two options, and the model
+// gets them as the tool's answer.
 func TestAskUserQuestionOnGitHub(t *testing.T) {
 	t.Parallel()
-	ask := map[string]any{"questions": []any{map[string]any{"question": "Which auth method?", "header": "Auth", "multiSelect": false,
-		"options": []any{map[string]any{"label": "OAuth2", "description": "o"}, map[string]any{"label": "JWT", "description": "j"}}}}}
+	ask := map[string]any{"questions": []any{
+		map[string]any{"question": "Which auth method?", "header": "Auth", "multiSelect": false,
+			"options": []any{map[string]any{"label": "OAuth2", "description": "o"}, map[string]any{"label": "JWT", "description": "j"}}},
+		map[string]any{"question": "Which stores?", "header": "Store", "multiSelect": true,
+			"options": []any{map[string]any{"label": "SQL", "description": "s"}, map[string]any{"label": "Redis", "description": "r"}}},
+	}}
 	e := newE2E(t,
 		fakeapi.Rule{When: "ask me", Reply: fakeapi.Reply{ToolUse: &fakeapi.ToolUse{Name: "AskUserQuestion", Input: ask}}, Times: 1},
 		fakeapi.Rule{Respond: func(r fakeapi.Request) fakeapi.Reply {
@@ -251,7 +256,7 @@ func TestAskUserQuestionOnGitHub(t *testing.T) {
 	if !strings.Contains(q.Body, "Which auth method?") {
 		t.Errorf("question comment:\n%s", q.Body)
 	}
-	gh.AddComment(repo, issue, "alice", "other: mTLS")
+	gh.AddComment(repo, issue, "alice", "Auth: other: mTLS\nStore: 1,2")
 	select {
 	case code := <-done:
 		if code != 0 {
@@ -260,7 +265,7 @@ func TestAskUserQuestionOnGitHub(t *testing.T) {
 	case <-time.After(3 * time.Minute):
 		t.Fatal("the run did not finish")
 	}
-	if run := e.onlyRun(); !strings.Contains(run.FinalText, `"Which auth method?"="mTLS"`) {
+	if run := e.onlyRun(); !strings.Contains(run.FinalText, `"Which auth method?"="mTLS"`) || !strings.Contains(run.FinalText, `"Which stores?"="SQL, Redis"`) {
 		t.Errorf("final %q", run.FinalText)
 	}
 }
