@@ -369,3 +369,60 @@ func TestApprovalTwoCallsInOneTurn(t *testing.T) {
 		t.Errorf("run %s", run.Status)
 	}
 }
+
+// TestApprovalOnGitHubParkedPastHold: an approval is asked in an issue
+// comment with the command in a code block; nobody answers within
+// approval_hold (1s), so the turn parks (the CLI exits, the run waits); a
+// reply "Allow once" then resumes the session and the command runs once.
+func TestApprovalOnGitHubParkedPastHold(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, approvalRules("touch "+madeFile)...)
+	gh := githubtest.NewServer(t)
+	gh.RequireToken("test-token")
+	gh.SetPermission("alice", "write")
+	const repo = "acme/app"
+	issue := gh.CreateIssue(repo, "Nightly tasks")
+	e.writeConfig(fmt.Sprintf("  github:\n    enabled: true\n    base_url: %q\n    token: test-token\n    repo: %s\n    issue: %d\n    poll_interval: 100ms\n\napprovals:\n  approval_hold: 1s\n",
+		gh.URL()+"/", repo, issue))
+	done := make(chan int, 1)
+	go func() {
+		code, _, _ := e.run("", "run", "--surface", "github", "--prompt", "make the file")
+		done <- code
+	}()
+	q := gh.WaitQuestion(t, repo, 1, 2*time.Minute)
+	for _, want := range []string{"```sh\ntouch " + madeFile + "\n```", "Allow once", "Allow for this run", "Deny"} {
+		if !strings.Contains(q.Body, want) {
+			t.Errorf("the approval comment lacks %q:\n%s", want, q.Body)
+		}
+	}
+	st := e.store()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		runs, _ := st.ListRuns(context.Background(), store.RunFilter{})
+		if len(runs) == 1 && runs[0].Status == store.RunWaiting {
+			calls, _ := st.ToolCalls(context.Background(), runs[0].ID)
+			if len(calls) == 1 && calls[0].Deferred {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the approval was never parked")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if e.made() {
+		t.Fatal("the command ran before it was approved")
+	}
+	gh.AddComment(repo, issue, "alice", "Allow once")
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatal("the run did not finish")
+	}
+	if !e.made() || e.toolResults() != 1 {
+		t.Errorf("made %v, tool results %d", e.made(), e.toolResults())
+	}
+}
