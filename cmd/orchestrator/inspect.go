@@ -38,6 +38,9 @@ type inspection struct {
 	executor.Outcome
 	Questions      []questions.Question
 	QuestionErrors []string
+	// Native are the model's AskUserQuestion calls (kind ask_tool) and the
+	// calls the CLI asked permission for or a hook deferred (approval).
+	Native []questions.Set
 }
 
 // inspectReport is the output of inspect --json (docs/json.md). A
@@ -48,6 +51,9 @@ type inspectReport struct {
 	Outcome        *jsonOutcome   `json:"outcome"`
 	Questions      []jsonQuestion `json:"questions"`
 	QuestionErrors []string       `json:"question_errors,omitempty"`
+	// Native lists the questions asked without a marker: AskUserQuestion
+	// calls and permission requests, as question sets of their kind.
+	Native []jsonSet `json:"native_questions,omitempty"`
 }
 
 func newInspectReport(in inspection) inspectReport {
@@ -57,6 +63,9 @@ func newInspectReport(in inspection) inspectReport {
 	}
 	for _, e := range in.QuestionErrors {
 		rep.QuestionErrors = append(rep.QuestionErrors, questions.Printable(e))
+	}
+	for _, set := range in.Native {
+		rep.Native = append(rep.Native, newJSONSet(set, nil))
 	}
 	return rep
 }
@@ -86,13 +95,43 @@ func (m *Main) runInspect(name string, asJSON bool) error {
 // collecting the model's text for its questions.
 func inspect(r io.Reader) (inspection, error) {
 	var col questions.TurnCollector
+	var native []questions.Set
+	seen := map[string]bool{}
+	add := func(kind string, call questions.ToolCall) {
+		if call.ToolUseID == "" || seen[call.ToolUseID] {
+			return
+		}
+		seen[call.ToolUseID] = true
+		if kind == questions.KindAskTool {
+			if set, err := questions.AskToolSet("", 0, call); err == nil {
+				native = append(native, set)
+			}
+			return
+		}
+		native = append(native, questions.ApprovalSet("", 0, call))
+	}
 	out, err := executor.Replay(r, executor.ReaderOptions{}, func(ev executor.Event) {
 		runner.Collect(&col, ev) // the same reading of a turn as the run loop's
+		switch ev := ev.(type) {
+		case *executor.AssistantMessage:
+			for _, tu := range ev.ToolUses() {
+				if tu.ToolName == "AskUserQuestion" {
+					add(questions.KindAskTool, questions.ToolCall{ToolUseID: tu.ToolUseID, Tool: tu.ToolName, Input: tu.Input})
+				}
+			}
+		case *executor.ControlRequest:
+			if ev.Subtype == executor.SubtypeCanUseTool && ev.ToolName != "AskUserQuestion" {
+				add(questions.KindApproval, questions.ToolCall{ToolUseID: ev.ToolUseID, Tool: ev.ToolName, Input: ev.Input, Description: ev.Description})
+			}
+		}
 	})
 	if err != nil {
 		return inspection{}, err
 	}
-	in := inspection{Outcome: out}
+	if d := out.DeferredToolUse; d != nil && d.Name != "AskUserQuestion" {
+		add(questions.KindApproval, questions.ToolCall{ToolUseID: d.ID, Tool: d.Name, Input: d.Input})
+	}
+	in := inspection{Outcome: out, Native: native}
 	qs, err := col.Questions()
 	in.Questions = qs
 	if in.Questions == nil {
