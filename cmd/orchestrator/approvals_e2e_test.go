@@ -135,6 +135,9 @@ func TestApprovalParkedThenAnsweredThenResumed(t *testing.T) {
 	if len(pending) != 1 || len(rep.Runs) != 1 || rep.Runs[0].Status != "waiting" || !strings.Contains(out, "approval") {
 		t.Fatalf("status = %s", out)
 	}
+	if code, out, _ := e.run("", "status"); code != 0 || !strings.Contains(out, "Approval: Bash touch "+madeFile) {
+		t.Errorf("status does not show the approval's call:\n%s", out)
+	}
 	if code, _, _ := e.run("", "answer", pending[0].q.ID, "Allow once"); code != 0 {
 		t.Fatalf("answer exit %d", code)
 	}

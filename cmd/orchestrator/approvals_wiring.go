@@ -1,14 +1,17 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
 	"github.com/orchestrator-dev/orchestrator/internal/approvals"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/specs"
 )
 
@@ -81,4 +84,17 @@ func (m *Main) nativeAsking(run store.Run, sp *specs.Spec, c *executor.Config) (
 		c.IdleTimeout = p.Hold + time.Minute
 	}
 	return &p, nil
+}
+
+// callSummary is a tool call's input on one line, printable: the command,
+// the file, or the JSON.
+func callSummary(input json.RawMessage) string {
+	var in map[string]any
+	_ = json.Unmarshal(input, &in)
+	for _, k := range []string{"command", "file_path", "path", "url"} {
+		if v, ok := in[k].(string); ok {
+			return questions.Printable(strings.Join(strings.Fields(v), " "))
+		}
+	}
+	return questions.Printable(string(input))
 }

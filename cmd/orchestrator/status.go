@@ -178,6 +178,9 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool, spec string) err
 			if q.Header != "" {
 				text = q.Header + ": " + text
 			}
+			if pq.set.Kind == questions.KindApproval && pq.set.Tool != nil {
+				text = "Approval: " + pq.set.Tool.Name + " " + callSummary(pq.set.Tool.Input) // approvals_wiring.go
+			}
 			if len(q.Options) > 0 {
 				var labels []string
 				for _, o := range q.Options {
