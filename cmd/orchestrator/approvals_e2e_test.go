@@ -52,6 +52,8 @@ func (e *e2e) toolResults() int {
 func TestApprovalAllowOnceOnTerminal(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, approvalRules("touch "+madeFile)...)
+	e.base = strings.Replace(e.base, "  timeout: 2m\n", "  timeout: 2m\n  allowed_tools: []\n", 1)
+	e.writeConfig("")
 	code, out, _ := e.run("Allow once\n", "run", "--prompt", "make the file", "--surface", "terminal")
 	if code != 0 {
 		t.Fatalf("exit %d", code)
