@@ -431,3 +431,37 @@ func TestApprovalOnGitHubParkedPastHold(t *testing.T) {
 		t.Errorf("made %v, tool results %d", e.made(), e.toolResults())
 	}
 }
+
+// TestApprovalCLIPermissionRequest: a call the policy leaves to the CLI
+// (Read) that the CLI itself asks permission for (a file outside the
+// project) comes as a can_use_tool request and is asked of a person live.
+func TestApprovalCLIPermissionRequest(t *testing.T) {
+	t.Parallel()
+	for _, answer := range []string{"Allow once", "Deny: private"} {
+		t.Run(answer, func(t *testing.T) {
+			t.Parallel()
+			outside := filepath.Join(t.TempDir(), "notes.txt")
+			if err := os.WriteFile(outside, []byte("outside-content"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			e := newE2E(t,
+				fakeapi.Rule{When: "read it", Reply: fakeapi.Reply{Text: "Reading.", ToolUse: &fakeapi.ToolUse{Name: "Read",
+					Input: map[string]any{"file_path": outside}}}, Times: 1},
+				fakeapi.Rule{Respond: func(r fakeapi.Request) fakeapi.Reply {
+					return fakeapi.Reply{Text: "SAW " + strings.Join(r.ToolResults, " | ")}
+				}},
+			)
+			code, out, _ := e.run(answer+"\n", "run", "--prompt", "read it", "--surface", "terminal")
+			if code != 0 || !strings.Contains(out, "Allow Read to run this?") {
+				t.Fatalf("exit %d:\n%s", code, out)
+			}
+			final := e.onlyRun().FinalText
+			if allowed := answer == "Allow once"; strings.Contains(final, "outside-content") != allowed {
+				t.Errorf("answer %q: the model saw %q", answer, final)
+			}
+			if answer != "Allow once" && !strings.Contains(final, "private") {
+				t.Errorf("the model was not told the reason: %q", final)
+			}
+		})
+	}
+}
