@@ -3,7 +3,7 @@ module github.com/orchestrator-dev/orchestrator
 go 1.26.0
 
 require (
-	github.com/bradleyfalzon/ghinstallation/v2 v2.19.0
+	github.com/bradleyfalzon/ghinstallation/v2 v2.10.0
 	github.com/bwmarrin/discordgo v0.29.0
 	github.com/google/go-github/v60 v60.0.0
 	github.com/gorilla/websocket v1.5.3
@@ -24,7 +24,6 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/golang-jwt/jwt/v4 v4.5.2 // indirect
-	github.com/google/go-github/v88 v88.0.0 // indirect
 	github.com/google/go-querystring v1.2.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
