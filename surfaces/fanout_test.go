@@ -19,47 +19,74 @@ import (
 // fake is a surface whose Ask runs ask and records that it returned.
 type fake struct {
 	name     string
-	ask      func(ctx context.Context, set questions.Set) (questions.Response, error)
+	ask      func(ctx context.Context, set questions.Set, answers surfaces.Answers) error
 	returned atomic.Bool
 }
 
 func (f *fake) Name() string { return f.name }
 
-func (f *fake) Ask(ctx context.Context, set questions.Set) (questions.Response, error) {
+func (f *fake) Ask(ctx context.Context, set questions.Set, answers surfaces.Answers) error {
 	defer f.returned.Store(true)
-	return f.ask(ctx, set)
+	return f.ask(ctx, set, answers)
 }
 
-// answers answers set after the channel after is closed (nil: at once).
+// answers offers an answer to set after the channel after is closed (nil:
+// at once), then waits for ctx to end.
 func answers(name string, after <-chan struct{}, label string) *fake {
-	return &fake{name: name, ask: func(ctx context.Context, set questions.Set) (questions.Response, error) {
+	return &fake{name: name, ask: func(ctx context.Context, set questions.Set, answers surfaces.Answers) error {
 		if after != nil {
 			select {
 			case <-after:
 			case <-ctx.Done():
-				return questions.Response{}, ctx.Err()
+				return ctx.Err()
 			}
 		}
-		return questions.Response{
+		if _, err := answers.Offer(ctx, questions.Response{
 			SetID: set.ID, By: name + "-person", Surface: name, At: time.Now(),
 			Answers: []questions.Answer{surfacetest.Choose(set.Questions[0], label)},
-		}, nil
+		}); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return ctx.Err()
 	}}
 }
 
 // waits never answers; it returns once ctx ends.
 func waits(name string) *fake {
-	return &fake{name: name, ask: func(ctx context.Context, _ questions.Set) (questions.Response, error) {
+	return &fake{name: name, ask: func(ctx context.Context, _ questions.Set, _ surfaces.Answers) error {
 		<-ctx.Done()
-		return questions.Response{}, ctx.Err()
+		return ctx.Err()
 	}}
 }
 
 // fails returns err at once.
 func fails(name string, err error) *fake {
-	return &fake{name: name, ask: func(context.Context, questions.Set) (questions.Response, error) {
-		return questions.Response{}, err
+	return &fake{name: name, ask: func(context.Context, questions.Set, surfaces.Answers) error {
+		return err
 	}}
+}
+
+// askUntilFinal runs the fan-out until set has a final answer in a, then
+// cancels it and returns the answer and what Ask returned.
+func askUntilFinal(t *testing.T, log *slog.Logger, set questions.Set, a *surfacetest.Answers, ss ...surfaces.Surface) (questions.Response, error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- surfaces.Ask(ctx, log, set, a, ss...) }()
+	resp, err := a.WaitFinal(ctxFor(t), set.ID)
+	if err != nil {
+		t.Fatalf("no final answer: %v; offers %+v", err, a.Offers(set.ID))
+	}
+	cancel()
+	return resp, <-done
+}
+
+func newAnswers(set questions.Set) *surfacetest.Answers {
+	a := surfacetest.NewAnswers()
+	a.Add(set)
+	return a
 }
 
 func logTo(buf *bytes.Buffer) *slog.Logger {
@@ -97,14 +124,28 @@ func TestAskFirstAnswerWins(t *testing.T) {
 	t.Parallel()
 	set := surfacetest.SingleChoice("fanout-first")
 	slow := make(chan struct{})
-	defer close(slow)
 	a, b, c := waits("a"), answers("b", nil, "SQLite"), answers("c", slow, "MySQL")
-	resp, err := surfaces.Ask(ctxFor(t), nil, set, a, b, c)
+	ans := newAnswers(set)
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	done := make(chan error, 1)
+	go func() { done <- surfaces.Ask(ctx, nil, set, ans, a, b, c) }()
+	resp, err := ans.WaitFinal(ctxFor(t), set.ID)
 	if err != nil {
-		t.Fatalf("Ask = %v", err)
+		t.Fatal(err)
 	}
 	if resp.Surface != "b" || resp.Answers[0].Labels[0] != "SQLite" {
-		t.Errorf("Ask = %+v, want b's answer", resp)
+		t.Errorf("final answer = %+v, want b's answer", resp)
+	}
+	close(slow) // c offers too late
+	if _, err := ans.WaitOffers(ctxFor(t), set.ID, 2); err != nil {
+		t.Fatal(err)
+	}
+	if d := ans.Offers(set.ID)[1].Decision; !d.Closed || d.Taken || d.Final.Surface != "b" {
+		t.Errorf("c's late offer decided %+v, want closed with b's answer", d)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Ask = %v, want context.Canceled", err)
 	}
 	allReturned(t, a, b, c)
 }
@@ -114,15 +155,12 @@ func TestAskFailingSurfaceLoggedOthersGoOn(t *testing.T) {
 	set := surfacetest.SingleChoice("fanout-fail")
 	var log bytes.Buffer
 	release := make(chan struct{})
-	bad := &fake{name: "bad", ask: func(context.Context, questions.Set) (questions.Response, error) {
-		defer close(release) // b answers only after bad failed
-		return questions.Response{}, errors.New("boom")
+	bad := &fake{name: "bad", ask: func(context.Context, questions.Set, surfaces.Answers) error {
+		defer close(release) // good answers only after bad failed
+		return errors.New("boom")
 	}}
 	good := answers("good", release, "Postgres")
-	resp, err := surfaces.Ask(ctxFor(t), logTo(&log), set, bad, good)
-	if err != nil {
-		t.Fatalf("Ask = %v", err)
-	}
+	resp, _ := askUntilFinal(t, logTo(&log), set, newAnswers(set), bad, good)
 	if resp.Surface != "good" {
 		t.Errorf("answer from %q, want good", resp.Surface)
 	}
@@ -135,34 +173,33 @@ func TestAskInvalidResponseIgnored(t *testing.T) {
 	t.Parallel()
 	set := surfacetest.SingleChoice("fanout-invalid")
 	release := make(chan struct{})
-	liar := &fake{name: "liar", ask: func(context.Context, questions.Set) (questions.Response, error) {
-		defer close(release)
-		return questions.Response{SetID: set.ID, By: "x", Answers: []questions.Answer{surfacetest.Choose(set.Questions[0], "Oracle")}}, nil
+	liar := &fake{name: "liar", ask: func(ctx context.Context, set questions.Set, a surfaces.Answers) error {
+		d, err := a.Offer(ctx, questions.Response{SetID: set.ID, By: "x", Surface: "liar", Answers: []questions.Answer{surfacetest.Choose(set.Questions[0], "Oracle")}})
+		if err == nil && d.Invalid == nil {
+			t.Errorf("invalid answer decided %+v, want refused", d)
+		}
+		close(release) // good answers only after liar's answer was refused
+		<-ctx.Done()
+		return ctx.Err()
 	}}
 	good := answers("good", release, "MySQL")
-	resp, err := surfaces.Ask(ctxFor(t), nil, set, liar, good)
-	if err != nil || resp.Surface != "good" {
-		t.Fatalf("Ask = %+v, %v; want good's answer", resp, err)
+	resp, _ := askUntilFinal(t, nil, set, newAnswers(set), liar, good)
+	if resp.Surface != "good" {
+		t.Fatalf("final answer = %+v; want good's answer", resp)
 	}
 
-	_, err = surfaces.Ask(ctxFor(t), nil, set, fails("liar", nil))
+	err := surfaces.Ask(ctxFor(t), nil, set, newAnswers(set), fails("liar", errors.New("broken")))
 	if err == nil || !strings.Contains(err.Error(), "liar") {
-		t.Errorf("Ask with only an invalid answer = %v, want an error naming liar", err)
+		t.Errorf("Ask with only a failing surface = %v, want an error naming liar", err)
 	}
 }
 
-func TestAskFillsSurfaceAndTime(t *testing.T) {
+func TestAskReturnsNilOnceClosed(t *testing.T) {
 	t.Parallel()
-	set := surfacetest.SingleChoice("fanout-fill")
-	f := &fake{name: "bare", ask: func(context.Context, questions.Set) (questions.Response, error) {
-		return questions.Response{SetID: set.ID, By: "me", Answers: []questions.Answer{surfacetest.Choose(set.Questions[0], "SQLite")}}, nil
-	}}
-	resp, err := surfaces.Ask(ctxFor(t), nil, set, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.Surface != "bare" || resp.At.IsZero() {
-		t.Errorf("Ask = %+v, want Surface and At filled in", resp)
+	set := surfacetest.SingleChoice("fanout-closed")
+	closes := &fake{name: "closes", ask: func(context.Context, questions.Set, surfaces.Answers) error { return nil }}
+	if err := surfaces.Ask(ctxFor(t), nil, set, newAnswers(set), closes, fails("bad", errors.New("boom"))); err != nil {
+		t.Errorf("Ask = %v, want nil once a surface said the set is closed", err)
 	}
 }
 
@@ -191,7 +228,7 @@ func TestAskErrors(t *testing.T) {
 			for i, f := range tt.ss {
 				ss[i] = f
 			}
-			_, err := surfaces.Ask(ctxFor(t), nil, set, ss...)
+			err := surfaces.Ask(ctxFor(t), nil, set, newAnswers(set), ss...)
 			if err == nil {
 				t.Fatal("Ask = nil error")
 			}
@@ -218,20 +255,23 @@ func TestAskContextEnds(t *testing.T) {
 	set := surfacetest.SingleChoice("fanout-ctx")
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan struct{})
-	a := &fake{name: "a", ask: func(ctx context.Context, _ questions.Set) (questions.Response, error) {
+	a := &fake{name: "a", ask: func(ctx context.Context, _ questions.Set, _ surfaces.Answers) error {
 		close(started)
 		<-ctx.Done()
-		return questions.Response{}, ctx.Err()
+		return ctx.Err()
 	}}
 	b := waits("b")
 	go func() { <-started; cancel() }()
-	resp, err := surfaces.Ask(ctx, nil, set, a, b)
-	if !errors.Is(err, context.Canceled) || resp.SetID != "" {
-		t.Errorf("Ask = %+v, %v; want context.Canceled and no answer", resp, err)
+	ans := newAnswers(set)
+	if err := surfaces.Ask(ctx, nil, set, ans, a, b); !errors.Is(err, context.Canceled) {
+		t.Errorf("Ask = %v; want context.Canceled", err)
+	}
+	if _, ok := ans.Final(set.ID); ok {
+		t.Error("set answered, want no answer")
 	}
 	allReturned(t, a, b)
 
-	if _, err := surfaces.Ask(ctx, nil, set, answers("c", nil, "SQLite")); !errors.Is(err, context.Canceled) {
+	if err := surfaces.Ask(ctx, nil, set, ans, answers("c", nil, "SQLite")); !errors.Is(err, context.Canceled) {
 		t.Errorf("Ask with an ended context = %v, want context.Canceled", err)
 	}
 }
@@ -275,13 +315,50 @@ func TestCheckResponse(t *testing.T) {
 	}
 }
 
+func TestCheckPartial(t *testing.T) {
+	t.Parallel()
+	set := surfacetest.NewSet("partial").Single().Multi().Free().Set()
+	q1, q2, q3 := set.Questions[0], set.Questions[1], set.Questions[2]
+	tests := []struct {
+		name string
+		ans  []questions.Answer
+		want string // "" for valid
+	}{
+		{"First", []questions.Answer{surfacetest.Choose(q1, "SQLite")}, ""},
+		{"Last", []questions.Answer{surfacetest.Say(q3, "orc")}, ""},
+		{"TwoInOrder", []questions.Answer{surfacetest.Choose(q1, "SQLite"), surfacetest.Say(q3, "orc")}, ""},
+		{"None", nil, "answers no question"},
+		{"OutOfOrder", []questions.Answer{surfacetest.Say(q3, "orc"), surfacetest.Choose(q1, "SQLite")}, "out of order"},
+		{"Twice", []questions.Answer{surfacetest.Choose(q1, "SQLite"), surfacetest.Choose(q1, "MySQL")}, "out of order or twice"},
+		{"Unknown", []questions.Answer{{QuestionID: "qnope", Text: "x"}}, "does not have"},
+		{"UnknownLabel", []questions.Answer{surfacetest.Choose(q2, "BeOS")}, "not an option"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := surfaces.CheckPartial(set, questions.Response{SetID: set.ID, Answers: tt.ans})
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("CheckPartial = %v, want nil", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("CheckPartial = %v, want an error saying %q", err, tt.want)
+			}
+		})
+	}
+}
+
 func BenchmarkAsk(b *testing.B) {
 	set := surfacetest.SingleChoice("bench")
 	ss := []surfaces.Surface{waits("a"), answers("b", nil, "SQLite"), waits("c")}
-	ctx := context.Background()
 	for b.Loop() {
-		if _, err := surfaces.Ask(ctx, nil, set, ss...); err != nil {
+		ans := newAnswers(set)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- surfaces.Ask(ctx, nil, set, ans, ss...) }()
+		if _, err := ans.WaitFinal(context.Background(), set.ID); err != nil {
 			b.Fatal(err)
 		}
+		cancel()
+		<-done
 	}
 }

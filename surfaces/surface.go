@@ -1,5 +1,12 @@
 // Package surfaces is where questions meet people: the Surface interface the
-// run loop asks through, and the fan-out that asks on several surfaces at once.
+// run loop asks through, the Answers a surface hands people's answers to,
+// and the fan-out that asks on several surfaces at once.
+//
+// The store decides; surfaces report. A surface does not return the answer
+// from Ask: it offers every answer a person gives to Answers (the runner
+// implements it over the store: first valid answer wins, in one
+// transaction) and tells the person what became of it. The runner waits on
+// the store only.
 //
 // Each surface lives in its own subpackage (terminal, github, discord), is
 // built from plain arguments, and asserts at compile time that it satisfies
@@ -23,29 +30,68 @@ type Surface interface {
 	// ("terminal", "github", "discord").
 	Name() string
 
-	// Ask shows set to people and blocks until someone allowed to answer has
-	// given a valid answer to every question of set, or ctx ends, in which
-	// case it returns ctx.Err() and the question stays asked.
+	// Ask shows set to people and, until ctx ends, hands every answer given
+	// by someone allowed to answer to answers.Offer, then tells that person
+	// what became of it:
+	//   - taken: from then on the surface shows the set (or the questions
+	//     answered) as answered by them; the runner does NOT call Resolve on
+	//     the surface that took the answer;
+	//   - invalid: the reason (Decision.Invalid), and the question stays open;
+	//   - too late (Decision.Closed): "answered elsewhere by …" (Final.By),
+	//     or that the question is closed when Final is nil.
 	//
-	// Ask is idempotent on set.ID: asking the same set again (a retry, or a
-	// new process after a restart) finds what was already posted instead of
-	// posting it twice, and returns an answer given in the meantime.
+	// Ask returns ctx.Err() when ctx ends (the question stays posted), or an
+	// error wrapping ErrUnavailable when it can no longer take answers (the
+	// terminal's input reached EOF). It may return nil once an Offer said
+	// the set is Closed: there is nothing more to take.
 	//
-	// A surface that can no longer take an answer (the terminal's input
-	// reached EOF) returns an error wrapping ErrUnavailable; the question
-	// stays pending and may be answered elsewhere.
-	Ask(ctx context.Context, set questions.Set) (questions.Response, error)
+	// Ask is idempotent on set.ID: asking again (a retry, or a new process
+	// after a restart) finds what was posted instead of posting twice, and
+	// offers answers given meanwhile.
+	Ask(ctx context.Context, set questions.Set, answers Answers) error
+}
+
+// Answers is where a surface hands the answers people give. The runner
+// implements it on top of the store. Safe for concurrent use.
+type Answers interface {
+	// Offer records resp (resp.Surface and resp.By set by the surface) if it
+	// is valid for the set and the set still pending: first valid answer
+	// wins, in one transaction. resp may answer only some questions of a
+	// multi-question set (in the set's order): they are kept and the set
+	// stays pending for the rest. An error is a failure to decide (store
+	// down); a decision against resp is not an error.
+	Offer(ctx context.Context, resp questions.Response) (Decision, error)
+}
+
+// Decision is what became of an offered answer.
+type Decision struct {
+	// Taken: resp was stored (for a multi-question set, perhaps only some
+	// of its questions; Pending then lists what is still open).
+	Taken bool
+	// Invalid says why resp was refused (show it to the person); nil
+	// otherwise.
+	Invalid error
+	// Final is the set's complete answer once it has one (taken now or
+	// earlier); nil while the set is pending.
+	Final *questions.Response
+	// Closed: the set can take no answer any more (answered, expired,
+	// cancelled); with Final nil it expired or its run was cancelled.
+	Closed bool
+	// Pending lists the IDs of the questions still waiting for an answer
+	// while the set is pending.
+	Pending []string
 }
 
 // ErrUnavailable reports that a surface cannot take an answer any more.
 var ErrUnavailable = errors.New("surface cannot take an answer")
 
-// Resolver is implemented by surfaces that can show that a set was answered,
-// here or elsewhere: edit the comment, disable the buttons, print a line.
-// The run loop calls Resolve on every surface a set was asked on, the one
-// that took the answer included, once the answer is stored.
+// Resolver is implemented by surfaces that can show that a set was answered
+// elsewhere: edit the comment, disable the buttons, print a line. The run
+// loop calls Resolve, once the answer is stored, on every surface the set
+// was asked on except the one named in final.Surface (which showed it when
+// its Offer was taken).
 type Resolver interface {
-	Resolve(ctx context.Context, set questions.Set, resp questions.Response) error
+	Resolve(ctx context.Context, set questions.Set, final questions.Response) error
 }
 
 // Reminder is implemented by surfaces that can remind people of a question

@@ -1,5 +1,6 @@
 // Package surfacetest is the conformance suite every surfaces.Surface runs,
-// and the question sets they all test with.
+// the question sets they all test with, and Answers, an in-memory
+// surfaces.Answers deciding as the store does.
 //
 // A surface's test builds a Backend (a fake of the service behind the
 // surface, and the ways people act on it) and calls Run:
@@ -9,6 +10,7 @@
 //		surfacetest.Run(t, surfacetest.Backend{
 //			New:    func(t *testing.T) surfaces.Surface { return newSurface(t, srv) },
 //			Answer: srv.answer,
+//			Shown:  srv.shown,
 //			Features: surfacetest.Features{MultiSelect: true, FreeText: true, MultiQuestion: true},
 //		})
 //	}
@@ -47,8 +49,8 @@ type Features struct {
 
 // Backend is what Run needs to drive one surface.
 //
-// Answer, Intrude and Posted may be called from goroutines other than the
-// test's, and concurrently for different sets: report problems with
+// Answer, Intrude, Posted and Shown may be called from goroutines other than
+// the test's, and concurrently for different sets: report problems with
 // t.Errorf (t.Fatal only stops the test from the test's own goroutine).
 type Backend struct {
 	// New returns a new surface on the same backend state, as a process
@@ -59,7 +61,8 @@ type Backend struct {
 	// Answer makes a person allowed to answer give answers (one per question
 	// of set, in order) the way the surface lets people: typing a reply,
 	// clicking a button... When Posted is set, Run calls Answer only after
-	// set has been posted.
+	// set has been posted. Run may call Answer again for the same set (after
+	// a refusal, or once the set was answered elsewhere).
 	Answer func(t *testing.T, set questions.Set, answers []questions.Answer)
 
 	// Intrude makes someone NOT allowed to answer try to answer. Nil if the
@@ -70,12 +73,29 @@ type Backend struct {
 	// Nil if not applicable.
 	Posted func(t *testing.T, set questions.Set) int
 
+	// Shown returns all the text the surface showed people about set so far
+	// (its posts as they now are, its replies, lines printed), so that Run
+	// can check what people are told. Nil skips those checks.
+	Shown func(t *testing.T, set questions.Set) string
+
+	// Person is how the surface names the allowed person who answers
+	// (Response.By, or the part of it people see); with Shown, Run checks
+	// that a taken answer is shown as theirs. Empty skips that check.
+	Person string
+
 	Features Features
 
-	// Timeout bounds each wait for an answer (default one minute: the
-	// suite runs under -race on loaded machines).
+	// Timeout bounds each wait (default one minute: the suite runs under
+	// -race on loaded machines).
 	Timeout time.Duration
 }
+
+// Reasons and names the suite uses, plain words every surface shows as they
+// are.
+const (
+	refusal   = "refused by the conformance suite"
+	elsewhere = "carol-elsewhere"
+)
 
 // Run runs the conformance suite against b.
 func Run(t *testing.T, b Backend) {
@@ -99,8 +119,11 @@ func Run(t *testing.T, b Backend) {
 		{"TwoQuestions", skipUnless(f.MultiQuestion, "MultiQuestion"), testTwoQuestions},
 		{"HostileText", "", testHostile},
 		{"Stranger", skipUnless(b.Intrude != nil, "Intrude"), testStranger},
+		{"Invalid", "", testInvalid},
+		{"AnsweredElsewhere", "", testAnsweredElsewhere},
 		{"Cancel", "", testCancel},
 		{"Idempotent", "", testIdempotent},
+		{"Restart", skipUnless(f.AnswerWhileDown, "AnswerWhileDown"), testRestart},
 		{"Concurrent", "", testConcurrent},
 	}
 	for _, tt := range tests {
@@ -130,31 +153,33 @@ func setName(t *testing.T, suffix string) string {
 	return strings.ToLower(name)
 }
 
-// result is what one Ask returned.
-type result struct {
-	resp questions.Response
-	err  error
-}
-
-// startAsk runs s.Ask(ctx, set) in a goroutine; the channel delivers its result.
-func startAsk(ctx context.Context, s surfaces.Surface, set questions.Set) <-chan result {
-	ch := make(chan result, 1)
-	go func() {
-		resp, err := s.Ask(ctx, set)
-		ch <- result{resp, err}
-	}()
+// startAsk runs s.Ask(ctx, set, answers) in a goroutine; the channel
+// delivers what it returned.
+func startAsk(ctx context.Context, s surfaces.Surface, set questions.Set, answers surfaces.Answers) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- s.Ask(ctx, set, answers) }()
 	return ch
 }
 
-// wait waits for an Ask's result, failing the test after b.Timeout.
-func wait(t *testing.T, b Backend, ch <-chan result, what string) result {
+// wait waits for an Ask to return, failing the test after b.Timeout.
+func wait(t *testing.T, b Backend, ch <-chan error, what string) error {
 	t.Helper()
 	select {
-	case r := <-ch:
-		return r
+	case err := <-ch:
+		return err
 	case <-time.After(b.Timeout + 10*time.Second):
 		t.Fatalf("%s: Ask did not return within %v", what, b.Timeout+10*time.Second)
-		return result{}
+		return nil
+	}
+}
+
+// stop cancels an Ask whose set was answered and checks how it returned:
+// nil (the set is closed) or the context's error.
+func stop(t *testing.T, b Backend, cancel context.CancelFunc, ch <-chan error, what string) {
+	t.Helper()
+	cancel()
+	if err := wait(t, b, ch, what); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("%s: Ask = %v, want nil or the context's error", what, err)
 	}
 }
 
@@ -176,6 +201,27 @@ func waitPosted(t *testing.T, b Backend, set questions.Set) bool {
 	return true
 }
 
+// waitShown waits until the surface shows want (case-insensitive) about set,
+// when the backend can tell.
+func waitShown(t *testing.T, b Backend, set questions.Set, want, what string) {
+	t.Helper()
+	if b.Shown == nil || want == "" {
+		return
+	}
+	deadline := time.Now().Add(b.Timeout)
+	for {
+		got := b.Shown(t, set)
+		if strings.Contains(strings.ToLower(got), strings.ToLower(want)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s: the surface does not show %q about set %s within %v; it shows:\n%s", what, want, set.ID, b.Timeout, got)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // answer waits for set to be posted, then has an allowed person answer it.
 func answer(t *testing.T, b Backend, set questions.Set, answers []questions.Answer) {
 	t.Helper()
@@ -184,20 +230,62 @@ func answer(t *testing.T, b Backend, set questions.Set, answers []questions.Answ
 	}
 }
 
-// askAndAnswer asks set on a new surface, answers it and checks the response.
-func askAndAnswer(t *testing.T, b Backend, set questions.Set, answers []questions.Answer) {
+// newAnswers returns Answers where sets are pending.
+func newAnswers(sets ...questions.Set) *Answers {
+	a := NewAnswers()
+	for _, set := range sets {
+		a.Add(set)
+	}
+	return a
+}
+
+// waitFinal waits for set's complete answer in answers.
+func waitFinal(t *testing.T, b Backend, answers *Answers, set questions.Set) (questions.Response, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
+	defer cancel()
+	resp, err := answers.WaitFinal(ctx, set.ID)
+	if err != nil {
+		t.Errorf("set %s got no answer within %v; offers: %+v", set.ID, b.Timeout, answers.Offers(set.ID))
+		return resp, false
+	}
+	return resp, true
+}
+
+// checkOffers checks that every offer for set came from the surface named
+// surface and says who gave it.
+func checkOffers(t *testing.T, surface string, answers *Answers, set questions.Set) {
+	t.Helper()
+	for i, o := range answers.Offers(set.ID) {
+		if o.Response.Surface != surface {
+			t.Errorf("offer %d: Response.Surface = %q, want the surface's Name() %q", i, o.Response.Surface, surface)
+		}
+		if strings.TrimSpace(o.Response.By) == "" {
+			t.Errorf("offer %d: Response.By is empty, want who answered", i)
+		}
+	}
+}
+
+// askAndAnswer asks set on a new surface, answers it and checks what was
+// offered, taken and shown.
+func askAndAnswer(t *testing.T, b Backend, set questions.Set, want []questions.Answer) {
 	t.Helper()
 	s := b.New(t)
+	answers := newAnswers(set)
 	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
 	defer cancel()
 	start := time.Now()
-	ch := startAsk(ctx, s, set)
-	answer(t, b, set, answers)
-	r := wait(t, b, ch, "answered set "+set.ID)
-	if r.err != nil {
-		t.Fatalf("Ask(%s) = %v, want an answer", set.ID, r.err)
+	ch := startAsk(ctx, s, set, answers)
+	answer(t, b, set, want)
+	resp, ok := waitFinal(t, b, answers, set)
+	if !ok {
+		stop(t, b, cancel, ch, "unanswered set "+set.ID)
+		return
 	}
-	CheckResponse(t, s.Name(), set, r.resp, answers, start)
+	CheckResponse(t, s.Name(), set, resp, want, start)
+	checkOffers(t, s.Name(), answers, set)
+	waitShown(t, b, set, b.Person, "taken answer")
+	stop(t, b, cancel, ch, "answered set "+set.ID)
 }
 
 // CheckResponse checks that resp is a complete answer to set from the surface
@@ -268,21 +356,98 @@ func testHostile(t *testing.T, b Backend) {
 func testStranger(t *testing.T, b Backend) {
 	set := SingleChoice(setName(t, ""))
 	s := b.New(t)
+	answers := newAnswers(set)
 	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
 	defer cancel()
 	start := time.Now()
-	ch := startAsk(ctx, s, set)
+	ch := startAsk(ctx, s, set, answers)
 	if !waitPosted(t, b, set) {
+		stop(t, b, cancel, ch, "Ask")
 		return
 	}
 	b.Intrude(t, set, []questions.Answer{Choose(set.Questions[0], "Postgres")})
 	want := []questions.Answer{Choose(set.Questions[0], "MySQL")}
 	b.Answer(t, set, want)
-	r := wait(t, b, ch, "answered set "+set.ID)
-	if r.err != nil {
-		t.Fatalf("Ask = %v, want the allowed person's answer", r.err)
+	resp, ok := waitFinal(t, b, answers, set)
+	stop(t, b, cancel, ch, "answered set "+set.ID)
+	if !ok {
+		return
 	}
-	CheckResponse(t, s.Name(), set, r.resp, want, start)
+	CheckResponse(t, s.Name(), set, resp, want, start)
+	for i, o := range answers.Offers(set.ID) {
+		if len(o.Response.Answers) > 0 && SameAnswer(o.Response.Answers[0], Choose(set.Questions[0], "Postgres")) {
+			t.Errorf("offer %d is the stranger's answer %+v: a surface offers only answers of people allowed to answer", i, o.Response)
+		}
+	}
+}
+
+// testInvalid: an answer the store refuses gets the reason shown, and the set
+// stays open for the next answer.
+func testInvalid(t *testing.T, b Backend) {
+	set := SingleChoice(setName(t, ""))
+	s := b.New(t)
+	answers := newAnswers(set)
+	answers.Refuse(set.ID, errors.New(refusal))
+	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
+	defer cancel()
+	start := time.Now()
+	ch := startAsk(ctx, s, set, answers)
+	answer(t, b, set, []questions.Answer{Choose(set.Questions[0], "Postgres")})
+	wctx, wcancel := context.WithTimeout(ctx, b.Timeout)
+	offers, err := answers.WaitOffers(wctx, set.ID, 1)
+	wcancel()
+	if err != nil {
+		t.Fatalf("the answer was not offered within %v", b.Timeout)
+	}
+	if offers[0].Decision.Invalid == nil || offers[0].Decision.Taken {
+		t.Fatalf("first offer decided %+v, want refused", offers[0].Decision)
+	}
+	waitShown(t, b, set, refusal, "refused answer")
+	if _, ok := answers.Final(set.ID); ok {
+		t.Fatal("set answered by a refused answer")
+	}
+	select {
+	case err := <-ch:
+		t.Fatalf("Ask returned %v after a refused answer, want it to go on waiting", err)
+	default:
+	}
+	want := []questions.Answer{Choose(set.Questions[0], "MySQL")}
+	b.Answer(t, set, want)
+	resp, ok := waitFinal(t, b, answers, set)
+	stop(t, b, cancel, ch, "answered set "+set.ID)
+	if ok {
+		CheckResponse(t, s.Name(), set, resp, want, start)
+	}
+}
+
+// testAnsweredElsewhere: an answer given after the set was answered on
+// another surface is told "answered elsewhere by …".
+func testAnsweredElsewhere(t *testing.T, b Backend) {
+	set := SingleChoice(setName(t, ""))
+	s := b.New(t)
+	answers := newAnswers(set)
+	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
+	defer cancel()
+	ch := startAsk(ctx, s, set, answers)
+	if !waitPosted(t, b, set) {
+		stop(t, b, cancel, ch, "Ask")
+		return
+	}
+	final := questions.Response{SetID: set.ID, By: elsewhere, Surface: "elsewhere", At: time.Now(),
+		Answers: []questions.Answer{Choose(set.Questions[0], "SQLite")}}
+	answers.Close(set.ID, &final)
+	b.Answer(t, set, []questions.Answer{Choose(set.Questions[0], "MySQL")})
+	wctx, wcancel := context.WithTimeout(ctx, b.Timeout)
+	offers, err := answers.WaitOffers(wctx, set.ID, 1)
+	wcancel()
+	if err != nil {
+		t.Fatalf("the late answer was not offered within %v", b.Timeout)
+	}
+	if d := offers[0].Decision; !d.Closed || d.Taken || d.Final == nil || d.Final.By != elsewhere {
+		t.Errorf("late offer decided %+v, want closed with the final answer", d)
+	}
+	waitShown(t, b, set, elsewhere, "late answer")
+	stop(t, b, cancel, ch, "closed set "+set.ID)
 }
 
 func testCancel(t *testing.T, b Backend) {
@@ -291,60 +456,59 @@ func testCancel(t *testing.T, b Backend) {
 		s := b.New(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		ch := startAsk(ctx, s, set)
+		ch := startAsk(ctx, s, set, newAnswers(set))
 		waitPosted(t, b, set)
 		cancel()
-		r := wait(t, b, ch, "cancelled Ask")
-		checkCancelled(t, r, ctx)
+		checkCancelled(t, wait(t, b, ch, "cancelled Ask"), ctx)
 	})
 	t.Run("Deadline", func(t *testing.T) {
 		set := SingleChoice(setName(t, ""))
 		s := b.New(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
-		r := wait(t, b, startAsk(ctx, s, set), "Ask past its deadline")
-		checkCancelled(t, r, ctx)
+		checkCancelled(t, wait(t, b, startAsk(ctx, s, set, newAnswers(set)), "Ask past its deadline"), ctx)
 	})
 	t.Run("AlreadyCancelled", func(t *testing.T) {
 		set := SingleChoice(setName(t, ""))
 		s := b.New(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		r := wait(t, b, startAsk(ctx, s, set), "Ask with a cancelled context")
-		checkCancelled(t, r, ctx)
+		checkCancelled(t, wait(t, b, startAsk(ctx, s, set, newAnswers(set)), "Ask with a cancelled context"), ctx)
 	})
 }
 
-func checkCancelled(t *testing.T, r result, ctx context.Context) {
+func checkCancelled(t *testing.T, err error, ctx context.Context) {
 	t.Helper()
-	if !errors.Is(r.err, ctx.Err()) {
-		t.Errorf("Ask after its context ended = %v, want %v", r.err, ctx.Err())
-	}
-	if r.resp.SetID != "" || len(r.resp.Answers) != 0 {
-		t.Errorf("Ask after its context ended returned a response %+v, want none", r.resp)
+	if !errors.Is(err, ctx.Err()) {
+		t.Errorf("Ask after its context ended = %v, want %v", err, ctx.Err())
 	}
 }
 
+// askCancel asks set on s and cancels once it is posted.
+func askCancel(t *testing.T, b Backend, s surfaces.Surface, set questions.Set, answers *Answers, what string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := startAsk(ctx, s, set, answers)
+	if b.Posted != nil {
+		waitPosted(t, b, set)
+	} else {
+		// Nothing to wait for; give the surface a moment to show set.
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	checkCancelled(t, wait(t, b, ch, what), ctx)
+}
+
+// testIdempotent: asking again, on the same surface or a new one, posts
+// nothing new.
 func testIdempotent(t *testing.T, b Backend) {
 	set := SingleChoice(setName(t, ""))
+	answers := newAnswers(set)
 	s := b.New(t)
-	askCancel := func(s surfaces.Surface, what string) {
-		t.Helper()
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		ch := startAsk(ctx, s, set)
-		if b.Posted != nil {
-			waitPosted(t, b, set)
-		} else {
-			// Nothing to wait for; give the surface a moment to show set.
-			time.Sleep(20 * time.Millisecond)
-		}
-		cancel()
-		checkCancelled(t, wait(t, b, ch, what), ctx)
-	}
-	askCancel(s, "first Ask")
-	askCancel(s, "second Ask on the same surface")
-	askCancel(b.New(t), "Ask on a new surface")
+	askCancel(t, b, s, set, answers, "first Ask")
+	askCancel(t, b, s, set, answers, "second Ask on the same surface")
+	askCancel(t, b, b.New(t), set, answers, "Ask on a new surface")
 	checkPosted(t, b, set)
 
 	want := []questions.Answer{Choose(set.Questions[0], "Postgres")}
@@ -352,19 +516,37 @@ func testIdempotent(t *testing.T, b Backend) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
 	defer cancel()
 	s = b.New(t)
-	var ch <-chan result
-	if b.Features.AnswerWhileDown {
-		answer(t, b, set, want) // no Ask is running
-		ch = startAsk(ctx, s, set)
-	} else {
-		ch = startAsk(ctx, s, set)
-		answer(t, b, set, want)
+	ch := startAsk(ctx, s, set, answers)
+	answer(t, b, set, want)
+	resp, ok := waitFinal(t, b, answers, set)
+	stop(t, b, cancel, ch, "answered set "+set.ID)
+	if ok {
+		CheckResponse(t, s.Name(), set, resp, want, start)
 	}
-	r := wait(t, b, ch, "Ask after answering")
-	if r.err != nil {
-		t.Fatalf("Ask = %v, want the answer given", r.err)
+	checkPosted(t, b, set)
+}
+
+// testRestart: an answer given while no Ask ran (the process was down) is
+// offered by the next Ask.
+func testRestart(t *testing.T, b Backend) {
+	set := SingleChoice(setName(t, ""))
+	answers := newAnswers(set)
+	askCancel(t, b, b.New(t), set, answers, "Ask before the restart")
+	want := []questions.Answer{Choose(set.Questions[0], "Postgres")}
+	start := time.Now()
+	answer(t, b, set, want) // no Ask is running
+	if n := len(answers.Offers(set.ID)); n != 0 {
+		t.Errorf("%d offers while no Ask ran", n)
 	}
-	CheckResponse(t, s.Name(), set, r.resp, want, start)
+	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
+	defer cancel()
+	s := b.New(t)
+	ch := startAsk(ctx, s, set, answers)
+	resp, ok := waitFinal(t, b, answers, set)
+	stop(t, b, cancel, ch, "answered set "+set.ID)
+	if ok {
+		CheckResponse(t, s.Name(), set, resp, want, start)
+	}
 	checkPosted(t, b, set)
 }
 
@@ -385,12 +567,13 @@ func testConcurrent(t *testing.T, b Backend) {
 		{Choose(sets[1].Questions[0], "MySQL")},
 	}
 	s := b.New(t)
+	answers := newAnswers(sets...)
 	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
 	defer cancel()
 	start := time.Now()
-	chs := make([]<-chan result, len(sets))
+	chs := make([]<-chan error, len(sets))
 	for i, set := range sets {
-		chs[i] = startAsk(ctx, s, set)
+		chs[i] = startAsk(ctx, s, set, answers)
 	}
 	// Answer in the reverse order, each from its own goroutine: a surface
 	// that shows one set at a time shows the second only once the first
@@ -400,12 +583,17 @@ func testConcurrent(t *testing.T, b Backend) {
 		wg.Go(func() { answer(t, b, sets[i], wants[i]) })
 	}
 	for i, set := range sets {
-		r := wait(t, b, chs[i], fmt.Sprintf("concurrent Ask %d", i))
-		if r.err != nil {
-			t.Errorf("Ask(%s) = %v, want an answer", set.ID, r.err)
+		resp, ok := waitFinal(t, b, answers, set)
+		if !ok {
 			continue
 		}
-		CheckResponse(t, s.Name(), set, r.resp, wants[i], start)
+		CheckResponse(t, s.Name(), set, resp, wants[i], start)
 	}
 	wg.Wait()
+	cancel()
+	for i := range sets {
+		if err := wait(t, b, chs[i], fmt.Sprintf("concurrent Ask %d", i)); err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("concurrent Ask %d = %v, want nil or context.Canceled", i, err)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package surfacetest_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,22 +12,33 @@ import (
 	"github.com/orchestrator-dev/orchestrator/surfaces/surfacetest"
 )
 
-// memory is a backend held in memory: posts and answers per set ID, shared
-// by every surface made on it, as a chat service would be.
+// memory is a backend held in memory: posts, people's answers and what the
+// surface told them, per set ID, shared by every surface made on it, as a
+// chat service would be.
 type memory struct {
 	mu      sync.Mutex
 	posted  map[string]int
-	answers map[string]questions.Response
+	given   map[string][]questions.Response // answers people gave, in order
+	handled map[string]int                  // how many of given were decided (stored, as a surface would)
+	shown   map[string]*strings.Builder
 	changed chan struct{} // closed and replaced on every change
 }
 
 func newMemory() *memory {
-	return &memory{posted: map[string]int{}, answers: map[string]questions.Response{}, changed: make(chan struct{})}
+	return &memory{posted: map[string]int{}, given: map[string][]questions.Response{}, handled: map[string]int{},
+		shown: map[string]*strings.Builder{}, changed: make(chan struct{})}
 }
 
 func (m *memory) notify() {
 	close(m.changed)
 	m.changed = make(chan struct{})
+}
+
+func (m *memory) show(setID, text string) {
+	if m.shown[setID] == nil {
+		m.shown[setID] = &strings.Builder{}
+	}
+	m.shown[setID].WriteString(text + "\n")
 }
 
 type memSurface struct{ m *memory }
@@ -35,26 +47,48 @@ var _ surfaces.Surface = memSurface{}
 
 func (memSurface) Name() string { return "memory" }
 
-func (s memSurface) Ask(ctx context.Context, set questions.Set) (questions.Response, error) {
+func (s memSurface) Ask(ctx context.Context, set questions.Set, answers surfaces.Answers) error {
 	if err := ctx.Err(); err != nil {
-		return questions.Response{}, err
+		return err
 	}
 	m := s.m
 	m.mu.Lock()
 	if m.posted[set.ID] == 0 {
 		m.posted[set.ID]++
+		m.show(set.ID, "question: "+set.Title)
 		m.notify()
 	}
 	for {
-		if r, ok := m.answers[set.ID]; ok {
+		for m.handled[set.ID] < len(m.given[set.ID]) {
+			resp := m.given[set.ID][m.handled[set.ID]]
+			m.handled[set.ID]++
 			m.mu.Unlock()
-			return r, nil
+			d, err := answers.Offer(ctx, resp)
+			m.mu.Lock()
+			switch {
+			case err != nil:
+				m.mu.Unlock()
+				return err
+			case d.Taken:
+				m.show(set.ID, "answered by "+resp.By)
+			case d.Invalid != nil:
+				m.show(set.ID, "not taken: "+d.Invalid.Error())
+			case d.Closed && d.Final != nil:
+				m.show(set.ID, "answered elsewhere by "+d.Final.By)
+			case d.Closed:
+				m.show(set.ID, "closed")
+			}
+			m.notify()
+			if d.Closed {
+				m.mu.Unlock()
+				return nil
+			}
 		}
 		ch := m.changed
 		m.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return questions.Response{}, ctx.Err()
+			return ctx.Err()
 		case <-ch:
 		}
 		m.mu.Lock()
@@ -68,10 +102,8 @@ func (m *memory) answer(by string) func(t *testing.T, set questions.Set, answers
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if _, ok := m.answers[set.ID]; !ok {
-			m.answers[set.ID] = questions.Response{SetID: set.ID, Answers: answers, By: by, Surface: "memory", At: time.Now()}
-			m.notify()
-		}
+		m.given[set.ID] = append(m.given[set.ID], questions.Response{SetID: set.ID, Answers: answers, By: by, Surface: "memory", At: time.Now()})
+		m.notify()
 	}
 }
 
@@ -87,9 +119,49 @@ func TestRunOnMemory(t *testing.T) {
 			defer m.mu.Unlock()
 			return m.posted[set.ID]
 		},
+		Shown: func(_ *testing.T, set questions.Set) string {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if b := m.shown[set.ID]; b != nil {
+				return b.String()
+			}
+			return ""
+		},
+		Person:   "allowed",
 		Features: surfacetest.Features{MultiSelect: true, FreeText: true, MultiQuestion: true, AnswerWhileDown: true},
 		Timeout:  20 * time.Second,
 	})
+}
+
+// TestAnswersDecide: first valid answer wins, partial answers keep the set
+// pending, refusals and late answers are decisions, not errors.
+func TestAnswersDecide(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	set := surfacetest.TwoQuestions("decide")
+	q1, q2 := set.Questions[0], set.Questions[1]
+	a := surfacetest.NewAnswers()
+	a.Add(set)
+	offer := func(by string, ans ...questions.Answer) surfaces.Decision {
+		t.Helper()
+		d, err := a.Offer(ctx, questions.Response{SetID: set.ID, By: by, Surface: "s", Answers: ans})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if d := offer("x", surfacetest.Choose(q1, "Oracle")); d.Invalid == nil || d.Taken {
+		t.Errorf("invalid offer decided %+v, want refused", d)
+	}
+	if d := offer("x", surfacetest.Choose(q1, "MySQL")); !d.Taken || d.Closed || len(d.Pending) != 1 || d.Pending[0] != q2.ID {
+		t.Errorf("partial offer decided %+v, want taken with %s pending", d, q2.ID)
+	}
+	if d := offer("y", surfacetest.Choose(q2, "Linux")); !d.Taken || !d.Closed || d.Final == nil || len(d.Final.Answers) != 2 {
+		t.Errorf("completing offer decided %+v, want taken and final", d)
+	}
+	if d := offer("z", surfacetest.Choose(q1, "SQLite"), surfacetest.Choose(q2, "macOS")); d.Taken || !d.Closed || d.Final == nil || d.Final.By != "x, y" {
+		t.Errorf("late offer decided %+v, want closed with the final answer by x, y", d)
+	}
 }
 
 func TestFixtures(t *testing.T) {
