@@ -163,7 +163,7 @@ type Client struct {
 	wg     sync.WaitGroup
 
 	mu         sync.Mutex
-	pollers    map[string]*poller // by lower-case "owner/name"
+	pollers    map[string]*poller  // by lower-case "owner/name"
 	locks      map[string]*keyLock // held or waited for; removed when free
 	runIssues  map[string]int      // repo + run ID → issue (a cache, bounded)
 	asked      map[string]*asked   // repo + set ID → where it was asked (a cache, bounded)

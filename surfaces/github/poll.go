@@ -50,15 +50,15 @@ type poller struct {
 	etag    string    // of the last listing...
 	etagURL string    // ...of this query
 
-	proc   sync.Mutex            // serialises handling comments
-	issues map[int]*issueState   // by issue, while sets wait there (guarded by proc)
+	proc   sync.Mutex          // serialises handling comments
+	issues map[int]*issueState // by issue, while sets wait there (guarded by proc)
 }
 
 // issueState is what the poller knows of an issue where sets wait. It goes
 // when the last Ask on the issue ends.
 type issueState struct {
-	sets     map[string]*threadSet     // the question sets asked there, by escaped ID
-	notified map[string]bool           // notices posted
+	sets     map[string]*threadSet      // the question sets asked there, by escaped ID
+	notified map[string]bool            // notices posted
 	retry    map[int64]*gh.IssueComment // comments to read again (a lookup failed)
 }
 
