@@ -157,6 +157,8 @@ type Client struct {
 	sleep    func(context.Context, time.Duration) error
 	backoff  time.Duration
 	ledger   Ledger
+	// transport paces writes and waits out rate limits below go-github.
+	transport *rateLimitTransport
 
 	ctx    context.Context // ends with Close; bounds pollers and webhook work
 	cancel context.CancelFunc
@@ -263,10 +265,11 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if baseRT == nil {
 		baseRT = http.DefaultTransport
 	}
-	var rt http.RoundTripper = &rateLimitTransport{
+	c.transport = &rateLimitTransport{
 		base: baseRT, sleep: c.sleep, now: c.now, log: c.log, maxWait: maxWait, retries: 5,
 		writeInterval: writeIv, backoff: c.backoff,
 	}
+	var rt http.RoundTripper = c.transport
 	switch {
 	case cfg.Token != "" && cfg.App != nil:
 		return nil, errors.New("github: both token and app are set; use one")

@@ -90,8 +90,16 @@ func (t *rateLimitTransport) pace(ctx context.Context, req *http.Request) error 
 	t.nextWrite = at.Add(t.writeInterval)
 	t.mu.Unlock()
 	if d := at.Sub(now); d > 0 {
-		return t.sleep(ctx, d)
+		if err := t.sleep(ctx, d); err != nil {
+			return err
+		}
 	}
+	// Woken late: the next one waits from now.
+	t.mu.Lock()
+	if next := t.now().Add(t.writeInterval); next.After(t.nextWrite) {
+		t.nextWrite = next
+	}
+	t.mu.Unlock()
 	return nil
 }
 
