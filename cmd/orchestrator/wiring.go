@@ -191,7 +191,7 @@ func (m *Main) buildSurface(name string, ref *specs.SurfaceRef, st *store.Store)
 		return terminal.New(m.Stdin, out, terminal.Options{Logger: m.Logger, Pretty: pretty, Echo: echo,
 			Command: "orchestrator", By: whoami()}), nil
 	case specs.SurfaceGitHub:
-		return m.buildGitHub(ref)
+		return m.buildGitHub(ref, st)
 	case specs.SurfaceDiscord:
 		return m.buildDiscord(ref, st)
 	default:
@@ -244,7 +244,7 @@ func (m *Main) buildDiscord(ref *specs.SurfaceRef, st *store.Store) (surfaces.Su
 // buildGitHub makes a GitHub surface for the configured repository and
 // issue, or a spec's. All of them share one client: one poller per
 // repository, one webhook handler.
-func (m *Main) buildGitHub(ref *specs.SurfaceRef) (surfaces.Surface, error) {
+func (m *Main) buildGitHub(ref *specs.SurfaceRef, st *store.Store) (surfaces.Surface, error) {
 	gc := m.Config.Surfaces.GitHub
 	if m.github == nil {
 		cc := github.ClientConfig{
@@ -253,6 +253,9 @@ func (m *Main) buildGitHub(ref *specs.SurfaceRef) (surfaces.Surface, error) {
 			PollInterval:  gc.PollInterval.Std(),
 			WebhookSecret: gc.WebhookSecret,
 			Logger:        m.Logger.With("surface", "github"),
+		}
+		if st != nil {
+			cc.Ledger = st // decisions about comments outlive the process
 		}
 		if gc.App.Configured() {
 			cc.App = &github.AppAuth{ID: gc.App.ID, InstallationID: gc.App.InstallationID, PrivateKeyFile: gc.App.PrivateKeyFile}

@@ -167,6 +167,12 @@ var migrations = []string{
 		spec     TEXT PRIMARY KEY,
 		last_run INTEGER NOT NULL
 	);`,
+	// What became of each comment read as a possible answer (GitHub).
+	`CREATE TABLE comment_decisions (
+		key        TEXT PRIMARY KEY,
+		decision   TEXT NOT NULL,
+		decided_at INTEGER NOT NULL
+	);`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {

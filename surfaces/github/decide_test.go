@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces/surfacetest"
 )
@@ -408,3 +409,6 @@ func TestContentCreatingRequestsPaced(t *testing.T) {
 		t.Errorf("default write interval %v, want 1s as GitHub asks", c.transport.writeInterval)
 	}
 }
+
+// The store keeps the decisions about comments.
+var _ Ledger = (*store.Store)(nil)
