@@ -236,8 +236,10 @@ func TestRestartPostsNoDuplicateNotices(t *testing.T) {
 	f.srv.AddComment(testRepo, 1, "alice", "/answer "+b.Questions[0].ID+" banana")
 	f.srv.AddComment(testRepo, 1, "alice", "2")
 	f.srv.AddComment(testRepo, 1, "mallory", "1")
-	f.srv.WaitFor(t, waitLong, "three notices", func() bool {
-		return f.count("could not be read") == 1 && f.count("several questions are waiting on this issue") == 1 && f.count("but only people with write access") == 1
+	// Told once each: the invalid answer, the bare reply, and the stranger
+	// (once per set they cannot answer: b and c).
+	f.srv.WaitFor(t, waitLong, "four notices", func() bool {
+		return f.count("could not be read") == 1 && f.count("several questions are waiting on this issue") == 1 && f.count("but only people with write access") == 2
 	})
 	f.waitPolls(t, 3)
 	offersB := len(answers.Offers(b.ID))

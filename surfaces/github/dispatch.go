@@ -170,6 +170,9 @@ func (p *poller) decide(ctx context.Context, issue int, st *issueState, c *gh.Is
 		for _, w := range denied {
 			p.notifyDenied(ctx, issue, st, c, w.set)
 		}
+		if len(denied) < len(waiting) {
+			return true // another process's set may let them answer
+		}
 		return p.record(ctx, key, decRefused)
 	}
 	if edited(c) {

@@ -597,12 +597,20 @@ func (c *Client) createComment(ctx context.Context, owner, name string, issue in
 		if lerr != nil {
 			continue
 		}
-		for _, cm := range comments {
-			if strings.Contains(cm.GetBody(), marker) {
-				return cm, nil
-			}
+		if cm := findMarked(comments, marker); cm != nil {
+			return cm, nil
 		}
 	}
+}
+
+// findMarked returns the first of comments that carries marker, or nil.
+func findMarked(comments []*gh.IssueComment, marker string) *gh.IssueComment {
+	for _, c := range comments {
+		if strings.Contains(c.GetBody(), marker) {
+			return c
+		}
+	}
+	return nil
 }
 
 // transient reports whether err may go away by trying again: a 5xx, or no

@@ -136,13 +136,7 @@ func (s *Surface) findProgressComment(ctx context.Context, issue int, runID stri
 	if err != nil {
 		return 0, fmt.Errorf("github: find the status comment of run %s: %w", runID, err)
 	}
-	marker := progressMarker(runID)
-	for _, c := range comments {
-		if strings.Contains(c.GetBody(), marker) {
-			return c.GetID(), nil
-		}
-	}
-	return 0, nil
+	return findMarked(comments, progressMarker(runID)).GetID(), nil
 }
 
 // renderProgress is the status comment's text, without its marker.
