@@ -1,14 +1,18 @@
-// Package github asks questions in GitHub issue comments and reads the
-// answers people reply with.
+// Package github asks questions in GitHub issue comments and offers the
+// answers people reply with to the store.
 //
 // One comment per question set, readable on its own, carries a hidden marker
-// with the set's ID, so that asking again (a retry, a restart) finds it
-// instead of posting twice. Replies on the same issue after it are read with
-// the questions package; only people with write, maintain or admin
-// permission, or on the allowlist, may answer. Answers are found by polling
-// the repository's issue comments (one conditional request per repository
-// per interval, whatever the number of pending questions) or by the
-// issue_comment webhook.
+// with the set's and its questions' IDs, so that asking again (a retry, a
+// restart) finds it instead of posting twice. Replies on the same issue after
+// it are read with the questions package; only people with write, maintain or
+// admin permission, or on the allowlist, may answer. Each reply is decided
+// once, ever, against the sets the issue shows waiting when it was posted
+// (a question comment edited to show its answer records the reply that
+// closed it), and the decision is kept in a Ledger (the store): live, after a
+// restart and in any process, a reply means the same. Answers are found by
+// polling the repository's issue comments (one conditional request per
+// repository per interval, whatever the number of pending questions) or by
+// the issue_comment webhook.
 //
 // A Client is one GitHub (base URL and credentials); the surfaces made from
 // it share its pollers, one per repository, and its webhook handler.
