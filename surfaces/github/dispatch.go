@@ -39,6 +39,7 @@ func (p *poller) handle(ctx context.Context, issue int, comments []*gh.IssueComm
 		}
 	}
 	clear(st.retry)
+	clear(st.openNow)
 	slices.SortFunc(comments, func(a, b *gh.IssueComment) int { return cmpID(a.GetID(), b.GetID()) })
 	for _, c := range comments {
 		if ctx.Err() != nil {
@@ -94,6 +95,28 @@ func (st *issueState) learn(c *gh.IssueComment) {
 	}
 }
 
+// setOpen asks the ledger whether a set asked on the issue still waits. A
+// set that does not never will again (pending is left for good): that is
+// kept while the issue's state lives; that it does is kept for one handle.
+func (st *issueState) setOpen(ctx context.Context, l Ledger, id string) (bool, error) {
+	if st.gone[id] {
+		return false, nil
+	}
+	if open, ok := st.openNow[id]; ok {
+		return open, nil
+	}
+	open, err := l.SetOpen(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	if open {
+		st.openNow[id] = true
+	} else {
+		st.gone[id] = true
+	}
+	return open, nil
+}
+
 // edited reports whether a comment was edited after it was posted.
 func edited(c *gh.IssueComment) bool {
 	return c.GetUpdatedAt().Time.After(c.GetCreatedAt().Time)
@@ -124,7 +147,7 @@ func (p *poller) decide(ctx context.Context, issue int, st *issueState, c *gh.Is
 			continue
 		}
 		if mine[t.id] == nil {
-			open, err := p.c.ledger.SetOpen(ctx, t.id)
+			open, err := st.setOpen(ctx, p.c.ledger, t.id)
 			if err != nil {
 				p.c.log.Warn("github: look up a question set", "set", t.id, "err", err)
 				return false

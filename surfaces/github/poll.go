@@ -60,6 +60,8 @@ type issueState struct {
 	sets     map[string]*threadSet      // the question sets asked there, by escaped ID
 	notified map[string]bool            // notices posted
 	retry    map[int64]*gh.IssueComment // comments to read again (a lookup failed)
+	gone     map[string]bool            // sets the ledger says no longer wait
+	openNow  map[string]bool            // sets the ledger says wait, during one handle
 }
 
 // threadSet is a question set as its question comments on the issue show
@@ -137,7 +139,8 @@ func (p *poller) remove(w *waiter) {
 func (p *poller) issue(n int) *issueState {
 	st := p.issues[n]
 	if st == nil {
-		st = &issueState{sets: make(map[string]*threadSet), notified: make(map[string]bool), retry: make(map[int64]*gh.IssueComment)}
+		st = &issueState{sets: make(map[string]*threadSet), notified: make(map[string]bool), retry: make(map[int64]*gh.IssueComment),
+			gone: make(map[string]bool), openNow: make(map[string]bool)}
 		p.issues[n] = st
 	}
 	return st
