@@ -12,21 +12,29 @@ import (
 	"github.com/orchestrator-dev/orchestrator/surfaces/github/githubtest"
 )
 
+// githubE2E is an end-to-end setup asking on issue 1 of acme/app on a fake
+// GitHub where alice may answer; more is added to the github block.
+func githubE2E(t *testing.T, more string) (e *e2e, gh *githubtest.Server, repo string, issue int) {
+	t.Helper()
+	e = newE2E(t, standardRules(0)...)
+	gh = githubtest.NewServer(t)
+	gh.RequireToken("test-token")
+	gh.SetPermission("alice", "write")
+	repo = "acme/app"
+	issue = gh.CreateIssue(repo, "Nightly tasks")
+	e.writeConfig(fmt.Sprintf("  github:\n    enabled: true\n    base_url: %q\n    token: test-token\n    repo: %s\n    issue: %d\n    poll_interval: 100ms\n%s",
+		gh.URL()+"/", repo, issue, more))
+	return e, gh, repo, issue
+}
+
 // TestRunGitHub502OnPostingPostsQuestionOnce: GitHub answers the question's
 // POST with a 502 after creating the comment (the response is lost). `run`
 // does not fail: it finds the comment by its marker instead of posting it
 // again, the answer is taken and the session resumes with it.
 func TestRunGitHub502OnPostingPostsQuestionOnce(t *testing.T) {
 	t.Parallel()
-	e := newE2E(t, standardRules(0)...)
-	gh := githubtest.NewServer(t)
-	gh.RequireToken("test-token")
-	gh.SetPermission("alice", "write")
-	const repo = "acme/app"
-	issue := gh.CreateIssue(repo, "Nightly tasks")
+	e, gh, repo, issue := githubE2E(t, "")
 	gh.LoseResponse("POST", fmt.Sprintf("/repos/%s/issues/%d/comments", repo, issue), http.StatusBadGateway)
-	e.writeConfig(fmt.Sprintf("  github:\n    enabled: true\n    base_url: %q\n    token: test-token\n    repo: %s\n    issue: %d\n    poll_interval: 100ms\n",
-		gh.URL()+"/", repo, issue))
 
 	type result struct {
 		code int
@@ -62,14 +70,7 @@ func TestRunGitHub502OnPostingPostsQuestionOnce(t *testing.T) {
 // then answers one run, which finishes, and the other still waits.
 func TestRunGitHubTwoRunsBareReplyAfterRestart(t *testing.T) {
 	t.Parallel()
-	e := newE2E(t, standardRules(0)...)
-	gh := githubtest.NewServer(t)
-	gh.RequireToken("test-token")
-	gh.SetPermission("alice", "write")
-	const repo = "acme/app"
-	issue := gh.CreateIssue(repo, "Nightly tasks")
-	e.writeConfig(fmt.Sprintf("  github:\n    enabled: true\n    base_url: %q\n    token: test-token\n    repo: %s\n    issue: %d\n    poll_interval: 100ms\n",
-		gh.URL()+"/", repo, issue))
+	e, gh, repo, issue := githubE2E(t, "")
 	kill := func(cmd *exec.Cmd) {
 		cmd.Process.Kill()
 		cmd.Wait()

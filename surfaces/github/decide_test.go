@@ -21,29 +21,12 @@ import (
 // about comments, and which sets are still open (those answers has no
 // final answer for).
 type storeLedger struct {
-	mu      sync.Mutex
-	m       map[string]string
+	*memLedger
 	answers *surfacetest.Answers
 }
 
 func newStoreLedger(answers *surfacetest.Answers) *storeLedger {
-	return &storeLedger{m: make(map[string]string), answers: answers}
-}
-
-func (l *storeLedger) CommentDecision(_ context.Context, key string) (string, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.m[key], nil
-}
-
-func (l *storeLedger) DecideComment(_ context.Context, key, decision string) (string, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if d, ok := l.m[key]; ok {
-		return d, nil
-	}
-	l.m[key] = decision
-	return decision, nil
+	return &storeLedger{memLedger: newMemLedger(), answers: answers}
 }
 
 func (l *storeLedger) SetOpen(_ context.Context, setID string) (bool, error) {
