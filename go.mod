@@ -3,7 +3,7 @@ module github.com/orchestrator-dev/orchestrator
 go 1.26.0
 
 require (
-	github.com/bradleyfalzon/ghinstallation/v2 v2.19.0
+	github.com/bradleyfalzon/ghinstallation/v2 v2.10.0
 	github.com/bwmarrin/discordgo v0.29.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/fsnotify/fsnotify v1.10.1
@@ -29,7 +29,6 @@ require (
 	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/golang-jwt/jwt/v4 v4.5.2 // indirect
-	github.com/google/go-github/v88 v88.0.0 // indirect
 	github.com/google/go-querystring v1.2.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect

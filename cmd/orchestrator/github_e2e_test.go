@@ -1,13 +1,11 @@
 package main
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/internal/store"
-	"github.com/orchestrator-dev/orchestrator/surfaces/github/githubtest"
 )
 
 // TestRunAsksOnGitHub: `run --surface github` asks in an issue comment of a
@@ -15,14 +13,7 @@ import (
 // write access answers, and the session resumes with it.
 func TestRunAsksOnGitHub(t *testing.T) {
 	t.Parallel()
-	e := newE2E(t, standardRules(0)...)
-	gh := githubtest.NewServer(t)
-	gh.RequireToken("test-token")
-	gh.SetPermission("alice", "write")
-	const repo = "acme/app"
-	issue := gh.CreateIssue(repo, "Nightly tasks")
-	e.writeConfig(fmt.Sprintf("  github:\n    enabled: true\n    base_url: %q\n    token: test-token\n    repo: %s\n    issue: %d\n    poll_interval: 100ms\n    progress: true\n",
-		gh.URL()+"/", repo, issue))
+	e, gh, repo, issue := githubE2E(t, "    progress: true\n")
 
 	type result struct {
 		code     int

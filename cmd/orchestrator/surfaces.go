@@ -211,7 +211,7 @@ func buildDiscord(m *Main, block config.SurfaceConfig, st *store.Store) (surface
 // buildGitHub makes a GitHub surface for the repository and issue of its
 // block. All of them share one client (built from the keys a spec cannot
 // override): one poller per repository, one webhook handler.
-func buildGitHub(m *Main, block config.SurfaceConfig, _ *store.Store) (surfaces.Surface, error) {
+func buildGitHub(m *Main, block config.SurfaceConfig, st *store.Store) (surfaces.Surface, error) {
 	gc := *block.(*config.GitHub)
 	if m.github == nil {
 		cc := github.ClientConfig{
@@ -220,6 +220,9 @@ func buildGitHub(m *Main, block config.SurfaceConfig, _ *store.Store) (surfaces.
 			PollInterval:  gc.PollInterval.Std(),
 			WebhookSecret: gc.WebhookSecret,
 			Logger:        m.Logger.With("surface", "github"),
+		}
+		if st != nil {
+			cc.Ledger = st // decisions about comments outlive the process
 		}
 		if gc.App.Configured() {
 			cc.App = &github.AppAuth{ID: gc.App.ID, InstallationID: gc.App.InstallationID, PrivateKeyFile: gc.App.PrivateKeyFile}

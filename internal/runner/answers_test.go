@@ -47,7 +47,7 @@ func TestStoreAnswersDecide(t *testing.T) {
 	}
 	set := newAsked(t, st, "r1")
 	other := newAsked(t, st, "r2")
-	a := &storeAnswers{r: r, runID: "r1"}
+	a := r.answers("r1")
 	q1, q2 := set.Questions[0], set.Questions[1]
 	offer := func(resp questions.Response) (d struct {
 		taken, closed bool
@@ -96,7 +96,7 @@ func TestStoreAnswersDecide(t *testing.T) {
 	if err := st.CancelRun(ctx, "r2", "test"); err != nil {
 		t.Fatal(err)
 	}
-	b := &storeAnswers{r: r, runID: "r2"}
+	b := r.answers("r2")
 	if got, err := b.Offer(ctx, resp(other.ID, "x", questions.Answer{QuestionID: other.Questions[0].ID, Labels: []string{"SQLite"}})); err != nil || got.Taken || !got.Closed || got.Final != nil {
 		t.Errorf("answer to a cancelled run's set = %+v, %v; want closed without a final answer", got, err)
 	}

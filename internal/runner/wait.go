@@ -102,7 +102,7 @@ func (r *Runner) wait(ctx context.Context, d *drive, run store.Run, rec store.Se
 	}
 	ask := unanswered(rec.Set, rec.Response)
 	r.emit(Event{Kind: EventQuestion, RunID: run.ID, Set: &ask, Surfaces: names(surfs)})
-	answers := &storeAnswers{r: r, runID: run.ID}
+	answers := r.answers(run.ID)
 	gone := false    // every surface said it cannot take an answer any more
 	var failures int // rounds in a row in which every surface failed
 	var retryAt time.Time
@@ -257,18 +257,32 @@ func (r *Runner) record(ctx context.Context, run store.Run, resp questions.Respo
 	return r.settled(ctx, run, rec, surfs)
 }
 
-// storeAnswers is the surfaces.Answers of a run's question sets: the store
-// decides, in one transaction, and the first valid answer wins.
+// storeAnswers is the surfaces.Answers of a run's question sets (of any
+// run's when runID is empty): the store decides, in one transaction, and
+// the first valid answer wins. Every surface and the web inbox hand their
+// answers to it.
 type storeAnswers struct {
-	r     *Runner
-	runID string
+	st        *store.Store
+	runID     string
+	now       func() time.Time
+	failpoint func(string)
+}
+
+// StoreAnswers is the surfaces.Answers over st for the sets of run runID,
+// or of every run when runID is "" (the web inbox answers any pending set).
+func StoreAnswers(st *store.Store, runID string) surfaces.Answers {
+	return &storeAnswers{st: st, runID: runID, now: time.Now, failpoint: func(string) {}}
+}
+
+func (r *Runner) answers(runID string) *storeAnswers {
+	return &storeAnswers{st: r.cfg.Store, runID: runID, now: r.cfg.Now, failpoint: r.cfg.Failpoint}
 }
 
 var _ surfaces.Answers = (*storeAnswers)(nil)
 
 // Offer implements surfaces.Answers.
 func (a *storeAnswers) Offer(ctx context.Context, resp questions.Response) (surfaces.Decision, error) {
-	st := a.r.cfg.Store
+	st := a.st
 	rec, err := st.QuestionSet(ctx, resp.SetID)
 	if errors.Is(err, store.ErrNotFound) {
 		return surfaces.Decision{Invalid: fmt.Errorf("no question set %q", resp.SetID)}, nil
@@ -276,12 +290,13 @@ func (a *storeAnswers) Offer(ctx context.Context, resp questions.Response) (surf
 	if err != nil {
 		return surfaces.Decision{}, err
 	}
-	if rec.Set.RunID != a.runID {
+	if a.runID != "" && rec.Set.RunID != a.runID {
 		return surfaces.Decision{Invalid: fmt.Errorf("question set %s is not one of run %s", resp.SetID, a.runID)}, nil
 	}
 	if rec.State != store.SetPending {
 		return closed(rec), nil
 	}
+	resp = inSetOrder(rec.Set, resp)
 	if err := surfaces.CheckPartial(rec.Set, resp); err != nil {
 		return surfaces.Decision{Invalid: err, Pending: pendingIDs(rec)}, nil
 	}
@@ -299,7 +314,7 @@ func (a *storeAnswers) Offer(ctx context.Context, resp questions.Response) (surf
 		return surfaces.Decision{Invalid: fmt.Errorf("already answered by %s", rec.Response.By), Pending: pendingIDs(rec)}, nil
 	}
 	if open.At.IsZero() {
-		open.At = a.r.cfg.Now()
+		open.At = a.now()
 	}
 	got, err := st.RecordAnswer(ctx, open)
 	if errors.Is(err, store.ErrAlreadyAnswered) {
@@ -308,7 +323,7 @@ func (a *storeAnswers) Offer(ctx context.Context, resp questions.Response) (surf
 	if err != nil {
 		return surfaces.Decision{}, err
 	}
-	a.r.cfg.Failpoint("answer-stored")
+	a.failpoint("answer-stored")
 	d := surfaces.Decision{Taken: true}
 	if got.State == store.SetPending {
 		d.Pending = pendingIDs(got)
@@ -317,6 +332,22 @@ func (a *storeAnswers) Offer(ctx context.Context, resp questions.Response) (surf
 		d.Final, d.Closed = &final, true
 	}
 	return d, nil
+}
+
+// inSetOrder puts resp's answers in the order of the set's questions (a web
+// form's fields come in any order); answers to questions the set does not
+// have stay last, for CheckPartial to name.
+func inSetOrder(set questions.Set, resp questions.Response) questions.Response {
+	pos := func(a questions.Answer) int {
+		if i := slices.IndexFunc(set.Questions, func(q questions.Question) bool { return q.ID == a.QuestionID }); i >= 0 {
+			return i
+		}
+		return len(set.Questions)
+	}
+	out := resp
+	out.Answers = slices.Clone(resp.Answers)
+	slices.SortStableFunc(out.Answers, func(a, b questions.Answer) int { return pos(a) - pos(b) })
+	return out
 }
 
 // closed is the decision about any answer to a set no longer pending.

@@ -192,7 +192,10 @@ func checkFile(path string) error {
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.w.close()
+	return s.db.Close()
+}
 
 // Dir is the state directory.
 func (s *Store) Dir() string { return s.dir }
@@ -300,6 +303,12 @@ var migrations = []string{
 		removed_at  INTEGER NOT NULL DEFAULT 0,
 		created_at  INTEGER NOT NULL,
 		updated_at  INTEGER NOT NULL
+	);`,
+	// What became of each comment read as a possible answer (GitHub).
+	`CREATE TABLE comment_decisions (
+		key        TEXT PRIMARY KEY,
+		decision   TEXT NOT NULL,
+		decided_at INTEGER NOT NULL
 	);`,
 	// Native asking and tool approvals (approvals.go): a set's kind, the
 	// tool calls asked about (their tool_use_id is the idempotency key of

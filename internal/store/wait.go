@@ -37,6 +37,23 @@ type watcher struct {
 	mu      sync.Mutex
 	waiters map[string]map[chan struct{}]struct{}
 	running bool
+	closed  bool
+	stop    chan struct{}  // closed by Close: the poller returns
+	polling sync.WaitGroup // the poller, which Close waits for
+}
+
+// close stops the poller and waits until it has returned, so that Close
+// leaves no goroutine and no connection of the store behind.
+func (w *watcher) close() {
+	w.mu.Lock()
+	if !w.closed {
+		w.closed = true
+		if w.stop != nil {
+			close(w.stop)
+		}
+	}
+	w.mu.Unlock()
+	w.polling.Wait()
 }
 
 // WaitSet blocks until the set is no longer pending — answered, here or by
@@ -101,9 +118,17 @@ func (s *Store) watch(setID string) chan struct{} {
 		s.w.waiters[setID] = map[chan struct{}]struct{}{}
 	}
 	s.w.waiters[setID][ch] = struct{}{}
-	if !s.w.running {
+	if !s.w.running && !s.w.closed {
+		if s.w.stop == nil {
+			s.w.stop = make(chan struct{})
+		}
 		s.w.running = true
-		go s.poll()
+		s.w.polling.Add(1)
+		stop := s.w.stop
+		go func() {
+			defer s.w.polling.Done()
+			s.poll(stop)
+		}()
 	}
 	return ch
 }
@@ -161,7 +186,7 @@ func (s *Store) poke() {
 // connection of its own (the number changes when another connection
 // commits) when poked or every pollInterval, and, on a change, wakes the
 // waiters of sets that are no longer pending.
-func (s *Store) poll() {
+func (s *Store) poll(stop <-chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	conn, err := s.db.Conn(ctx)
@@ -183,6 +208,11 @@ func (s *Store) poll() {
 	last := int64(-1)
 	for {
 		select {
+		case <-stop:
+			s.w.mu.Lock()
+			s.w.running = false
+			s.w.mu.Unlock()
+			return
 		case <-ticker.C:
 		case _, ok := <-pokes:
 			if !ok {

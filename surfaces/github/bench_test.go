@@ -101,7 +101,7 @@ func BenchmarkPollingRequestsPerHour(b *testing.B) {
 		srv := githubtest.NewServer(b)
 		clock := newFakeClock()
 		srv.SetNow(clock.Now)
-		cfg := ClientConfig{BaseURL: srv.URL(), Token: "t", now: clock.Now, sleep: clock.Sleep}
+		cfg := ClientConfig{BaseURL: srv.URL(), Token: "t", now: clock.Now, sleep: clock.Sleep, WriteInterval: -1}
 		c, err := NewClient(cfg)
 		if err != nil {
 			b.Fatal(err)
@@ -115,7 +115,7 @@ func BenchmarkPollingRequestsPerHour(b *testing.B) {
 			}
 			for i := range perRepo {
 				set := surfacetest.NewSet(fmt.Sprintf("bench-%d-%d", r, i)).Single().Set()
-				wg.Go(func() { s.ask(ctx, set) })
+				wg.Go(func() { s.Ask(ctx, set, pending(set)) })
 			}
 		}
 		// Every Ask has posted and waits once each repository's poller

@@ -34,6 +34,8 @@ func TestConformance(t *testing.T) {
 					post(t, "mallory", set, answers)
 				},
 				Posted: func(t *testing.T, set questions.Set) int { return len(f.questionComments(set)) },
+				Shown:  func(t *testing.T, set questions.Set) string { return f.shown(set) },
+				Person: "alice",
 				Features: surfacetest.Features{
 					MultiSelect: true, FreeText: true, MultiQuestion: true, AnswerWhileDown: true,
 				},

@@ -15,36 +15,38 @@ import (
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
 
-// handle reads the comments of one issue, oldest first, as answers to the
-// sets waiting there. Each comment is considered once per waiter, on first
-// sight: an edit never makes a second answer.
+// handle reads comments of one issue where sets wait, oldest first. The
+// orchestrator's own comments say which sets were asked there, whether each
+// is still open (an answered question comment records the comment that
+// closed it) and which notices were posted; every other comment is decided
+// once, ever (the Ledger), from that view of the issue: the same live,
+// after a restart, and whichever Ask happens to be registered yet.
 func (p *poller) handle(ctx context.Context, issue int, comments []*gh.IssueComment) {
 	p.proc.Lock()
 	defer p.proc.Unlock()
-	comments = slices.Clone(comments)
-	// The notices already posted (found again after a restart).
-	for _, c := range comments {
-		if isOwn(c.GetBody()) {
-			for _, k := range noticeKeys(c.GetBody()) {
-				p.notified[k] = true
-			}
-		}
+	if len(p.waitersFor(issue)) == 0 {
+		return // nothing waits here any more
 	}
-	// Comments whose author's permission could not be looked up last time.
-	retry := p.retry[issue]
-	delete(p.retry, issue)
-	for _, c := range retry {
+	st := p.issue(issue)
+	comments = slices.Clone(comments)
+	for _, c := range comments {
+		st.learn(c)
+	}
+	// Comments that could not be decided last time (a lookup failed).
+	for _, c := range st.retry {
 		if !slices.ContainsFunc(comments, func(x *gh.IssueComment) bool { return x.GetID() == c.GetID() }) {
 			comments = append(comments, c)
 		}
 	}
+	clear(st.retry)
+	clear(st.openNow)
 	slices.SortFunc(comments, func(a, b *gh.IssueComment) int { return cmpID(a.GetID(), b.GetID()) })
 	for _, c := range comments {
 		if ctx.Err() != nil {
 			return
 		}
-		if !p.handleOne(ctx, issue, c) {
-			p.retry[issue] = append(p.retry[issue], c)
+		if !p.decide(ctx, issue, st, c) {
+			st.retry[c.GetID()] = c
 		}
 	}
 }
@@ -59,44 +61,127 @@ func cmpID(a, b int64) int {
 	return 0
 }
 
-// handleOne reads one comment. It returns false if the comment must be read
-// again later (a permission lookup failed).
-func (p *poller) handleOne(ctx context.Context, issue int, c *gh.IssueComment) bool {
-	var cands []*waiter
-	for _, w := range p.waitersFor(issue) {
-		if c.GetID() > w.afterID && !w.seen[c.GetID()] {
-			cands = append(cands, w)
-		}
-	}
-	if len(cands) == 0 {
-		return true
-	}
-	markSeen := func(ws []*waiter) {
-		for _, w := range ws {
-			w.seen[c.GetID()] = true
-		}
-	}
+// learn takes what an orchestrator comment says about the issue.
+func (st *issueState) learn(c *gh.IssueComment) {
 	body := c.GetBody()
-	login := c.GetUser().GetLogin()
-	switch {
-	case isOwn(body): // the orchestrator's own comment, whoever the author
-		markSeen(cands)
+	if !isOwn(body) {
+		return
+	}
+	for _, k := range noticeKeys(body) {
+		st.notified[k] = true
+	}
+	qp, ok := parseQuestionMarker(body)
+	if !ok {
+		return
+	}
+	id, err := url.PathUnescape(qp.setID)
+	if err != nil {
+		return
+	}
+	t := st.sets[qp.setID]
+	if t == nil {
+		t = &threadSet{id: id}
+		st.sets[qp.setID] = t
+	}
+	if qp.qids != nil {
+		t.qids = qp.qids
+	}
+	t.afterID = max(t.afterID, c.GetID())
+	if answerID, ok := parseAnsweredMarker(body, id); ok && t.closedBy == 0 {
+		t.closedBy = answerID
+		if answerID == 0 {
+			t.closedBy = -1
+		}
+	}
+}
+
+// setOpen asks the ledger whether a set asked on the issue still waits. A
+// set that does not never will again (pending is left for good): that is
+// kept while the issue's state lives; that it does is kept for one handle.
+func (st *issueState) setOpen(ctx context.Context, l Ledger, id string) (bool, error) {
+	if st.gone[id] {
+		return false, nil
+	}
+	if open, ok := st.openNow[id]; ok {
+		return open, nil
+	}
+	open, err := l.SetOpen(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	if open {
+		st.openNow[id] = true
+	} else {
+		st.gone[id] = true
+	}
+	return open, nil
+}
+
+// edited reports whether a comment was edited after it was posted.
+func edited(c *gh.IssueComment) bool {
+	return c.GetUpdatedAt().Time.After(c.GetCreatedAt().Time)
+}
+
+// target is a set a comment answers, and the text that answers it.
+type target struct {
+	t    *threadSet
+	w    *waiter // nil when no Ask of this process takes its answers
+	text string
+}
+
+// decide decides what comment c is. It returns false if c must be read
+// again later (a lookup or the store failed).
+func (p *poller) decide(ctx context.Context, issue int, st *issueState, c *gh.IssueComment) bool {
+	body := c.GetBody()
+	if isOwn(body) || isBot(c.GetUser()) { // the orchestrator's own, whoever the author; bots
 		return true
-	case isBot(c.GetUser()):
-		markSeen(cands)
-		return true
+	}
+	mine := make(map[string]*waiter)
+	for _, w := range p.waitersFor(issue) {
+		mine[w.set.ID] = w
+	}
+	// The sets waiting when c was posted.
+	var waiting []*threadSet
+	for _, t := range st.sets {
+		if !t.openAt(c.GetID()) {
+			continue
+		}
+		if mine[t.id] == nil {
+			open, err := st.setOpen(ctx, p.c.ledger, t.id)
+			if err != nil {
+				p.c.log.Warn("github: look up a question set", "set", t.id, "err", err)
+				return false
+			}
+			if !open {
+				continue
+			}
+		}
+		waiting = append(waiting, t)
+	}
+	if !slices.ContainsFunc(waiting, func(t *threadSet) bool { return mine[t.id] != nil }) {
+		return true // no set of this process waits: not for it to decide
+	}
+	slices.SortFunc(waiting, func(a, b *threadSet) int { return cmpID(a.afterID, b.afterID) })
+	key := commentKey(p.owner+"/"+p.name, c.GetID())
+	if d, err := p.c.ledger.CommentDecision(ctx, key); err != nil {
+		p.c.log.Warn("github: look up a comment's decision", "comment", c.GetID(), "err", err)
+		return false
+	} else if d != "" {
+		return true // decided already, here or before a restart
 	}
 
-	// Who may answer which of the waiting sets.
+	// Who may answer: told once per set if nobody of this process lets them.
+	login := c.GetUser().GetLogin()
 	var allowed, denied []*waiter
-	complete := true
-	for _, w := range cands {
+	for _, t := range waiting {
+		w := mine[t.id]
+		if w == nil {
+			continue
+		}
 		ok, err := p.mayAnswer(ctx, w.s, login)
 		if err != nil {
-			// Not marked seen: the next poll tries again.
 			p.c.log.Warn("github: permission lookup failed", "repo", p.owner+"/"+p.name, "login", login, "err", err)
-			complete = false
-			continue
+			return false
 		}
 		if ok {
 			allowed = append(allowed, w)
@@ -104,80 +189,192 @@ func (p *poller) handleOne(ctx context.Context, issue int, c *gh.IssueComment) b
 			denied = append(denied, w)
 		}
 	}
-	markSeen(allowed)
-	markSeen(denied)
 	if len(allowed) == 0 {
-		if len(denied) > 0 {
-			p.notifyDenied(ctx, issue, c, denied)
+		for _, w := range denied {
+			p.notifyDenied(ctx, issue, st, c, w.set)
 		}
-		return complete
+		if len(denied) < len(waiting) {
+			return true // another process's set may let them answer
+		}
+		return p.record(ctx, key, decRefused)
+	}
+	if edited(c) {
+		p.notifyEdited(ctx, issue, st, c)
+		return p.record(ctx, key, decEdited)
 	}
 
 	text := answerText(body)
-	sets := setsOf(allowed)
-	targets := sets
-	if len(sets) > 1 {
+	var targets []target
+	if len(waiting) == 1 {
+		targets = []target{{waiting[0], mine[waiting[0].id], text}}
+	} else {
 		// Several sets wait on this issue: the answer must name them.
-		targets = nil
-		for _, set := range sets {
-			if lines := keyedLines(set, text); len(lines) > 0 {
-				targets = append(targets, set)
+		unknown := false
+		for _, t := range waiting {
+			ids := t.qids
+			if w := mine[t.id]; w != nil {
+				ids = questionIDs(w.set)
+			}
+			if ids == nil {
+				unknown = true
+				continue
+			}
+			if lines := keyedLinesIDs(ids, text); len(lines) > 0 {
+				targets = append(targets, target{t, mine[t.id], strings.Join(lines, "\n")})
 			}
 		}
 		if len(targets) == 0 {
-			p.notifyWhich(ctx, issue, c, sets)
-			return complete
+			if unknown {
+				return true // it may name a set only its own Ask knows the questions of
+			}
+			p.notifyWhich(ctx, issue, st, c, waiting, mine)
+			return p.record(ctx, key, decAmbiguous)
 		}
 	}
-	for _, set := range targets {
-		t := text
-		if len(sets) > 1 {
-			t = strings.Join(keyedLines(set, text), "\n")
-		}
-		var answers []questions.Answer
-		var err error
-		if max := allowed[0].s.cfg.MaxAnswerBytes; len(body) > max {
-			err = &questions.InvalidAnswerError{Message: fmt.Sprintf("the answer is %d bytes long; at most %d are read", len(body), max)}
-		} else {
-			answers, err = questions.ParseAnswer(set, t)
-		}
-		if err != nil {
-			p.notifyInvalid(ctx, issue, c, set, err)
+	complete := true
+	var got []string
+	for _, tg := range targets {
+		if tg.w == nil {
+			complete = false // its own Ask decides it
 			continue
 		}
-		resp := questions.Response{
-			SetID:   set.ID,
-			Answers: answers,
-			By:      "@" + login,
-			Surface: surfaceName,
-			At:      c.GetCreatedAt().Time,
+		skey := key + "/" + markerValue(tg.t.id)
+		if len(targets) > 1 {
+			d, err := p.c.ledger.CommentDecision(ctx, skey)
+			if err != nil {
+				return false
+			}
+			if d != "" {
+				got = append(got, d)
+				continue
+			}
 		}
-		p.take(ctx, c, set, resp, allowed)
+		d, ok := p.offer(ctx, issue, st, c, tg)
+		if !ok {
+			return false
+		}
+		if len(targets) > 1 && !p.record(ctx, skey, d) {
+			return false
+		}
+		got = append(got, d)
 	}
-	return complete
+	if !complete {
+		return true
+	}
+	d := got[0]
+	if slices.Contains(got, decTaken) {
+		d = decTaken
+	}
+	return p.record(ctx, key, d)
 }
 
-// take hands resp to every waiter of set, then acknowledges: 👀 on the
-// answer, and the question comment edited to show it.
-func (p *poller) take(ctx context.Context, c *gh.IssueComment, set questions.Set, resp questions.Response, ws []*waiter) {
-	var s *Surface
-	for _, w := range ws {
-		if w.set.ID == set.ID {
-			s = w.s
-		}
+// record records the decision about a comment; false if it could not be.
+func (p *poller) record(ctx context.Context, key, decision string) bool {
+	if _, err := p.c.ledger.DecideComment(ctx, key, decision); err != nil {
+		p.c.log.Warn("github: record a comment's decision", "key", key, "err", err)
+		return false
 	}
-	p.c.log.Info("github: answer taken", "set", set.ID, "repo", p.owner+"/"+p.name, "comment", c.GetID(), "by", resp.By)
+	return true
+}
+
+// offer offers c's answer to one set and tells its author what became of
+// it. It returns the decision, or false if c must be read again later.
+func (p *poller) offer(ctx context.Context, issue int, st *issueState, c *gh.IssueComment, tg target) (string, bool) {
+	w := tg.w
+	login := c.GetUser().GetLogin()
+	ok, err := p.mayAnswer(ctx, w.s, login)
+	if err != nil {
+		p.c.log.Warn("github: permission lookup failed", "repo", p.owner+"/"+p.name, "login", login, "err", err)
+		return "", false
+	}
+	if !ok {
+		p.notifyDenied(ctx, issue, st, c, w.set)
+		return decRefused, true
+	}
+	var answers []questions.Answer
+	if max := w.s.cfg.MaxAnswerBytes; len(c.GetBody()) > max {
+		err = &questions.InvalidAnswerError{Message: fmt.Sprintf("the answer is %d bytes long; at most %d are read", len(c.GetBody()), max)}
+	} else {
+		answers, err = questions.ParseAnswer(w.set, tg.text)
+	}
+	if err != nil {
+		p.notifyInvalid(ctx, issue, st, c, w.set, err)
+		return decInvalid, true
+	}
+	resp := questions.Response{
+		SetID:   w.set.ID,
+		Answers: answers,
+		By:      "@" + login,
+		Surface: surfaceName,
+		At:      c.GetCreatedAt().Time,
+	}
+	dec, err := w.answers.Offer(ctx, resp)
+	if err != nil {
+		p.c.log.Warn("github: offer an answer", "set", w.set.ID, "comment", c.GetID(), "err", err)
+		return "", false
+	}
+	switch {
+	case dec.Taken:
+		p.taken(ctx, st, c, tg, resp, dec.Final)
+		return decTaken, true
+	case dec.Invalid != nil:
+		p.notifyInvalid(ctx, issue, st, c, w.set, dec.Invalid)
+		return decInvalid, true
+	case dec.Closed && dec.Final != nil && ownAnswer(*dec.Final, resp):
+		// Taken before a restart that came before its decision was recorded.
+		p.taken(ctx, st, c, tg, resp, dec.Final)
+		return decTaken, true
+	case dec.Closed:
+		p.notifyLate(ctx, issue, st, c, w.set, dec.Final)
+		if dec.Final != nil {
+			p.showAnswered(ctx, st, tg, *dec.Final, 0)
+		}
+		w.finish(nil)
+		return decLate, true
+	}
+	p.c.log.Warn("github: an offer was neither taken, refused nor closed", "set", w.set.ID, "comment", c.GetID())
+	return "", false
+}
+
+// ownAnswer reports whether final is (or includes) resp: the answer given
+// in the same comment.
+func ownAnswer(final, resp questions.Response) bool {
+	return strings.Contains(final.Surface, surfaceName) && strings.Contains(final.By, resp.By) && final.At.Equal(resp.At)
+}
+
+// taken acknowledges an answer the store took: 👀 on it, and once the set
+// has its whole answer the question comment shows it.
+func (p *poller) taken(ctx context.Context, st *issueState, c *gh.IssueComment, tg target, resp questions.Response, final *questions.Response) {
+	p.c.log.Info("github: answer taken", "set", tg.w.set.ID, "repo", p.owner+"/"+p.name, "comment", c.GetID(), "by", resp.By)
 	if _, _, err := p.c.api.Reactions.CreateIssueCommentReaction(ctx, p.owner, p.name, c.GetID(), "eyes"); err != nil {
 		p.c.log.Warn("github: react 👀", "comment", c.GetID(), "err", err)
 	}
-	if a := p.c.askedInfo(s.key(set.ID)); a != nil {
-		if err := s.markAnswered(ctx, set, a, resp, c.GetID()); err != nil {
-			p.c.log.Warn("github: show the answer", "set", set.ID, "err", err)
+	if final != nil {
+		p.showAnswered(ctx, st, tg, *final, c.GetID())
+		tg.w.finish(nil)
+	}
+}
+
+// showAnswered edits the question comment of a closed set to show its
+// answer, taken from comment answerID (0: elsewhere).
+func (p *poller) showAnswered(ctx context.Context, st *issueState, tg target, final questions.Response, answerID int64) {
+	w := tg.w
+	a := p.c.askedInfo(w.s.key(w.set.ID))
+	if a == nil {
+		var err error
+		if a, err = w.s.find(ctx, w.set); err != nil || a == nil {
+			p.c.log.Warn("github: show the answer: question comment not found", "set", w.set.ID, "err", err)
+			return
 		}
 	}
-	for _, w := range ws {
-		if w.set.ID == set.ID {
-			w.finish(resp, nil)
+	if err := w.s.markAnswered(ctx, w.set, a, final, answerID); err != nil {
+		p.c.log.Warn("github: show the answer", "set", w.set.ID, "err", err)
+		return
+	}
+	if tg.t.closedBy == 0 {
+		tg.t.closedBy = answerID
+		if answerID == 0 {
+			tg.t.closedBy = -1
 		}
 	}
 }
@@ -240,6 +437,15 @@ func (c *Client) permission(ctx context.Context, owner, name, login string) (str
 		}
 	}
 	c.mu.Lock()
+	if len(c.perms) >= maxCached {
+		now := c.now()
+		for k, e := range c.perms {
+			if !now.Before(e.expires) {
+				delete(c.perms, k)
+			}
+		}
+		evict(c.perms, key)
+	}
 	c.perms[key] = permEntry{level: level, expires: c.now().Add(c.permTTL)}
 	c.mu.Unlock()
 	return level, nil
@@ -248,17 +454,6 @@ func (c *Client) permission(ctx context.Context, owner, name, login string) (str
 // isBot reports whether u is a bot account.
 func isBot(u *gh.User) bool {
 	return u.GetType() == "Bot" || strings.HasSuffix(u.GetLogin(), "[bot]")
-}
-
-// setsOf returns the distinct sets of ws, in order.
-func setsOf(ws []*waiter) []questions.Set {
-	var out []questions.Set
-	for _, w := range ws {
-		if !slices.ContainsFunc(out, func(s questions.Set) bool { return s.ID == w.set.ID }) {
-			out = append(out, w.set)
-		}
-	}
-	return out
 }
 
 // answerText prepares a comment for the answer reader: quoted lines (a
@@ -302,6 +497,21 @@ func isAnswerKey(s string) bool {
 // keyedLines returns the lines of text that name a question of set by its
 // ID ("QID: answer").
 func keyedLines(set questions.Set, text string) []string {
+	return keyedLinesIDs(questionIDs(set), text)
+}
+
+// questionIDs returns the IDs of the questions of set.
+func questionIDs(set questions.Set) []string {
+	ids := make([]string, 0, len(set.Questions))
+	for _, q := range set.Questions {
+		ids = append(ids, q.ID)
+	}
+	return ids
+}
+
+// keyedLinesIDs returns the lines of text that name one of ids ("QID:
+// answer").
+func keyedLinesIDs(ids []string, text string) []string {
 	var out []string
 	for _, line := range strings.Split(text, "\n") {
 		key, _, ok := strings.Cut(strings.TrimSpace(line), ":")
@@ -309,8 +519,8 @@ func keyedLines(set questions.Set, text string) []string {
 			continue
 		}
 		key = strings.Trim(strings.TrimSpace(key), "`*")
-		for _, q := range set.Questions {
-			if q.ID != "" && strings.EqualFold(q.ID, key) {
+		for _, id := range ids {
+			if id != "" && strings.EqualFold(id, key) {
 				out = append(out, strings.TrimSpace(line))
 				break
 			}
@@ -319,44 +529,76 @@ func keyedLines(set questions.Set, text string) []string {
 	return out
 }
 
-// reply posts a notice on the issue, once per key.
-func (p *poller) reply(ctx context.Context, issue int, key, text string) {
-	if p.notified[key] {
+// reply posts a notice on the issue, once per key: the notices posted are
+// known from their markers, also after a restart.
+func (p *poller) reply(ctx context.Context, issue int, st *issueState, key, text string) {
+	if st.notified[key] {
 		return
 	}
-	p.notified[key] = true
-	body := text + "\n\n" + noticeMarker(key)
-	if _, _, err := p.c.api.Issues.CreateComment(ctx, p.owner, p.name, issue, &gh.IssueComment{Body: gh.String(body)}); err != nil {
-		p.notified[key] = false
+	marker := noticeMarker(key)
+	if _, err := p.c.createComment(ctx, p.owner, p.name, issue, text+"\n\n"+marker, marker); err != nil {
 		p.c.log.Warn("github: reply", "repo", p.owner+"/"+p.name, "issue", issue, "err", err)
+		return
 	}
+	st.notified[key] = true
 }
 
 // notifyDenied tells someone not allowed to answer so, at most once per
 // person and set.
-func (p *poller) notifyDenied(ctx context.Context, issue int, c *gh.IssueComment, ws []*waiter) {
+func (p *poller) notifyDenied(ctx context.Context, issue int, st *issueState, c *gh.IssueComment, set questions.Set) {
 	login := c.GetUser().GetLogin()
-	for _, set := range setsOf(ws) {
-		key := "denied/" + strings.ToLower(login) + "/" + set.ID
-		p.reply(ctx, issue, key, fmt.Sprintf("Thanks @%s, but only people with write access to this repository (or on the orchestrator's allowlist) can answer %s, so your reply was not taken.",
-			login, questionRefs(set)))
-	}
+	key := "denied/" + strings.ToLower(login) + "/" + set.ID
+	p.reply(ctx, issue, st, key, fmt.Sprintf("Thanks @%s, but only people with write access to this repository (or on the orchestrator's allowlist) can answer %s, so your reply was not taken.",
+		login, questionRefs(set)))
 }
 
 // notifyWhich asks which set an answer is for when several wait.
-func (p *poller) notifyWhich(ctx context.Context, issue int, c *gh.IssueComment, sets []questions.Set) {
+func (p *poller) notifyWhich(ctx context.Context, issue int, st *issueState, c *gh.IssueComment, waiting []*threadSet, mine map[string]*waiter) {
 	var open []string
-	for _, set := range sets {
-		open = append(open, questionRefs(set))
+	example := ""
+	for _, t := range waiting {
+		var ref string
+		if w := mine[t.id]; w != nil {
+			ref = questionRefs(w.set)
+			if example == "" {
+				example = w.set.Questions[0].ID
+			}
+		} else {
+			var ids []string
+			for _, id := range t.qids {
+				ids = append(ids, "`"+strings.ReplaceAll(cleanLine(id), "`", "'")+"`")
+			}
+			ref = strings.Join(ids, ", ")
+		}
+		open = append(open, ref)
 	}
-	example := sets[0].Questions[0].ID
-	p.reply(ctx, issue, fmt.Sprintf("which/%d", c.GetID()), fmt.Sprintf(
+	p.reply(ctx, issue, st, fmt.Sprintf("which/%d", c.GetID()), fmt.Sprintf(
 		"@%s several questions are waiting on this issue (%s): say which one you answer, one line per question, such as `/answer %s 1`. Nothing was taken.",
 		c.GetUser().GetLogin(), strings.Join(open, "; "), example))
 }
 
+// notifyEdited says that an edited comment is not read as an answer.
+func (p *poller) notifyEdited(ctx context.Context, issue int, st *issueState, c *gh.IssueComment) {
+	p.reply(ctx, issue, st, fmt.Sprintf("edited/%d", c.GetID()), fmt.Sprintf(
+		"@%s this comment was edited before it was read, and an edited comment is never taken as an answer (what was answered must not change afterwards). Nothing was taken: post your answer in a new comment.",
+		c.GetUser().GetLogin()))
+}
+
+// notifyLate says that the set was closed before the answer came.
+func (p *poller) notifyLate(ctx context.Context, issue int, st *issueState, c *gh.IssueComment, set questions.Set, final *questions.Response) {
+	msg := fmt.Sprintf("@%s %s is closed (it timed out, or its run ended), so your reply was not taken.", c.GetUser().GetLogin(), questionRefs(set))
+	if final != nil {
+		by := cleanLine(final.By)
+		if final.Surface != "" && final.Surface != surfaceName {
+			by += " on " + cleanLine(final.Surface)
+		}
+		msg = fmt.Sprintf("@%s %s was already answered elsewhere by %s, so your reply was not taken.", c.GetUser().GetLogin(), questionRefs(set), by)
+	}
+	p.reply(ctx, issue, st, fmt.Sprintf("late/%d/%s", c.GetID(), set.ID), msg)
+}
+
 // notifyInvalid says why an answer could not be read and what is valid.
-func (p *poller) notifyInvalid(ctx context.Context, issue int, c *gh.IssueComment, set questions.Set, err error) {
+func (p *poller) notifyInvalid(ctx context.Context, issue int, st *issueState, c *gh.IssueComment, set questions.Set, err error) {
 	msg := err.Error()
 	var valid []string
 	var ie *questions.InvalidAnswerError
@@ -374,7 +616,7 @@ func (p *poller) notifyInvalid(ctx context.Context, issue int, c *gh.IssueCommen
 		fmt.Fprintf(&b, "\n\nValid answers: %s.", strings.Join(vs, ", "))
 	}
 	b.WriteString(" The question is still open: reply again.")
-	p.reply(ctx, issue, fmt.Sprintf("invalid/%d/%s", c.GetID(), set.ID), b.String())
+	p.reply(ctx, issue, st, fmt.Sprintf("invalid/%d/%s", c.GetID(), set.ID), b.String())
 }
 
 // questionRefs names the questions of set: "`q1a2b3` (Database)".

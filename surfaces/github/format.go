@@ -20,11 +20,23 @@ const maxCommentRunes = 65536
 // text quoted in comments are cleaned so they can never carry one.
 const markerPrefix = "<!-- orchestrator:"
 
-func questionMarker(setID string, part, parts int) string {
-	if parts <= 1 {
-		return fmt.Sprintf("<!-- orchestrator:question set=%s -->", markerValue(setID))
+// questionMarker marks part part of parts of the question comment of set.
+// It lists the set's question IDs, so that an answer naming one ("/answer
+// QID …") can be told apart from an answer to another set waiting on the
+// issue, even by a process that does not ask that set.
+func questionMarker(set questions.Set, part, parts int) string {
+	ids := make([]string, len(set.Questions))
+	for i, q := range set.Questions {
+		ids[i] = markerValue(q.ID)
 	}
-	return fmt.Sprintf("<!-- orchestrator:question set=%s part=%d/%d -->", markerValue(setID), part, parts)
+	q := ""
+	if len(ids) > 0 {
+		q = " q=" + strings.Join(ids, ",")
+	}
+	if parts <= 1 {
+		return fmt.Sprintf("<!-- orchestrator:question set=%s%s -->", markerValue(set.ID), q)
+	}
+	return fmt.Sprintf("<!-- orchestrator:question set=%s part=%d/%d%s -->", markerValue(set.ID), part, parts, q)
 }
 
 func runMarker(runID string) string {
@@ -39,15 +51,15 @@ func noticeMarker(key string) string {
 	return fmt.Sprintf("<!-- orchestrator:notice key=%s -->", markerValue(key))
 }
 
-func reminderMarker(setID string) string {
-	return fmt.Sprintf("<!-- orchestrator:reminder set=%s -->", markerValue(setID))
+func reminderMarker(setID string, n int64) string {
+	return fmt.Sprintf("<!-- orchestrator:reminder set=%s n=%d -->", markerValue(setID), n)
 }
 
 // markerValue escapes s for a marker: no spaces, no "-->".
 func markerValue(s string) string { return url.PathEscape(s) }
 
 var (
-	questionMarkerRE = regexp.MustCompile(`<!-- orchestrator:question set=(\S+?)(?: part=(\d+)/(\d+))? -->`)
+	questionMarkerRE = regexp.MustCompile(`<!-- orchestrator:question set=(\S+?)(?: part=(\d+)/(\d+))?(?: q=(\S*))? -->`)
 	answeredMarkerRE = regexp.MustCompile(`<!-- orchestrator:answered set=(\S+?) comment=(\d+) -->`)
 	noticeMarkerRE   = regexp.MustCompile(`<!-- orchestrator:notice key=(\S+?) -->`)
 )
@@ -59,6 +71,7 @@ func isOwn(body string) bool { return strings.Contains(body, markerPrefix) }
 type questionPart struct {
 	setID       string // escaped
 	part, parts int
+	qids        []string // the set's question IDs; nil if the marker predates them
 }
 
 func parseQuestionMarker(body string) (questionPart, bool) {
@@ -67,6 +80,11 @@ func parseQuestionMarker(body string) (questionPart, bool) {
 		return questionPart{}, false
 	}
 	qp := questionPart{setID: m[1], part: 1, parts: 1}
+	for _, v := range strings.Split(m[4], ",") {
+		if id, err := url.PathUnescape(v); err == nil && id != "" {
+			qp.qids = append(qp.qids, id)
+		}
+	}
 	if m[2] != "" {
 		qp.part, _ = strconv.Atoi(m[2])
 		qp.parts, _ = strconv.Atoi(m[3])
@@ -297,7 +315,7 @@ func renderParts(set questions.Set) []string {
 		if len(chunks) > 1 {
 			c = fmt.Sprintf("%s\n\n_(part %d of %d)_\n", strings.TrimRight(c, "\n"), i+1, len(chunks))
 		}
-		out[i] = c + "\n" + questionMarker(set.ID, i+1, len(chunks))
+		out[i] = c + "\n" + questionMarker(set, i+1, len(chunks))
 	}
 	return out
 }

@@ -1,14 +1,18 @@
-// Package github asks questions in GitHub issue comments and reads the
-// answers people reply with.
+// Package github asks questions in GitHub issue comments and offers the
+// answers people reply with to the store.
 //
 // One comment per question set, readable on its own, carries a hidden marker
-// with the set's ID, so that asking again (a retry, a restart) finds it
-// instead of posting twice. Replies on the same issue after it are read with
-// the questions package; only people with write, maintain or admin
-// permission, or on the allowlist, may answer. Answers are found by polling
-// the repository's issue comments (one conditional request per repository
-// per interval, whatever the number of pending questions) or by the
-// issue_comment webhook.
+// with the set's and its questions' IDs, so that asking again (a retry, a
+// restart) finds it instead of posting twice. Replies on the same issue after
+// it are read with the questions package; only people with write, maintain or
+// admin permission, or on the allowlist, may answer. Each reply is decided
+// once, ever, against the sets the issue shows waiting when it was posted
+// (a question comment edited to show its answer records the reply that
+// closed it), and the decision is kept in a Ledger (the store): live, after a
+// restart and in any process, a reply means the same. Answers are found by
+// polling the repository's issue comments (one conditional request per
+// repository per interval, whatever the number of pending questions) or by
+// the issue_comment webhook.
 //
 // A Client is one GitHub (base URL and credentials); the surfaces made from
 // it share its pollers, one per repository, and its webhook handler.
@@ -22,6 +26,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -49,6 +54,10 @@ const (
 	DefaultPollInterval   = 15 * time.Second
 	DefaultPermissionTTL  = time.Minute
 	DefaultMaxAnswerBytes = 8192
+	DefaultWriteInterval  = time.Second
+	// maxCached bounds the caches of where sets and runs were asked: an
+	// entry dropped is found again on GitHub by its marker.
+	maxCached = 1024
 	// overlap is how far back each poll's since reaches before the newest
 	// comment seen, for comments that show up in the listing late.
 	overlap = 30 * time.Second
@@ -90,15 +99,27 @@ type ClientConfig struct {
 	// ProgressInterval is the least time between two edits of a run's
 	// status comment (SurfaceConfig.Progress). Default 10s.
 	ProgressInterval time.Duration
+	// WriteInterval is the least time between two content-creating requests
+	// (posting or editing comments, opening issues, reacting), as GitHub
+	// asks of integrations. Default one second; negative: no pacing (for
+	// tests against a fake).
+	WriteInterval time.Duration
+	// Ledger keeps what became of each comment read as a possible answer,
+	// durably, so that a restart neither decides a comment again nor posts
+	// its notices twice (the store). Default: kept in memory, for this
+	// process only.
+	Ledger Ledger
 	// HTTPClient sends the requests (its Transport is wrapped, not
 	// changed). Default: a client with http.DefaultTransport.
 	HTTPClient *http.Client
 	Logger     *slog.Logger
 
 	// Test hooks: the clock and the sleep used by polling and rate-limit
-	// waits.
-	now   func() time.Time
-	sleep func(context.Context, time.Duration) error
+	// waits, and the first wait before retrying after a 5xx or a network
+	// error (default one second).
+	now     func() time.Time
+	sleep   func(context.Context, time.Duration) error
+	backoff time.Duration
 }
 
 // SurfaceConfig says where and from whom one surface takes answers.
@@ -138,16 +159,20 @@ type Client struct {
 	permTTL  time.Duration
 	now      func() time.Time
 	sleep    func(context.Context, time.Duration) error
+	backoff  time.Duration
+	ledger   Ledger
+	// transport paces writes and waits out rate limits below go-github.
+	transport *rateLimitTransport
 
 	ctx    context.Context // ends with Close; bounds pollers and webhook work
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
 	mu         sync.Mutex
-	pollers    map[string]*poller // by lower-case "owner/name"
-	locks      map[string]*sync.Mutex
-	runIssues  map[string]int    // repo + run ID → issue
-	asked      map[string]*asked // repo + set ID → where it was asked
+	pollers    map[string]*poller  // by lower-case "owner/name"
+	locks      map[string]*keyLock // held or waited for; removed when free
+	runIssues  map[string]int      // repo + run ID → issue (a cache, bounded)
+	asked      map[string]*asked   // repo + set ID → where it was asked (a cache, bounded)
 	perms      map[string]permEntry
 	deliveries deliveries
 	progress   map[string]*progressState // repo + run ID → its status comment
@@ -194,7 +219,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		now:        cfg.now,
 		sleep:      cfg.sleep,
 		pollers:    make(map[string]*poller),
-		locks:      make(map[string]*sync.Mutex),
+		locks:      make(map[string]*keyLock),
+		backoff:    cfg.backoff,
+		ledger:     cfg.Ledger,
 		runIssues:  make(map[string]int),
 		asked:      make(map[string]*asked),
 		perms:      make(map[string]permEntry),
@@ -219,6 +246,16 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if c.sleep == nil {
 		c.sleep = sleepCtx
 	}
+	if c.backoff <= 0 {
+		c.backoff = time.Second
+	}
+	if c.ledger == nil {
+		c.ledger = newMemLedger()
+	}
+	writeIv := cfg.WriteInterval
+	if writeIv == 0 {
+		writeIv = DefaultWriteInterval
+	}
 	maxWait := cfg.MaxRateLimitWait
 	if maxWait <= 0 {
 		maxWait = 15 * time.Minute
@@ -232,9 +269,11 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if baseRT == nil {
 		baseRT = http.DefaultTransport
 	}
-	var rt http.RoundTripper = &rateLimitTransport{
+	c.transport = &rateLimitTransport{
 		base: baseRT, sleep: c.sleep, now: c.now, log: c.log, maxWait: maxWait, retries: 5,
+		writeInterval: writeIv, backoff: c.backoff,
 	}
+	var rt http.RoundTripper = c.transport
 	switch {
 	case cfg.Token != "" && cfg.App != nil:
 		return nil, errors.New("github: both token and app are set; use one")
@@ -352,16 +391,32 @@ func (s *Surface) repo() string { return s.owner + "/" + s.name }
 
 func (s *Surface) key(id string) string { return strings.ToLower(s.repo()) + "\x00" + id }
 
-// lock returns the mutex for key, creating it.
-func (c *Client) lock(key string) *sync.Mutex {
+// keyLock is a mutex for one key, removed from Client.locks when nobody
+// holds or waits for it.
+type keyLock struct {
+	mu   sync.Mutex
+	refs int // guarded by Client.mu
+}
+
+// lock locks key and returns its unlock.
+func (c *Client) lock(key string) (unlock func()) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	m, ok := c.locks[key]
+	l, ok := c.locks[key]
 	if !ok {
-		m = new(sync.Mutex)
-		c.locks[key] = m
+		l = new(keyLock)
+		c.locks[key] = l
 	}
-	return m
+	l.refs++
+	c.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		c.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(c.locks, key)
+		}
+		c.mu.Unlock()
+	}
 }
 
 func (c *Client) askedInfo(key string) *asked {
@@ -370,81 +425,73 @@ func (c *Client) askedInfo(key string) *asked {
 	return c.asked[key]
 }
 
-// Ask implements surfaces.Surface on top of ask: the answer ask returns is
-// offered to answers. An interim adapter to the contract of
-// surfaces.Surface, kept minimal; a refused answer leaves the question open
-// until ctx ends.
-func (s *Surface) Ask(ctx context.Context, set questions.Set, answers surfaces.Answers) error {
-	resp, err := s.ask(ctx, set)
-	if err != nil {
-		return err
-	}
-	d, err := answers.Offer(ctx, resp)
-	if err != nil {
-		return fmt.Errorf("github: ask %s: %w", set.ID, err)
-	}
-	if d.Taken || d.Closed {
-		return nil
-	}
-	s.c.log.Warn("answer refused", "set", set.ID, "by", resp.By, "reason", d.Invalid)
-	<-ctx.Done()
-	return ctx.Err()
+// remember caches where a set was asked. c.mu is held.
+func (c *Client) rememberLocked(key string, a *asked) {
+	evict(c.asked, key)
+	c.asked[key] = a
 }
 
-// ask posts set as an issue comment (unless it is there already) and waits
-// for an answer.
-func (s *Surface) ask(ctx context.Context, set questions.Set) (questions.Response, error) {
+// evict makes room for key in a bounded cache by dropping other entries.
+func evict[V any](m map[string]V, key string) {
+	if _, ok := m[key]; ok || len(m) < maxCached {
+		return
+	}
+	for k := range m {
+		delete(m, k)
+		if len(m) < maxCached*3/4 {
+			return
+		}
+	}
+}
+
+// Ask posts set as an issue comment (unless it is there already) and, until
+// ctx ends, offers the answers people reply with to answers and tells them
+// what became of each. It returns nil once the set is closed.
+func (s *Surface) Ask(ctx context.Context, set questions.Set, answers surfaces.Answers) error {
 	if err := ctx.Err(); err != nil {
-		return questions.Response{}, err
+		return err
 	}
 	if set.ID == "" {
-		return questions.Response{}, errors.New("github: ask: set has no ID")
+		return errors.New("github: ask: set has no ID")
 	}
 	if len(set.Questions) == 0 {
-		return questions.Response{}, fmt.Errorf("github: ask %s: set has no questions", set.ID)
+		return fmt.Errorf("github: ask %s: set has no questions", set.ID)
+	}
+	if answers == nil {
+		return fmt.Errorf("github: ask %s: no answers to offer to", set.ID)
 	}
 	a, comments, date, err := s.post(ctx, set)
 	if err != nil {
 		if ctx.Err() != nil {
-			return questions.Response{}, ctx.Err()
+			return ctx.Err()
 		}
-		return questions.Response{}, err
+		return err
 	}
 
 	w := &waiter{
 		s:       s,
 		set:     set,
+		answers: answers,
 		issue:   a.issue,
 		afterID: a.partIDs[len(a.partIDs)-1],
-		seen:    make(map[int64]bool),
 		done:    make(chan struct{}),
 	}
 	p := s.c.poller(s.owner, s.name)
 	p.add(w, date.Add(-overlap))
 	defer p.remove(w)
 
-	// Replies given before this Ask (while the process was down, or
-	// before a retry) are in the listing already.
-	var after []*gh.IssueComment
-	for _, c := range comments {
-		if c.GetID() > w.afterID {
-			after = append(after, c)
-		}
-	}
-	if len(after) > 0 {
-		p.handle(ctx, a.issue, after)
-	}
+	// What the issue holds: the questions waiting there (and whether they
+	// are still open), the notices posted, and replies given before this
+	// Ask (while the process was down, or before a retry).
+	p.handle(ctx, a.issue, comments)
 
 	select {
 	case <-w.done:
-		if w.err != nil {
-			return questions.Response{}, w.err
-		}
-		return w.resp, nil
+		return w.err
 	case <-ctx.Done():
-		return questions.Response{}, ctx.Err()
+		return ctx.Err()
 	case <-s.c.ctx.Done():
-		return questions.Response{}, fmt.Errorf("github: ask %s: client closed: %w", set.ID, surfaces.ErrUnavailable)
+		return fmt.Errorf("github: ask %s: client closed: %w", set.ID, surfaces.ErrUnavailable)
 	}
 }
 
@@ -453,9 +500,7 @@ func (s *Surface) ask(ctx context.Context, set questions.Set) (questions.Respons
 // of the listing.
 func (s *Surface) post(ctx context.Context, set questions.Set) (*asked, []*gh.IssueComment, time.Time, error) {
 	key := s.key(set.ID)
-	m := s.c.lock(key)
-	m.Lock()
-	defer m.Unlock()
+	defer s.c.lock(key)()
 
 	issue, err := s.issueFor(ctx, set, true)
 	if err != nil {
@@ -466,55 +511,144 @@ func (s *Surface) post(ctx context.Context, set questions.Set) (*asked, []*gh.Is
 		return nil, nil, time.Time{}, fmt.Errorf("github: ask %s: list comments of %s#%d: %w", set.ID, s.repo(), issue, err)
 	}
 	bodies := renderParts(set)
-	found := make(map[int]*gh.IssueComment)
-	for _, c := range comments {
-		if qp, ok := parseQuestionMarker(c.GetBody()); ok && qp.setID == markerValue(set.ID) && qp.parts == len(bodies) {
-			if _, dup := found[qp.part]; !dup {
-				found[qp.part] = c
-			}
-		}
-	}
-	a := &asked{issue: issue}
+	found := findParts(comments, set.ID, len(bodies))
 	for i, body := range bodies {
-		c, ok := found[i+1]
-		if !ok {
-			c, _, err = s.c.api.Issues.CreateComment(ctx, s.owner, s.name, issue, &gh.IssueComment{Body: gh.String(body)})
-			if err != nil {
-				return nil, nil, time.Time{}, fmt.Errorf("github: ask %s: post question on %s#%d: %w", set.ID, s.repo(), issue, err)
-			}
-			s.c.log.Info("github: question posted", "set", set.ID, "repo", s.repo(), "issue", issue, "comment", c.GetID())
+		if found[i] != nil {
+			continue
 		}
-		a.partIDs = append(a.partIDs, c.GetID())
-		a.bodies = append(a.bodies, c.GetBody())
-		if i == 0 {
-			a.htmlURL = c.GetHTMLURL()
-			if id, ok := parseAnsweredMarker(c.GetBody(), set.ID); ok {
-				a.answerID, a.answered = id, true
-			}
+		c, err := s.createComment(ctx, issue, body, questionMarker(set, i+1, len(bodies)))
+		if err != nil {
+			return nil, nil, time.Time{}, fmt.Errorf("github: ask %s: post question on %s#%d: %w", set.ID, s.repo(), issue, err)
 		}
+		s.c.log.Info("github: question posted", "set", set.ID, "repo", s.repo(), "issue", issue, "comment", c.GetID())
+		found[i] = c
+		comments = append(comments, c)
 	}
+	a := askedFrom(issue, set.ID, found)
 	s.c.mu.Lock()
 	if old := s.c.asked[key]; old != nil && old.answerID != 0 && a.answerID == 0 {
 		a.answerID, a.answered, a.resumedOK = old.answerID, old.answered, old.resumedOK
 	}
-	s.c.asked[key] = a
+	s.c.rememberLocked(key, a)
 	s.c.mu.Unlock()
 	return a, comments, date, nil
+}
+
+// findParts returns the question comments of set among comments, by part
+// (nil where missing): the first of each part, of a rendering in parts
+// parts, or of whatever number of parts was posted when parts is 0.
+func findParts(comments []*gh.IssueComment, setID string, parts int) []*gh.IssueComment {
+	var found []*gh.IssueComment
+	for _, c := range comments {
+		qp, ok := parseQuestionMarker(c.GetBody())
+		if !ok || qp.setID != markerValue(setID) {
+			continue
+		}
+		if found == nil {
+			if parts == 0 {
+				parts = qp.parts
+			}
+			found = make([]*gh.IssueComment, parts)
+		}
+		if qp.parts == parts && found[qp.part-1] == nil {
+			found[qp.part-1] = c
+		}
+	}
+	if found == nil && parts > 0 {
+		found = make([]*gh.IssueComment, parts)
+	}
+	return found
+}
+
+// askedFrom is what the question comments of a set (all parts present) say.
+func askedFrom(issue int, setID string, parts []*gh.IssueComment) *asked {
+	a := &asked{issue: issue}
+	for i, c := range parts {
+		a.partIDs = append(a.partIDs, c.GetID())
+		a.bodies = append(a.bodies, c.GetBody())
+		if i == 0 {
+			a.htmlURL = c.GetHTMLURL()
+			if id, ok := parseAnsweredMarker(c.GetBody(), setID); ok {
+				a.answerID, a.answered = id, true
+			}
+		}
+	}
+	return a
+}
+
+// createComment posts body, which carries marker, on issue. After a 5xx or
+// a network error it waits, then looks for marker on the issue before
+// posting again: the lost response may have come from a comment that was
+// created.
+func (s *Surface) createComment(ctx context.Context, issue int, body, marker string) (*gh.IssueComment, error) {
+	return s.c.createComment(ctx, s.owner, s.name, issue, body, marker)
+}
+
+func (c *Client) createComment(ctx context.Context, owner, name string, issue int, body, marker string) (*gh.IssueComment, error) {
+	for attempt := 0; ; attempt++ {
+		cm, _, err := c.api.Issues.CreateComment(ctx, owner, name, issue, &gh.IssueComment{Body: gh.String(body)})
+		if err == nil {
+			return cm, nil
+		}
+		if !transient(err) || attempt >= 4 || ctx.Err() != nil {
+			return nil, err
+		}
+		c.log.Info("github: posting a comment failed; looking for it before posting again", "repo", owner+"/"+name, "issue", issue, "err", err)
+		if err := c.sleep(ctx, backoffWait(c.backoff, attempt)); err != nil {
+			return nil, err
+		}
+		comments, _, lerr := c.listIssueComments(ctx, owner, name, issue)
+		if lerr != nil {
+			continue
+		}
+		if cm := findMarked(comments, marker); cm != nil {
+			return cm, nil
+		}
+	}
+}
+
+// findMarked returns the first of comments that carries marker, or nil.
+func findMarked(comments []*gh.IssueComment, marker string) *gh.IssueComment {
+	for _, c := range comments {
+		if strings.Contains(c.GetBody(), marker) {
+			return c
+		}
+	}
+	return nil
+}
+
+// transient reports whether err may go away by trying again: a 5xx, or no
+// response at all.
+func transient(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var er *gh.ErrorResponse
+	if errors.As(err, &er) {
+		return er.Response != nil && er.Response.StatusCode >= 500
+	}
+	var rl *gh.RateLimitError
+	var ab *gh.AbuseRateLimitError
+	return !errors.As(err, &rl) && !errors.As(err, &ab)
 }
 
 // listIssueComments lists all comments of an issue and returns the server's
 // time of the first response.
 func (s *Surface) listIssueComments(ctx context.Context, issue int) ([]*gh.IssueComment, time.Time, error) {
+	return s.c.listIssueComments(ctx, s.owner, s.name, issue)
+}
+
+func (c *Client) listIssueComments(ctx context.Context, owner, name string, issue int) ([]*gh.IssueComment, time.Time, error) {
 	var all []*gh.IssueComment
 	var date time.Time
 	opts := &gh.IssueListCommentsOptions{ListOptions: gh.ListOptions{PerPage: 100}}
 	for page := 0; page < 100; page++ {
-		cs, resp, err := s.c.api.Issues.ListComments(ctx, s.owner, s.name, issue, opts)
+		cs, resp, err := c.api.Issues.ListComments(ctx, owner, name, issue, opts)
 		if err != nil {
 			return nil, time.Time{}, err
 		}
 		if date.IsZero() {
-			date = serverTime(resp, s.c.now())
+			date = serverTime(resp, c.now())
 		}
 		all = append(all, cs...)
 		if resp.NextPage == 0 {
@@ -546,9 +680,7 @@ func (s *Surface) issueFor(ctx context.Context, set questions.Set, create bool) 
 		runID = set.ID
 	}
 	key := s.key("run\x00" + runID)
-	m := s.c.lock(key)
-	m.Lock()
-	defer m.Unlock()
+	defer s.c.lock(key)()
 	s.c.mu.Lock()
 	n, ok := s.c.runIssues[key]
 	s.c.mu.Unlock()
@@ -560,30 +692,50 @@ func (s *Surface) issueFor(ctx context.Context, set questions.Set, create bool) 
 		return 0, fmt.Errorf("github: find the issue of run %s in %s: %w", runID, s.repo(), err)
 	}
 	if n == 0 && create {
-		title := truncate(cleanLine(set.Title), 200)
-		if title == "" {
-			title = "Questions from run " + truncate(cleanLine(runID), 100)
-		}
-		body := fmt.Sprintf("The orchestrator asks the questions of run `%s` here. Reply to a question comment to answer it.\n\n%s",
-			strings.ReplaceAll(cleanLine(runID), "`", "'"), runMarker(runID))
-		req := &gh.IssueRequest{Title: gh.String(title), Body: gh.String(body)}
-		if len(s.cfg.Labels) > 0 {
-			req.Labels = &s.cfg.Labels
-		}
-		is, _, err := s.c.api.Issues.Create(ctx, s.owner, s.name, req)
+		n, err = s.openRunIssue(ctx, set, runID)
 		if err != nil {
-			return 0, fmt.Errorf("github: open an issue for run %s in %s: %w", runID, s.repo(), err)
+			return 0, err
 		}
-		n = is.GetNumber()
-		s.c.log.Info("github: issue opened", "run", runID, "repo", s.repo(), "issue", n)
 	}
 	if n == 0 {
 		return 0, nil
 	}
 	s.c.mu.Lock()
+	evict(s.c.runIssues, key)
 	s.c.runIssues[key] = n
 	s.c.mu.Unlock()
 	return n, nil
+}
+
+// openRunIssue opens the run's issue. After a 5xx or a network error it
+// looks for the issue by its marker before opening it again.
+func (s *Surface) openRunIssue(ctx context.Context, set questions.Set, runID string) (int, error) {
+	title := truncate(cleanLine(set.Title), 200)
+	if title == "" {
+		title = "Questions from run " + truncate(cleanLine(runID), 100)
+	}
+	body := fmt.Sprintf("The orchestrator asks the questions of run `%s` here. Reply to a question comment to answer it.\n\n%s",
+		strings.ReplaceAll(cleanLine(runID), "`", "'"), runMarker(runID))
+	req := &gh.IssueRequest{Title: gh.String(title), Body: gh.String(body)}
+	if len(s.cfg.Labels) > 0 {
+		req.Labels = &s.cfg.Labels
+	}
+	for attempt := 0; ; attempt++ {
+		is, _, err := s.c.api.Issues.Create(ctx, s.owner, s.name, req)
+		if err == nil {
+			s.c.log.Info("github: issue opened", "run", runID, "repo", s.repo(), "issue", is.GetNumber())
+			return is.GetNumber(), nil
+		}
+		if !transient(err) || attempt >= 4 || ctx.Err() != nil {
+			return 0, fmt.Errorf("github: open an issue for run %s in %s: %w", runID, s.repo(), err)
+		}
+		if err := s.c.sleep(ctx, backoffWait(s.c.backoff, attempt)); err != nil {
+			return 0, err
+		}
+		if n, ferr := s.findRunIssue(ctx, runID); ferr == nil && n != 0 {
+			return n, nil
+		}
+	}
 }
 
 // findRunIssue looks for the issue carrying the run's marker among the
@@ -614,7 +766,7 @@ func (s *Surface) findRunIssue(ctx context.Context, runID string) (int, error) {
 }
 
 // find returns what is known of where set was asked, reading the issue if
-// this process did not ask it.
+// this process does not know.
 func (s *Surface) find(ctx context.Context, set questions.Set) (*asked, error) {
 	key := s.key(set.ID)
 	if a := s.c.askedInfo(key); a != nil {
@@ -628,36 +780,23 @@ func (s *Surface) find(ctx context.Context, set questions.Set) (*asked, error) {
 	if err != nil {
 		return nil, fmt.Errorf("github: list comments of %s#%d: %w", s.repo(), issue, err)
 	}
-	a := &asked{issue: issue}
-	for _, c := range comments {
-		qp, ok := parseQuestionMarker(c.GetBody())
-		if !ok || qp.setID != markerValue(set.ID) {
-			continue
-		}
-		if len(a.partIDs) == 0 {
-			a.htmlURL = c.GetHTMLURL()
-			if id, ok := parseAnsweredMarker(c.GetBody(), set.ID); ok {
-				a.answerID, a.answered = id, true
-			}
-		}
-		a.partIDs = append(a.partIDs, c.GetID())
-		a.bodies = append(a.bodies, c.GetBody())
-	}
-	if len(a.partIDs) == 0 {
+	parts := findParts(comments, set.ID, 0)
+	if len(parts) == 0 || slices.Contains(parts, nil) {
 		return nil, nil
 	}
+	a := askedFrom(issue, set.ID, parts)
 	s.c.mu.Lock()
 	if old := s.c.asked[key]; old != nil {
 		a = old
 	} else {
-		s.c.asked[key] = a
+		s.c.rememberLocked(key, a)
 	}
 	s.c.mu.Unlock()
 	return a, nil
 }
 
-// Resolve edits the question comment to show the answer, wherever it came
-// from. It does nothing if the comment shows it already.
+// Resolve edits the question comment to show the answer given elsewhere.
+// It does nothing if the comment shows it already.
 func (s *Surface) Resolve(ctx context.Context, set questions.Set, resp questions.Response) error {
 	a, err := s.find(ctx, set)
 	if err != nil {
@@ -666,15 +805,19 @@ func (s *Surface) Resolve(ctx context.Context, set questions.Set, resp questions
 	if a == nil {
 		return nil // never asked here
 	}
-	return s.markAnswered(ctx, set, a, resp, 0)
+	if err := s.markAnswered(ctx, set, a, resp, 0); err != nil {
+		return err
+	}
+	if p := s.c.lookupPoller(s.repo()); p != nil {
+		p.closed(a.issue, set.ID, 0)
+	}
+	return nil
 }
 
-// markAnswered edits the first question comment of set to show resp.
+// markAnswered edits the first question comment of set to show resp, taken
+// from comment answerID (0: from elsewhere).
 func (s *Surface) markAnswered(ctx context.Context, set questions.Set, a *asked, resp questions.Response, answerID int64) error {
-	key := s.key(set.ID)
-	m := s.c.lock(key)
-	m.Lock()
-	defer m.Unlock()
+	defer s.c.lock(s.key(set.ID))()
 	s.c.mu.Lock()
 	done := a.answered
 	body := ""
@@ -691,7 +834,7 @@ func (s *Surface) markAnswered(ctx context.Context, set questions.Set, a *asked,
 		return nil
 	}
 	// The marker records the answer comment (0 if answered elsewhere), for
-	// Resumed after a restart.
+	// Resumed after a restart, and closes the set for the comments after it.
 	newBody := renderAnswered(set, resp) + body + "\n" + answeredMarker(set.ID, answerID)
 	if _, _, err := s.c.api.Issues.EditComment(ctx, s.owner, s.name, id, &gh.IssueComment{Body: gh.String(newBody)}); err != nil {
 		return fmt.Errorf("github: edit question comment %d of %s: %w", id, s.repo(), err)
@@ -705,7 +848,8 @@ func (s *Surface) markAnswered(ctx context.Context, set questions.Set, a *asked,
 	return nil
 }
 
-// Resumed puts 🚀 on the comment taken as the answer.
+// Resumed puts 🚀 on the comment taken as the answer. It is the last thing
+// done for a set: what the client remembers of it goes.
 func (s *Surface) Resumed(ctx context.Context, set questions.Set) error {
 	a, err := s.find(ctx, set)
 	if err != nil {
@@ -717,14 +861,16 @@ func (s *Surface) Resumed(ctx context.Context, set questions.Set) error {
 	s.c.mu.Lock()
 	id, done := a.answerID, a.resumedOK
 	s.c.mu.Unlock()
-	if id == 0 || done {
-		return nil // answered elsewhere
-	}
-	if _, _, err := s.c.api.Reactions.CreateIssueCommentReaction(ctx, s.owner, s.name, id, "rocket"); err != nil {
-		return fmt.Errorf("github: react to comment %d of %s: %w", id, s.repo(), err)
+	if id != 0 && !done {
+		if _, _, err := s.c.api.Reactions.CreateIssueCommentReaction(ctx, s.owner, s.name, id, "rocket"); err != nil {
+			return fmt.Errorf("github: react to comment %d of %s: %w", id, s.repo(), err)
+		}
 	}
 	s.c.mu.Lock()
 	a.resumedOK = true
+	if a.answered {
+		delete(s.c.asked, s.key(set.ID))
+	}
 	s.c.mu.Unlock()
 	return nil
 }
@@ -746,8 +892,10 @@ func (s *Surface) Remind(ctx context.Context, set questions.Set) error {
 	for _, q := range set.Questions {
 		ids = append(ids, "`"+q.ID+"`")
 	}
-	body := fmt.Sprintf("⏰ Still waiting for an answer to %s (%s).\n\n%s", link, strings.Join(ids, ", "), reminderMarker(set.ID))
-	if _, _, err := s.c.api.Issues.CreateComment(ctx, s.owner, s.name, a.issue, &gh.IssueComment{Body: gh.String(body)}); err != nil {
+	// Each reminder has a marker of its own, so that a retry finds it.
+	marker := reminderMarker(set.ID, s.c.now().UnixNano())
+	body := fmt.Sprintf("⏰ Still waiting for an answer to %s (%s).\n\n%s", link, strings.Join(ids, ", "), marker)
+	if _, err := s.createComment(ctx, a.issue, body, marker); err != nil {
 		return fmt.Errorf("github: remind %s on %s#%d: %w", set.ID, s.repo(), a.issue, err)
 	}
 	return nil

@@ -401,7 +401,8 @@ func TestForbiddenIsNotARateLimit(t *testing.T) {
 	cfg := f.config(1)
 	cfg.sleep = rec.Sleep
 	s := f.surface(t, cfg)
-	_, err := s.ask(ctxTimeout(t), surfacetest.SingleChoice("forbidden"))
+	set := surfacetest.SingleChoice("forbidden")
+	err := s.Ask(ctxTimeout(t), set, pending(set))
 	if err == nil || !strings.Contains(err.Error(), "Resource not accessible") {
 		t.Fatalf("Ask = %v, want the 403 error", err)
 	}
@@ -656,7 +657,7 @@ func TestAcknowledgements(t *testing.T) {
 	if !strings.Contains(got.Body, "Answered by @\u200balice:** SQLite") {
 		t.Errorf("question comment not edited to show the answer:\n%s", got.Body)
 	}
-	if !strings.Contains(got.Body, questionMarker(set.ID, 1, 1)) {
+	if !strings.Contains(got.Body, questionMarker(set, 1, 1)) {
 		t.Errorf("edited question comment lost its marker")
 	}
 
@@ -746,7 +747,7 @@ func TestLongQuestionIsSplit(t *testing.T) {
 		if n := len([]rune(c.Body)); n > maxCommentRunes {
 			t.Errorf("part %d is %d characters, over GitHub's limit", i+1, n)
 		}
-		if !strings.Contains(c.Body, questionMarker(set.ID, i+1, 3)) {
+		if !strings.Contains(c.Body, questionMarker(set, i+1, 3)) {
 			t.Errorf("part %d has no part marker", i+1)
 		}
 	}
@@ -840,7 +841,8 @@ func TestGitHubApp(t *testing.T) {
 	cfg.App = &AppAuth{ID: 999, InstallationID: 678, PrivateKeyFile: keyFile}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := f.surface(t, cfg).ask(ctx, surfacetest.SingleChoice("bad-app")); err == nil || ctx.Err() != nil {
+	badApp := surfacetest.SingleChoice("bad-app")
+	if err := f.surface(t, cfg).Ask(ctx, badApp, pending(badApp)); err == nil || ctx.Err() != nil {
 		t.Errorf("Ask with the wrong app ID = %v, want an authentication error", err)
 	}
 }
@@ -850,7 +852,8 @@ func TestBadCredentialsFailAsk(t *testing.T) {
 	f := newFixture(t)
 	cfg := f.config(1)
 	cfg.Token = "ghp_wrong"
-	_, err := f.surface(t, cfg).ask(ctxTimeout(t), surfacetest.SingleChoice("creds"))
+	creds := surfacetest.SingleChoice("creds")
+	err := f.surface(t, cfg).Ask(ctxTimeout(t), creds, pending(creds))
 	if err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("Ask with a bad token = %v, want a 401 error", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces/github/githubtest"
+	"github.com/orchestrator-dev/orchestrator/surfaces/surfacetest"
 )
 
 const (
@@ -39,9 +40,11 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) config(issue int) Config {
 	return Config{
 		ClientConfig: ClientConfig{
-			BaseURL:      f.srv.URL(),
-			Token:        testToken,
-			PollInterval: 20 * time.Millisecond,
+			BaseURL:       f.srv.URL(),
+			Token:         testToken,
+			PollInterval:  20 * time.Millisecond,
+			WriteInterval: -1,
+			backoff:       10 * time.Millisecond,
 		},
 		SurfaceConfig: SurfaceConfig{Repo: testRepo, Issue: issue},
 	}
@@ -60,7 +63,7 @@ func (f *fixture) surface(t *testing.T, cfg Config) *Surface {
 
 // questionComments returns the question comments of set, wherever posted.
 func (f *fixture) questionComments(set questions.Set) []githubtest.Comment {
-	marker := questionMarker(set.ID, 1, 1)
+	marker := questionMarker(set, 1, 1)
 	var out []githubtest.Comment
 	for _, is := range f.srv.Issues(testRepo) {
 		for _, c := range f.srv.Comments(testRepo, is.Number) {
@@ -70,6 +73,25 @@ func (f *fixture) questionComments(set questions.Set) []githubtest.Comment {
 		}
 	}
 	return out
+}
+
+// shown is what the issue of set shows about it: its question comment(s)
+// as they now are, and the replies naming its questions.
+func (f *fixture) shown(set questions.Set) string {
+	var b strings.Builder
+	for _, q := range f.questionComments(set) {
+		for _, c := range f.srv.Comments(testRepo, q.Issue) {
+			about := c.ID == q.ID
+			for _, qq := range set.Questions {
+				about = about || strings.Contains(c.Body, "`"+qq.ID+"`")
+			}
+			if about {
+				b.WriteString(c.Body)
+				b.WriteString("\n")
+			}
+		}
+	}
+	return b.String()
 }
 
 // waitAsked waits until set is posted and returns its question comment.
@@ -105,17 +127,37 @@ func answerBody(set questions.Set, answers []questions.Answer, bare bool) string
 	return strings.Join(lines, "\n")
 }
 
-// startAsk runs Ask in a goroutine.
+// askResult is what became of an Ask: the set's answer once the store
+// (surfacetest.Answers) has it, or the error Ask returned.
 type askResult struct {
 	resp questions.Response
 	err  error
 }
 
+// pending returns Answers where set waits for an answer.
+func pending(set questions.Set) *surfacetest.Answers {
+	a := surfacetest.NewAnswers()
+	a.Add(set)
+	return a
+}
+
+// startAsk runs Ask in a goroutine, offering to Answers of its own.
 func startAsk(ctx context.Context, s *Surface, set questions.Set) <-chan askResult {
+	return startAskWith(ctx, s, set, pending(set))
+}
+
+// startAskWith runs Ask in a goroutine, offering to answers; the channel
+// delivers what Ask returned and, once it returned nil (the set is closed,
+// and shown so), the set's answer.
+func startAskWith(ctx context.Context, s *Surface, set questions.Set, answers *surfacetest.Answers) <-chan askResult {
 	ch := make(chan askResult, 1)
 	go func() {
-		r, err := s.ask(ctx, set)
-		ch <- askResult{r, err}
+		err := s.Ask(ctx, set, answers)
+		if r, ok := answers.Final(set.ID); ok && err == nil {
+			ch <- askResult{resp: r}
+			return
+		}
+		ch <- askResult{err: err}
 	}()
 	return ch
 }

@@ -14,25 +14,25 @@ import (
 	gh "github.com/google/go-github/v60/github"
 
 	"github.com/orchestrator-dev/orchestrator/questions"
+	"github.com/orchestrator-dev/orchestrator/surfaces"
 )
 
-// waiter is one Ask waiting for an answer.
+// waiter is one Ask taking answers.
 type waiter struct {
 	s       *Surface
 	set     questions.Set
+	answers surfaces.Answers
 	issue   int
-	afterID int64          // answers are comments after this one (the last question part)
-	seen    map[int64]bool // comments already considered (guarded by poller.proc)
+	afterID int64 // answers are comments after this one (the last question part)
 
 	once sync.Once
-	done chan struct{}
-	resp questions.Response
+	done chan struct{} // closed when the set is closed, or on a fatal error
 	err  error
 }
 
-func (w *waiter) finish(resp questions.Response, err error) {
+func (w *waiter) finish(err error) {
 	w.once.Do(func() {
-		w.resp, w.err = resp, err
+		w.err = err
 		close(w.done)
 	})
 }
@@ -50,9 +50,35 @@ type poller struct {
 	etag    string    // of the last listing...
 	etagURL string    // ...of this query
 
-	proc     sync.Mutex                 // serialises handling comments
-	notified map[string]bool            // notices posted (guarded by proc)
-	retry    map[int][]*gh.IssueComment // by issue: to read again (guarded by proc)
+	proc   sync.Mutex          // serialises handling comments
+	issues map[int]*issueState // by issue, while sets wait there (guarded by proc)
+}
+
+// issueState is what the poller knows of an issue where sets wait. It goes
+// when the last Ask on the issue ends.
+type issueState struct {
+	sets     map[string]*threadSet      // the question sets asked there, by escaped ID
+	notified map[string]bool            // notices posted
+	retry    map[int64]*gh.IssueComment // comments to read again (a lookup failed)
+	gone     map[string]bool            // sets the ledger says no longer wait
+	openNow  map[string]bool            // sets the ledger says wait, during one handle
+}
+
+// threadSet is a question set as its question comments on the issue show
+// it.
+type threadSet struct {
+	id      string   // unescaped
+	qids    []string // its question IDs; nil if its marker predates them
+	afterID int64    // its last question comment: answers come after
+	// closedBy is the comment whose answer closed it, -1 if it was closed
+	// elsewhere (the comment shows an answer from another surface), 0 while
+	// it shows no answer.
+	closedBy int64
+}
+
+// openAt reports whether the set was waiting when comment id was posted.
+func (t *threadSet) openAt(id int64) bool {
+	return id > t.afterID && (t.closedBy == 0 || t.closedBy >= id)
 }
 
 // poller returns the repository's poller, creating it.
@@ -63,7 +89,7 @@ func (c *Client) poller(owner, name string) *poller {
 	p, ok := c.pollers[key]
 	if !ok {
 		p = &poller{c: c, owner: owner, name: name, waiters: make(map[*waiter]bool),
-			notified: make(map[string]bool), retry: make(map[int][]*gh.IssueComment)}
+			issues: make(map[int]*issueState)}
 		c.pollers[key] = p
 	}
 	return p
@@ -91,10 +117,48 @@ func (p *poller) add(w *waiter, since time.Time) {
 	}
 }
 
+// remove unregisters w; the issue's state goes with the last waiter on it.
 func (p *poller) remove(w *waiter) {
+	p.proc.Lock()
+	defer p.proc.Unlock()
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	delete(p.waiters, w)
+	last := true
+	for o := range p.waiters {
+		if o.issue == w.issue {
+			last = false
+		}
+	}
+	p.mu.Unlock()
+	if last {
+		delete(p.issues, w.issue)
+	}
+}
+
+// issue returns the state of issue n, creating it. p.proc is held.
+func (p *poller) issue(n int) *issueState {
+	st := p.issues[n]
+	if st == nil {
+		st = &issueState{sets: make(map[string]*threadSet), notified: make(map[string]bool), retry: make(map[int64]*gh.IssueComment),
+			gone: make(map[string]bool), openNow: make(map[string]bool)}
+		p.issues[n] = st
+	}
+	return st
+}
+
+// closed records that setID, asked on issue, was closed by comment
+// answerID (0: elsewhere).
+func (p *poller) closed(issue int, setID string, answerID int64) {
+	p.proc.Lock()
+	defer p.proc.Unlock()
+	if st := p.issues[issue]; st != nil {
+		if t := st.sets[markerValue(setID)]; t != nil && t.closedBy == 0 {
+			t.closedBy = answerID
+			if answerID == 0 {
+				t.closedBy = -1
+			}
+		}
+	}
 }
 
 // waitersFor returns the waiters on issue that still wait.
@@ -107,7 +171,7 @@ func (p *poller) waitersFor(issue int) []*waiter {
 			ws = append(ws, w)
 		}
 	}
-	slices.SortFunc(ws, func(a, b *waiter) int { return int(a.afterID - b.afterID) })
+	slices.SortFunc(ws, func(a, b *waiter) int { return cmpID(a.afterID, b.afterID) })
 	return ws
 }
 
@@ -172,7 +236,7 @@ func (p *poller) failAll(err error) {
 	}
 	p.mu.Unlock()
 	for _, w := range ws {
-		w.finish(questions.Response{}, fmt.Errorf("github: wait for an answer to %s in %s/%s: %w", w.set.ID, p.owner, p.name, err))
+		w.finish(fmt.Errorf("github: wait for an answer to %s in %s/%s: %w", w.set.ID, p.owner, p.name, err))
 	}
 }
 
@@ -244,8 +308,8 @@ func (p *poller) poll(ctx context.Context) error {
 	}
 	p.mu.Unlock()
 	p.proc.Lock()
-	for n := range p.retry {
-		if _, ok := byIssue[n]; !ok {
+	for n, st := range p.issues {
+		if _, ok := byIssue[n]; !ok && len(st.retry) > 0 {
 			issues = append(issues, n)
 		}
 	}

@@ -72,7 +72,14 @@ func (s *Surface) Progress(ctx context.Context, p surfaces.RunProgress) error {
 		st.timer = nil
 	}
 	st.pending = nil
-	return s.writeProgress(ctx, st, p)
+	err := s.writeProgress(ctx, st, p)
+	if p.Final {
+		// The drive is over: a later one finds the comment by its marker.
+		s.c.mu.Lock()
+		delete(s.c.progress, s.key("progress\x00"+p.RunID))
+		s.c.mu.Unlock()
+	}
+	return err
 }
 
 // flushProgress writes the progress that waited for the interval.
@@ -108,9 +115,10 @@ func (s *Surface) writeProgress(ctx context.Context, st *progressState, p surfac
 		}
 		st.comment = id
 	}
-	body := renderProgress(p) + "\n\n" + progressMarker(p.RunID)
+	marker := progressMarker(p.RunID)
+	body := renderProgress(p) + "\n\n" + marker
 	if st.comment == 0 {
-		c, _, err := s.c.api.Issues.CreateComment(ctx, s.owner, s.name, st.issue, &gh.IssueComment{Body: gh.String(body)})
+		c, err := s.createComment(ctx, st.issue, body, marker)
 		if err != nil {
 			return fmt.Errorf("github: post the status comment of run %s on %s#%d: %w", p.RunID, s.repo(), st.issue, err)
 		}
@@ -128,13 +136,7 @@ func (s *Surface) findProgressComment(ctx context.Context, issue int, runID stri
 	if err != nil {
 		return 0, fmt.Errorf("github: find the status comment of run %s: %w", runID, err)
 	}
-	marker := progressMarker(runID)
-	for _, c := range comments {
-		if strings.Contains(c.GetBody(), marker) {
-			return c.GetID(), nil
-		}
-	}
-	return 0, nil
+	return findMarked(comments, progressMarker(runID)).GetID(), nil
 }
 
 // renderProgress is the status comment's text, without its marker.

@@ -25,6 +25,14 @@ import (
 // While a wait is on, every request through the transport waits too: GitHub
 // asks clients not to send more requests during a secondary limit.
 //
+// It also paces content-creating requests (POST, PATCH, PUT, DELETE) at
+// least writeInterval apart, as GitHub asks of integrations, and retries
+// requests that are safe to repeat (GET, PATCH, PUT, DELETE, and POSTs that
+// GitHub answers idempotently: reactions, installation tokens) after a 5xx
+// or a network error, backing off. A POST that creates something is not
+// repeated here: a lost response may have created it, so its caller looks
+// for it by its hidden marker before posting again (createComment).
+//
 // go-github v60 recognises neither 429 nor a secondary limit without
 // documentation_url, and gofri/go-github-ratelimit retries by sending the same
 // *http.Request again, whose body was consumed (a retried POST would send an
@@ -37,9 +45,77 @@ type rateLimitTransport struct {
 	log     *slog.Logger
 	maxWait time.Duration // a longer wait is not waited: the response is returned
 	retries int
+	// writeInterval is the least time between two content-creating
+	// requests; backoff the first wait after a 5xx or network error.
+	writeInterval time.Duration
+	backoff       time.Duration
 
-	mu    sync.Mutex
-	until time.Time // no request before
+	mu        sync.Mutex
+	until     time.Time // no request before
+	nextWrite time.Time // no content-creating request before
+}
+
+// contentCreating reports whether req is a request GitHub asks to pace.
+func contentCreating(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodPost, http.MethodPatch, http.MethodPut, http.MethodDelete:
+		return !strings.HasSuffix(req.URL.Path, "/access_tokens")
+	}
+	return false
+}
+
+// repeatable reports whether sending req twice does what sending it once
+// does.
+func repeatable(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodPatch, http.MethodPut, http.MethodDelete:
+		return true
+	case http.MethodPost:
+		return strings.HasSuffix(req.URL.Path, "/reactions") || strings.HasSuffix(req.URL.Path, "/access_tokens")
+	}
+	return false
+}
+
+// pace waits for req's turn among content-creating requests.
+func (t *rateLimitTransport) pace(ctx context.Context, req *http.Request) error {
+	if t.writeInterval <= 0 || !contentCreating(req) {
+		return nil
+	}
+	t.mu.Lock()
+	now := t.now()
+	at := t.nextWrite
+	if at.Before(now) {
+		at = now
+	}
+	t.nextWrite = at.Add(t.writeInterval)
+	t.mu.Unlock()
+	if d := at.Sub(now); d > 0 {
+		if err := t.sleep(ctx, d); err != nil {
+			return err
+		}
+	}
+	// Woken late: the next one waits from now.
+	t.mu.Lock()
+	if next := t.now().Add(t.writeInterval); next.After(t.nextWrite) {
+		t.nextWrite = next
+	}
+	t.mu.Unlock()
+	return nil
+}
+
+// serverError reports whether resp is a 5xx worth trying again.
+func serverError(resp *http.Response) bool {
+	switch resp.StatusCode {
+	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// backoffWait is the wait before retry attempt+1 after a transient failure:
+// base, doubling, at most 30 times base.
+func backoffWait(base time.Duration, attempt int) time.Duration {
+	return min(base<<min(attempt, 5), 30*base)
 }
 
 func (t *rateLimitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -48,26 +124,49 @@ func (t *rateLimitTransport) RoundTrip(req *http.Request) (*http.Response, error
 		if err := t.waitTurn(ctx); err != nil {
 			return nil, err
 		}
-		resp, err := t.base.RoundTrip(req)
-		if err != nil {
+		if err := t.pace(ctx, req); err != nil {
 			return nil, err
 		}
-		wait, limited := t.limitWait(resp, attempt)
-		if !limited {
-			t.noteRemaining(resp)
-			return resp, nil
-		}
 		rewindable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-		if attempt >= t.retries || wait > t.maxWait || !rewindable {
-			t.log.Warn("github rate limit: giving up", "method", req.Method, "path", req.URL.Path,
-				"status", resp.StatusCode, "wait", wait, "attempt", attempt+1)
-			return resp, nil
+		retryTransient := repeatable(req) && rewindable && attempt < t.retries && t.backoff > 0
+		resp, err := t.base.RoundTrip(req)
+		if err != nil {
+			if !retryTransient || ctx.Err() != nil {
+				return nil, err
+			}
+			wait := backoffWait(t.backoff, attempt)
+			t.log.Info("github: network error, retrying", "method", req.Method, "path", req.URL.Path, "err", err, "wait", wait)
+			if err := t.sleep(ctx, wait); err != nil {
+				return nil, err
+			}
+		} else if serverError(resp) {
+			if !retryTransient {
+				return resp, nil
+			}
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+			wait := backoffWait(t.backoff, attempt)
+			t.log.Info("github: server error, retrying", "method", req.Method, "path", req.URL.Path, "status", resp.StatusCode, "wait", wait)
+			if err := t.sleep(ctx, wait); err != nil {
+				return nil, err
+			}
+		} else {
+			wait, limited := t.limitWait(resp, attempt)
+			if !limited {
+				t.noteRemaining(resp)
+				return resp, nil
+			}
+			if attempt >= t.retries || wait > t.maxWait || !rewindable {
+				t.log.Warn("github rate limit: giving up", "method", req.Method, "path", req.URL.Path,
+					"status", resp.StatusCode, "wait", wait, "attempt", attempt+1)
+				return resp, nil
+			}
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+			t.log.Info("github rate limit: waiting", "method", req.Method, "path", req.URL.Path,
+				"status", resp.StatusCode, "wait", wait)
+			t.hold(t.now().Add(wait))
 		}
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-		resp.Body.Close()
-		t.log.Info("github rate limit: waiting", "method", req.Method, "path", req.URL.Path,
-			"status", resp.StatusCode, "wait", wait)
-		t.hold(t.now().Add(wait))
 		if req.GetBody != nil {
 			body, err := req.GetBody()
 			if err != nil {

@@ -21,10 +21,10 @@ import (
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
+	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/internal/web"
 	"github.com/orchestrator-dev/orchestrator/questions"
-	"github.com/orchestrator-dev/orchestrator/surfaces"
 )
 
 // Offerer decides an offered answer (the surfaces' Answers contract).
@@ -263,63 +263,22 @@ func (b *Backend) Offer(ctx context.Context, resp questions.Response) (web.Decis
 	return o.Offer(ctx, resp)
 }
 
-// StoreOfferer decides answers with the store alone: valid answers
-// (surfaces.CheckResponse, question by question) to a pending set are
-// recorded, the first answer to each question wins, and the set is answered
-// once every question is. An answer to some of a set's questions is kept
-// and the set stays pending.
+// StoreOfferer decides answers the way every surface's answers are decided:
+// through the run loop's store-backed Answers (runner.StoreAnswers), which
+// validates, keeps a partial answer while the set stays pending, and lets
+// the first valid answer win in one transaction.
 type StoreOfferer struct{ Store *store.Store }
 
 // Offer implements Offerer.
 func (s StoreOfferer) Offer(ctx context.Context, resp questions.Response) (web.Decision, error) {
-	rec, err := s.Store.QuestionSet(ctx, resp.SetID)
-	if err != nil {
+	if _, err := s.Store.QuestionSet(ctx, resp.SetID); err != nil {
 		return web.Decision{}, notFound(err)
 	}
-	if rec.State != store.SetPending {
-		return closed(rec), nil
-	}
-	if len(resp.Answers) == 0 {
-		return web.Decision{Invalid: fmt.Errorf("answer to set %s has no answers", rec.Set.ID)}, nil
-	}
-	// The answers in the set's order, whatever order they came in, checked
-	// as an answer to the questions they answer.
-	given := map[string]questions.Answer{}
-	for _, a := range resp.Answers {
-		if _, ok := rec.Set.Question(a.QuestionID); !ok {
-			return web.Decision{Invalid: fmt.Errorf("question set %s has no question %q", rec.Set.ID, a.QuestionID)}, nil
-		}
-		if _, dup := given[a.QuestionID]; dup {
-			return web.Decision{Invalid: fmt.Errorf("question %s is answered twice", a.QuestionID)}, nil
-		}
-		given[a.QuestionID] = a
-	}
-	part := rec.Set
-	part.Questions = nil
-	ordered := resp
-	ordered.Answers = nil
-	for _, q := range rec.Set.Questions {
-		if a, ok := given[q.ID]; ok {
-			part.Questions = append(part.Questions, q)
-			ordered.Answers = append(ordered.Answers, a)
-		}
-	}
-	if err := surfaces.CheckResponse(part, ordered); err != nil {
-		return web.Decision{Invalid: err}, nil
-	}
-	got, err := s.Store.RecordAnswer(ctx, ordered)
-	if errors.Is(err, store.ErrAlreadyAnswered) {
-		return closed(got), nil
-	}
+	d, err := runner.StoreAnswers(s.Store, "").Offer(ctx, resp)
 	if err != nil {
 		return web.Decision{}, err
 	}
-	d := web.Decision{Taken: true}
-	if got.State != store.SetPending {
-		final := got.Response
-		d.Final, d.Closed = &final, true
-	}
-	return d, nil
+	return web.Decision{Taken: d.Taken, Invalid: d.Invalid, Final: d.Final, Closed: d.Closed}, nil
 }
 
 func closed(rec store.SetRecord) web.Decision {

@@ -123,6 +123,7 @@ type fault struct {
 	status       int
 	header       http.Header
 	body         string
+	after        bool // serve the request, then fail: the response is lost
 }
 
 // NewServer starts a fake GitHub and closes it when the test ends.
@@ -210,6 +211,16 @@ func (s *Server) Fail(method, path string, status int, header http.Header, body 
 	s.faults = append(s.faults, fault{method: method, path: path, status: status, header: header.Clone(), body: body})
 }
 
+// LoseResponse makes the next request matching method and path be served
+// (a comment is created, an issue opened...) but answered with status and
+// a plain body instead of its response, as a proxy that lost the response
+// would.
+func (s *Server) LoseResponse(method, path string, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, fault{method: method, path: path, status: status, body: `{"message":"Server Error"}`, after: true})
+}
+
 // SecondaryRateLimit makes the next request matching method and path fail
 // the way GitHub's secondary rate limit does: status (403 or 429) with a
 // Retry-After of retryAfter seconds and GitHub's message.
@@ -254,7 +265,9 @@ func (s *Server) EditComment(repo string, id int64, body string) {
 		return
 	}
 	c.Body = body
-	c.UpdatedAt = s.tickLocked(c.UpdatedAt)
+	// An edit shows on GitHub as an updated_at after created_at (both in
+	// seconds): a person does not edit within the second they posted.
+	c.UpdatedAt = s.tickLocked(c.UpdatedAt.Add(time.Second))
 }
 
 // DeleteComment deletes a comment.
@@ -675,6 +688,9 @@ func (s *Server) serveLocked(w http.ResponseWriter, r *http.Request) int {
 	for i, f := range s.faults {
 		if f.method == r.Method && f.path == r.URL.Path {
 			s.faults = slices.Delete(s.faults, i, i+1)
+			if f.after {
+				s.serveLocked(httptest.NewRecorder(), r)
+			}
 			for k, v := range f.header {
 				h[k] = v
 			}
