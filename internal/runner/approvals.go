@@ -12,8 +12,8 @@ import (
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
 
-// Native asking and tool approvals (issue 13; README "Approvals"). With
-// Config.Approvals set for a run, its agent runs in the CLI's control
+// Native asking and tool approvals (issue 13; README "Approvals and the
+// model's own questions"). With Resolved.Approvals set for a run, its agent runs in the CLI's control
 // protocol with the orchestrator's PreToolUse hook (`orchestrator hook`),
 // which decides each tool call from the store. While a turn runs, the run
 // loop sees each tool call the policy asks about as soon as the model makes
@@ -56,9 +56,10 @@ func (r *Runner) newLiveAsker(ctx context.Context, d *drive, run store.Run) *liv
 // observe starts asking about the tool calls of an assistant message that
 // the policy leaves to a person.
 func (l *liveAsker) observe(ev executor.Event) {
+	// A sub-agent's calls go through the hook too: they are asked as well.
 	m, ok := ev.(*executor.AssistantMessage)
 	if !ok {
-		return // a sub-agent's calls go through the hook too: they are asked as well
+		return
 	}
 	for _, tu := range m.ToolUses() {
 		if tu.ToolUseID == "" || l.seen[tu.ToolUseID] {
