@@ -133,7 +133,13 @@ func (r *Runner) canUseTool(d *drive, run store.Run) func(ctx context.Context, c
 		case take == store.TakeAgain:
 			return executor.Permission{Message: approvals.Interrupted}
 		case take == store.TakeNone:
-			return executor.Permission{Message: fmt.Sprintf("no one answered within approval_hold (%s); the call was not run", p.Hold)}
+			// A live request cannot be parked: it is refused, and its
+			// question is closed so nobody answers a call that is gone.
+			msg := fmt.Sprintf("no one answered within approval_hold (%s); the call was not run", p.Hold)
+			if err := r.cfg.Store.DropToolCall(context.WithoutCancel(ctx), call.ToolUseID, msg); err != nil {
+				r.log.Warn("close the question of a refused call", "run", run.ID, "tool_use_id", call.ToolUseID, "err", err)
+			}
+			return executor.Permission{Message: msg}
 		case c2.Decision == store.DecisionAllow:
 			return executor.Permission{Allow: true, UpdatedInput: c2.UpdatedInput}
 		default:
@@ -194,10 +200,16 @@ func (r *Runner) parked(ctx context.Context, run store.Run, out executor.Outcome
 }
 
 // toolAnswerPrompt is the prompt of a turn that carries a tool call's
-// answer: none — the resumed session fires the hook again for the deferred
-// call, and the hook hands out the decision.
-func toolAnswerPrompt(set questions.Set) (string, bool) {
-	if questions.KindOf(set) == questions.KindMarker {
+// answer: none when the turn parked on the call — the resumed session fires
+// the hook again for the deferred call, and the hook hands out the decision.
+// A call the session is not waiting on (its turn ended another way) gets the
+// usual answer prompt instead (ok false).
+func (r *Runner) toolAnswerPrompt(ctx context.Context, set questions.Set) (string, bool) {
+	if questions.KindOf(set) == questions.KindMarker || set.Tool == nil {
+		return "", false
+	}
+	c, err := r.cfg.Store.ToolCall(ctx, set.Tool.ToolUseID)
+	if err != nil || !c.Deferred {
 		return "", false
 	}
 	return "", true

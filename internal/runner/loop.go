@@ -258,7 +258,7 @@ func (r *Runner) correct(ctx context.Context, d *drive, run store.Run, last stor
 // is claimed in the transaction that records the turn, before the CLI starts.
 func (r *Runner) resumeWithAnswer(ctx context.Context, d *drive, run store.Run, rec store.SetRecord) error {
 	prompt := answerPrompt(rec.Set, rec.Response, r.cfg.Limits.AnswerMaxBytes)
-	if p, ok := toolAnswerPrompt(rec.Set); ok {
+	if p, ok := r.toolAnswerPrompt(ctx, rec.Set); ok {
 		prompt = p // the hook hands the answer over (approvals.go)
 	}
 	return r.turn(ctx, d, run, store.Turn{Kind: store.TurnAnswer, SetID: rec.Set.ID, Prompt: prompt, SessionID: run.SessionID, Resume: true})

@@ -169,3 +169,29 @@ func TestDecideToolByPolicy(t *testing.T) {
 		t.Errorf("calls %+v %v", calls, err)
 	}
 }
+
+// TestDropToolCall: a dropped call is refused with the reason, never handed
+// out, and its question expires; a decided call is left as it is.
+func TestDropToolCall(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	newRunningRun(t, s, "r1")
+	set := askApproval(t, s, "r1", bashCall("toolu_x", "touch x"), false)
+	if err := s.DropToolCall(ctx, "toolu_x", "dropped by the CLI"); err != nil {
+		t.Fatal(err)
+	}
+	c, take, err := s.TakeToolDecision(ctx, "toolu_x")
+	if err != nil || c.Decision != DecisionDeny || c.Reason != "dropped by the CLI" || take != TakeFirst {
+		t.Errorf("%+v %v %v", c, take, err)
+	}
+	if rec, _ := s.QuestionSet(ctx, set.ID); rec.State != SetExpired {
+		t.Errorf("set %s", rec.State)
+	}
+	if err := s.DropToolCall(ctx, "toolu_x", "again"); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := s.ToolCall(ctx, "toolu_x"); c.Reason != "dropped by the CLI" {
+		t.Errorf("a decided call changed: %+v", c)
+	}
+}
