@@ -135,7 +135,7 @@ func approvalRoundTrip(b *testing.B, e *benchEnv, i int) (time.Duration, time.Du
 		}
 	}
 	if used.IsZero() {
-		b.Fatal("no decision was handed out")
+		b.Fatal("no decision was handed out:\n" + out.buf.String())
 	}
 	return used.Sub(t0), at.Sub(t0)
 }

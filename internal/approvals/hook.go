@@ -17,6 +17,7 @@ type Store interface {
 	DecideTool(ctx context.Context, call store.ToolCall) (store.ToolCall, error)
 	AskTool(ctx context.Context, call store.ToolCall, set questions.Set, surfaces []string, live bool) (store.ToolCall, bool, error)
 	QuestionSet(ctx context.Context, id string) (store.SetRecord, error)
+	WaitSet(ctx context.Context, id string) (store.SetRecord, error)
 	MarkToolDeferred(ctx context.Context, toolUseID string) error
 	ToolCall(ctx context.Context, toolUseID string) (store.ToolCall, error)
 	RunPolicy(ctx context.Context, runID string) (json.RawMessage, error)
@@ -291,45 +292,32 @@ func Hook(ctx context.Context, st Store, runID string, in HookInput) (Verdict, e
 	return Verdict{Decision: HookDefer}, nil
 }
 
-// The hook's poll while it holds the CLI: fast at first, when a person at a
-// surface is most likely answering (the decision then reaches the CLI
-// within a few milliseconds), slower after holdFastFor.
-const (
-	holdPollFast = 5 * time.Millisecond
-	holdPollSlow = 50 * time.Millisecond
-	holdFastFor  = time.Minute
-	// parkEvery is how many polls pass between checks that the run loop
-	// parked the call early (no surface of its process can take an answer).
-	parkEvery = 10
-)
+// parkCheck is how often the hook, while it holds the CLI, checks that the
+// run loop parked the call early (no surface of its process can take an
+// answer). The answer itself wakes the hook at once: store.WaitSet is woken
+// by the poke every commit that ends a wait leaves for other processes.
+const parkCheck = 250 * time.Millisecond
 
 // waitAnswered returns once the set is no longer pending, the call was
 // parked early (nil), or ctx ends.
 func waitAnswered(ctx context.Context, st Store, setID, toolUseID string) error {
-	start := time.Now()
-	for i := 0; ; i++ {
-		rec, err := st.QuestionSet(ctx, setID)
-		if err != nil {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	answered := make(chan error, 1)
+	go func() {
+		_, err := st.WaitSet(ctx, setID)
+		answered <- err
+	}()
+	tick := time.NewTicker(parkCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-answered:
 			return err
-		}
-		if rec.State != store.SetPending {
-			return nil
-		}
-		if i%parkEvery == parkEvery-1 {
+		case <-tick.C:
 			if c, err := st.ToolCall(ctx, toolUseID); err == nil && c.Deferred {
 				return nil
 			}
-		}
-		d := holdPollFast
-		if time.Since(start) > holdFastFor {
-			d = holdPollSlow
-		}
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
 		}
 	}
 }
