@@ -38,6 +38,7 @@ type Metrics struct {
 	runs        *prometheus.CounterVec
 	inProgress  prometheus.Gauge
 	undriven    prometheus.Gauge
+	specProbs   prometheus.Gauge
 	asked       prometheus.Counter
 	answers     *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
@@ -82,6 +83,10 @@ func NewMetrics(st QuestionStore) *Metrics {
 		undriven: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "orchestrator_runs_undriven",
 			Help: "Active runs (waiting, interrupted, running) that no process drove at the daemon's last look.",
+		}),
+		specProbs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "orchestrator_spec_problems",
+			Help: "Files of the specs folder that do not validate at the last rescan (each keeps its last good version scheduled, if any; see /healthz).",
 		}),
 		asked: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "orchestrator_questions_asked_total",
@@ -137,7 +142,7 @@ func NewMetrics(st QuestionStore) *Metrics {
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
 			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.runs, m.inProgress, m.undriven, m.asked, m.answers, m.latency, m.reminders, m.escalations,
+		m.runs, m.inProgress, m.undriven, m.specProbs, m.asked, m.answers, m.latency, m.reminders, m.escalations,
 		m.agentErrors, m.turns, m.cost, m.apiRequests, m.apiDuration, pending,
 	)
 	for _, o := range runOutcomes {
@@ -297,3 +302,5 @@ func (m *Metrics) observeAnswer(ev runner.Event) {
 func (m *Metrics) driving(n int) { m.inProgress.Add(float64(n)) }
 
 func (m *Metrics) setUndriven(n int) { m.undriven.Set(float64(n)) }
+
+func (m *Metrics) setSpecProblems(n int) { m.specProbs.Set(float64(n)) }

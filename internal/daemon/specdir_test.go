@@ -1,0 +1,171 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orchestrator-dev/orchestrator/internal/runner"
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/specs"
+)
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Write then rename, as editors save: the rescan never sees half a file.
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSpecsFolderFollowedWhileServing starts a daemon without a specs
+// folder, then: the folder appears with a spec that ticks every second; the
+// spec is edited to be invalid (reported in the log, /healthz and
+// orchestrator_spec_problems, and its last good version keeps ticking);
+// fixed with a new body (the next run has it); removed (no more runs).
+func TestSpecsFolderFollowedWhileServing(t *testing.T) {
+	t.Parallel()
+	st := openStore(t, t.TempDir())
+	dir := filepath.Join(t.TempDir(), "specs")
+	f := newFakeRuns(st, store.RunRunning)
+	logs := newLogRecorder()
+	texts := make(chan string, 100)
+	d, err := New(Config{
+		SpecsDir:    dir,
+		RescanEvery: 50 * time.Millisecond,
+		CheckSpec: func(sp specs.Spec) error {
+			if sp.Name == "refused" {
+				return errors.New("refused by the configuration")
+			}
+			return nil
+		},
+		Runs:  f,
+		Store: st,
+		NewRun: func(sp specs.Spec, text []byte) (runner.NewRun, error) {
+			texts <- string(text)
+			return runner.NewRun{Prompt: sp.Body}, nil
+		},
+		Listen: "127.0.0.1:0",
+		Logger: slog.New(logs),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, d)
+	defer s.stop(t)
+	logs.waitFor(t, "no specs folder: serving questions", 1)
+	if code, h := health(t, d); code != http.StatusOK || h.Status != "ok" {
+		t.Fatalf("healthz without a specs folder = %d %+v", code, h)
+	}
+
+	drive := func(want string) {
+		t.Helper()
+		c := f.next(t)
+		run, err := st.Run(context.Background(), c.runID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.finish <- store.RunDone
+		<-c.returned
+		if run.Prompt != want || run.Spec != "nightly" {
+			t.Fatalf("run %s has spec %q and prompt %q, want nightly and %q", run.ID, run.Spec, run.Prompt, want)
+		}
+	}
+
+	good := "---\nname: nightly\nschedule: \"@every 1s\"\n---\nv1\n"
+	writeFile(t, filepath.Join(dir, "nightly.md"), good)
+	logs.waitFor(t, "spec added", 1)
+	drive("v1")
+	if text := <-texts; text != good {
+		t.Errorf("NewRun got the text %q, want the file's", text)
+	}
+
+	// Edited to be invalid: reported, and the last good version ticks on.
+	writeFile(t, filepath.Join(dir, "nightly.md"), "---\nname: nightly\nschedul: \"@every 1s\"\n---\nv2\n")
+	logs.waitFor(t, "spec file does not validate: its last good version stays scheduled", 1)
+	code, h := health(t, d)
+	if code != http.StatusOK || h.Status != "degraded" || len(h.SpecProblems) != 1 {
+		t.Fatalf("healthz with an invalid spec = %d %+v", code, h)
+	}
+	if p := h.SpecProblems[0]; !strings.HasSuffix(p.File, "nightly.md") || !p.Kept || !strings.Contains(p.Error, "nightly.md:3: schedul") {
+		t.Errorf("spec problem = %+v", p)
+	}
+	if v := value(scrape(t, d), "orchestrator_spec_problems"); v != 1 {
+		t.Errorf("orchestrator_spec_problems = %v, want 1", v)
+	}
+	drive("v1")
+
+	// A new file the configuration refuses: reported, not scheduled.
+	writeFile(t, filepath.Join(dir, "refused.md"), "---\nschedule: \"@every 1s\"\n---\nR\n")
+	logs.waitFor(t, "spec file does not validate: it is not scheduled", 1)
+	if _, h := health(t, d); len(h.SpecProblems) != 2 || h.SpecProblems[1].Kept {
+		t.Errorf("spec problems = %+v", h.SpecProblems)
+	}
+	os.Remove(filepath.Join(dir, "refused.md"))
+
+	// Fixed, with a new body: the next run has it.
+	writeFile(t, filepath.Join(dir, "nightly.md"), "---\nname: nightly\nschedule: \"@every 1s\"\n---\nv3\n")
+	logs.waitFor(t, "spec file valid again", 1)
+	for {
+		c := f.next(t)
+		run, _ := st.Run(context.Background(), c.runID)
+		c.finish <- store.RunDone
+		<-c.returned
+		if run.Prompt == "v3" {
+			break
+		}
+		if run.Prompt != "v1" {
+			t.Fatalf("run with prompt %q", run.Prompt)
+		}
+	}
+	if _, h := health(t, d); h.Status != "ok" || len(h.SpecProblems) != 0 {
+		t.Errorf("healthz once fixed = %+v", h)
+	}
+
+	// Removed: no more runs (one already due may still start).
+	os.Remove(filepath.Join(dir, "nightly.md"))
+	logs.waitFor(t, "spec file removed", 1)
+	deadline := time.After(2500 * time.Millisecond)
+	late := 0
+	for {
+		select {
+		case c := <-f.drives:
+			c.finish <- store.RunDone
+			if late++; late > 1 {
+				t.Fatalf("%d runs after the spec was removed:\n%s", late, logs.dump())
+			}
+			continue
+		case <-deadline:
+		}
+		break
+	}
+	if e := d.sched.Entries(); len(e) != 0 {
+		t.Errorf("scheduler entries after removal = %+v", e)
+	}
+}
+
+// TestSpecsFolderInvalidAtStart: at start a spec that does not validate is
+// an error naming its file and line, as validate reports it.
+func TestSpecsFolderInvalidAtStart(t *testing.T) {
+	t.Parallel()
+	st := openStore(t, t.TempDir())
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.md"), "---\nschedul: \"@daily\"\n---\nT\n")
+	_, err := New(Config{SpecsDir: dir, Runs: newFakeRuns(st, ""), Store: st, NewRun: specRun})
+	if err == nil || !strings.Contains(err.Error(), "a.md:2: schedul") {
+		t.Fatalf("New = %v, want the file's problem", err)
+	}
+}
