@@ -507,10 +507,11 @@ func (d *Daemon) adopt(ctx context.Context) {
 		d.log.Info("adopting a run no process drives", "run", run.ID, "spec", run.Spec, "status", run.Status)
 		go func() { _ = d.drive(ctx, run.ID, run.Spec, "adopt") }()
 	}
+	// The gauge first: whoever sees /healthz degraded finds it counted.
+	d.cfg.Metrics.setUndriven(len(undriven))
 	d.mu.Lock()
 	d.undriven = undriven
 	d.mu.Unlock()
-	d.cfg.Metrics.setUndriven(len(undriven))
 }
 
 // register notes that this process drives runID (of spec, when not empty);

@@ -11,8 +11,12 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/orchestrator-dev/orchestrator/executor"
 	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/specs"
 )
 
@@ -167,5 +171,84 @@ func TestSpecsFolderInvalidAtStart(t *testing.T) {
 	_, err := New(Config{SpecsDir: dir, Runs: newFakeRuns(st, ""), Store: st, NewRun: specRun})
 	if err == nil || !strings.Contains(err.Error(), "a.md:2: schedul") {
 		t.Fatalf("New = %v, want the file's problem", err)
+	}
+}
+
+// TestMetricsPerSpec: runs by outcome and cost are counted per spec from
+// the runner's events; the last success and the pending questions per spec
+// come from the store (any process, across restarts); a run of a prompt is
+// under spec="".
+func TestMetricsPerSpec(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openStore(t, t.TempDir())
+	newWaitingSpecRun(t, st, "w1", "nightly", "qa", "qb")
+	newWaitingSpecRun(t, st, "w2", "", "qc")
+	createRun(t, st, "d1", "nightly", store.RunDone)
+	createRun(t, st, "f1", "weekly", store.RunFailed)
+	d1, err := st.Run(ctx, "d1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMetrics(st)
+	m.Observe(runner.Event{Kind: runner.EventTurnFinished, RunID: "w1", Outcome: &executor.Outcome{CostUSD: 0.5}})
+	m.Observe(runner.Event{Kind: runner.EventTurnFinished, RunID: "w1", Outcome: &executor.Outcome{CostUSD: 0.25}})
+	m.Observe(runner.Event{Kind: runner.EventTurnFinished, RunID: "w2", Outcome: &executor.Outcome{CostUSD: 1}})
+	m.Observe(runner.Event{Kind: runner.EventRunEnded, RunID: "d1", Run: &d1})
+	m.Observe(runner.Event{Kind: runner.EventRunEnded, RunID: "f1", Run: &store.Run{ID: "f1", Spec: "weekly", Status: store.RunFailed}})
+	m.Observe(runner.Event{Kind: runner.EventRunEnded, RunID: "p1", Run: &store.Run{ID: "p1", Status: store.RunCancelled}})
+
+	gathered, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := map[string]*dto.MetricFamily{}
+	for _, f := range gathered {
+		fams[f.GetName()] = f
+	}
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"orchestrator_spec_runs_total", []string{"spec", "nightly", "outcome", "done"}, 1},
+		{"orchestrator_spec_runs_total", []string{"spec", "weekly", "outcome", "failed"}, 1},
+		{"orchestrator_spec_runs_total", []string{"spec", "", "outcome", "cancelled"}, 1},
+		{"orchestrator_spec_cost_usd_total", []string{"spec", "nightly"}, 0.75},
+		{"orchestrator_spec_cost_usd_total", []string{"spec", ""}, 1},
+		{"orchestrator_spec_questions_pending", []string{"spec", "nightly"}, 2},
+		{"orchestrator_spec_questions_pending", []string{"spec", ""}, 1},
+		{"orchestrator_spec_last_success_timestamp_seconds", []string{"spec", "nightly"}, float64(d1.UpdatedAt.UnixNano()) / 1e9},
+	} {
+		if got := value(fams, c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	for _, mt := range fams["orchestrator_spec_last_success_timestamp_seconds"].GetMetric() {
+		if l := mt.GetLabel(); len(l) != 1 || l[0].GetValue() != "nightly" {
+			t.Errorf("last success of %v: only nightly succeeded", l)
+		}
+	}
+}
+
+// newWaitingSpecRun stores a run of spec whose first turn asked a set of
+// the given questions.
+func newWaitingSpecRun(t *testing.T, st *store.Store, runID, spec string, qids ...string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := st.CreateRun(ctx, store.Run{ID: runID, Spec: spec, Prompt: "do it", Surfaces: []string{"terminal"}}); err != nil {
+		t.Fatal(err)
+	}
+	turn, err := st.BeginTurn(ctx, store.Turn{RunID: runID, Kind: store.TurnStart, Prompt: "do it", SessionID: "sess-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := questions.Set{ID: runID + "-s1", RunID: runID, Turn: turn.Seq}
+	for _, id := range qids {
+		set.Questions = append(set.Questions, questions.Question{ID: id, Text: "Which " + id + "?",
+			Options: []questions.Option{{Label: "A"}, {Label: "B"}}})
+	}
+	if err := st.FinishTurn(ctx, runID, turn.Seq, store.TurnResult{Status: "success", SessionID: "sess-1"}, &set, []string{"terminal"}); err != nil {
+		t.Fatal(err)
 	}
 }
