@@ -189,7 +189,7 @@ func (w *specDir) apply() {
 				dup = &specs.Error{File: f.path, Line: sp.Line("name"), Key: "name",
 					Err: fmt.Errorf("spec name %q is already used by %s", sp.Name, other)}
 			} else {
-				f.applied = f.latest
+				f.applied, f.problem = f.latest, nil // a name clash of an earlier scan is gone
 				taken[f.latest.spec.Name] = f.path
 				continue
 			}
@@ -261,7 +261,7 @@ func (w *specDir) err() error {
 	}
 	names := make([]string, 0, len(w.files))
 	for n, f := range w.files {
-		if f.problem != nil {
+		if f.current() != "" {
 			names = append(names, n)
 		}
 	}

@@ -252,3 +252,36 @@ func newWaitingSpecRun(t *testing.T, st *store.Store, runID, spec string, qids .
 		t.Fatal(err)
 	}
 }
+
+// TestSpecsFolderNameClash: a file edited to take the name of an earlier
+// file keeps its last good version and is reported; renamed back, the
+// problem is gone.
+func TestSpecsFolderNameClash(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.md"), "---\nname: alpha\n---\nA\n")
+	writeFile(t, filepath.Join(dir, "b.md"), "---\nname: beta\n---\nB\n")
+	w := newSpecDir(dir, nil, slog.New(slog.DiscardHandler))
+	names := func(list []loadedSpec) string {
+		var out []string
+		for _, l := range list {
+			out = append(out, l.spec.Name+"="+l.spec.Body)
+		}
+		return strings.Join(out, ",")
+	}
+	if list, changed := w.scan(); !changed || names(list) != "alpha=A,beta=B" || w.err() != nil {
+		t.Fatalf("first scan = %s, %v, %v", names(list), changed, w.err())
+	}
+	writeFile(t, filepath.Join(dir, "b.md"), "---\nname: alpha\n---\nB2\n")
+	list, changed := w.scan()
+	if changed || names(list) != "alpha=A,beta=B" {
+		t.Fatalf("scan with a clash = %s, changed %v; want the last good versions", names(list), changed)
+	}
+	if p := w.problems(); len(p) != 1 || !strings.Contains(p[0].Error, `b.md:2: name: spec name "alpha" is already used by`) || !p[0].Kept {
+		t.Fatalf("problems = %+v", p)
+	}
+	writeFile(t, filepath.Join(dir, "b.md"), "---\nname: gamma\n---\nB3\n")
+	if list, changed := w.scan(); !changed || names(list) != "alpha=A,gamma=B3" || len(w.problems()) != 0 || w.err() != nil {
+		t.Fatalf("scan once renamed = %s, %v, %+v", names(list), changed, w.problems())
+	}
+}
