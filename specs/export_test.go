@@ -18,7 +18,9 @@ var ErrUnknownSpec = errors.New("unknown spec")
 // so), ErrUnknownSpec for an unknown name and ErrStopped after Stop. When
 // MaxConcurrent runs are active it waits for a free slot, or for ctx.
 func (s *Scheduler) RunNow(ctx context.Context, specName string) error {
+	s.mu.Lock()
 	j, ok := s.jobs[specName]
+	s.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("run %s: %w", specName, ErrUnknownSpec)
 	}
@@ -30,6 +32,8 @@ func (s *Scheduler) RunNow(ctx context.Context, specName string) error {
 
 // Spec returns the spec of the given name.
 func (s *Scheduler) Spec(name string) (Spec, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	j, ok := s.jobs[name]
 	if !ok {
 		return Spec{}, false
@@ -40,6 +44,8 @@ func (s *Scheduler) Spec(name string) (Spec, bool) {
 // Next returns the next scheduled time of the spec after now; zero for an
 // unknown spec or one without a schedule.
 func (s *Scheduler) Next(specName string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	j, ok := s.jobs[specName]
 	if !ok || j.sched == nil {
 		return time.Time{}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -96,9 +98,13 @@ type Scheduler struct {
 	wg       sync.WaitGroup
 }
 
+// job is a spec of the scheduler. Its name never changes; spec, sched and
+// entry are replaced by Set, under Scheduler.mu.
 type job struct {
+	name    string
 	spec    Spec
 	sched   cron.Schedule // nil: by hand only
+	entry   cron.EntryID  // the cron entry of sched; 0 when none
 	running bool          // guarded by Scheduler.mu
 	prev    time.Time     // guarded by Scheduler.mu
 }
@@ -151,22 +157,18 @@ func NewScheduler(specs []Spec, run func(ctx context.Context, s Spec) error, opt
 			errs = append(errs, problem(sp.Path, sp.Line("name"), "name", fmt.Sprintf("spec name %q is used twice", sp.Name)))
 			continue
 		}
-		j := &job{spec: sp}
+		sched, perr := parseJobSchedule(sp)
+		if perr != nil {
+			errs = append(errs, perr)
+			continue
+		}
+		j := &job{name: sp.Name, spec: sp}
 		if opts.LastRun != nil {
 			if last, ok := opts.LastRun(sp.Name); ok {
 				j.prev = last
 			}
 		}
-		if sp.Schedule != "" {
-			sched, err := ParseSchedule(sp.Schedule)
-			if err != nil {
-				errs = append(errs, problem(sp.Path, sp.Line("schedule"), "schedule", err.Error()))
-				continue
-			}
-			j.sched = sched
-			name := sp.Name
-			s.cron.Schedule(sched, cron.FuncJob(func() { s.tick(name) }))
-		}
+		s.schedule(j, sched)
 		s.jobs[sp.Name] = j
 		s.order = append(s.order, sp.Name)
 	}
@@ -174,6 +176,115 @@ func NewScheduler(specs []Spec, run func(ctx context.Context, s Spec) error, opt
 		return nil, errs
 	}
 	return s, nil
+}
+
+// parseJobSchedule parses the schedule of sp; nil for a spec without one.
+func parseJobSchedule(sp Spec) (cron.Schedule, *Error) {
+	if sp.Schedule == "" {
+		return nil, nil
+	}
+	sched, err := ParseSchedule(sp.Schedule)
+	if err != nil {
+		return nil, problem(sp.Path, sp.Line("schedule"), "schedule", err.Error())
+	}
+	return sched, nil
+}
+
+// schedule replaces j's cron entry by one for sched (none when nil).
+// Called with s.mu held, or before the scheduler is shared.
+func (s *Scheduler) schedule(j *job, sched cron.Schedule) {
+	if j.entry != 0 {
+		s.cron.Remove(j.entry)
+		j.entry = 0
+	}
+	j.sched = sched
+	if sched != nil {
+		name := j.name
+		j.entry = s.cron.Schedule(sched, cron.FuncJob(func() { s.tick(name) }))
+	}
+}
+
+// Set makes list the scheduler's specs, while it runs: a spec not in list
+// any more is no longer scheduled, a new one is, and a changed one is
+// scheduled with its new version from its next tick (the schedule's next
+// time is computed afresh). A run that is active goes on with the version
+// it started with, and its spec's ticks are skipped until it returns, also
+// across a change. A spec with a bad schedule or a name used twice is
+// left out of list and reported in the error (the spec of that name keeps
+// its current version); the others are applied. No catch-up runs for the
+// specs added.
+func (s *Scheduler) Set(list []Spec) error {
+	var errs Errors
+	type entry struct {
+		sp    Spec
+		sched cron.Schedule
+		last  time.Time
+	}
+	var next []entry
+	seen := map[string]bool{}
+	for _, sp := range list {
+		if seen[sp.Name] {
+			errs = append(errs, problem(sp.Path, sp.Line("name"), "name", fmt.Sprintf("spec name %q is used twice", sp.Name)))
+			continue
+		}
+		sched, perr := parseJobSchedule(sp)
+		if perr != nil {
+			errs = append(errs, perr)
+			s.mu.Lock()
+			_, known := s.jobs[sp.Name]
+			s.mu.Unlock()
+			if known {
+				seen[sp.Name] = true // keep the current version
+			}
+			continue
+		}
+		seen[sp.Name] = true
+		e := entry{sp: sp, sched: sched}
+		s.mu.Lock()
+		_, known := s.jobs[sp.Name]
+		s.mu.Unlock()
+		if !known && s.opts.LastRun != nil { // a store read: not under s.mu
+			e.last, _ = s.opts.LastRun(sp.Name)
+		}
+		next = append(next, e)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, j := range s.jobs {
+		if seen[name] {
+			continue
+		}
+		s.schedule(j, nil)
+		delete(s.jobs, name)
+		s.log.Info("spec removed", "spec", name)
+	}
+	order := make([]string, 0, len(seen))
+	for _, e := range next {
+		name := e.sp.Name
+		order = append(order, name)
+		j, ok := s.jobs[name]
+		switch {
+		case !ok:
+			j = &job{name: name, spec: e.sp, prev: e.last}
+			s.schedule(j, e.sched)
+			s.jobs[name] = j
+			s.log.Info("spec added", "spec", name, "schedule", e.sp.Schedule, "file", e.sp.Path)
+		case !reflect.DeepEqual(j.spec, e.sp):
+			j.spec = e.sp
+			s.schedule(j, e.sched)
+			s.log.Info("spec changed", "spec", name, "schedule", e.sp.Schedule, "file", e.sp.Path)
+		}
+	}
+	// The specs kept at their current version (a bad new schedule) keep
+	// their place at the end.
+	for _, name := range s.order {
+		if seen[name] && !slices.Contains(order, name) {
+			order = append(order, name)
+		}
+	}
+	s.order = order
+	return errs.Err()
 }
 
 // Start starts scheduling; ticks run with ctx, and when ctx ends the
@@ -206,8 +317,14 @@ func (s *Scheduler) catchUp(ctx context.Context) {
 		return
 	}
 	now := s.now()
+	s.mu.Lock()
+	jobs := make([]*job, 0, len(s.order))
 	for _, name := range s.order {
-		j := s.jobs[name]
+		jobs = append(jobs, s.jobs[name])
+	}
+	s.mu.Unlock()
+	for _, j := range jobs {
+		name := j.name
 		last, ok := s.opts.LastRun(name)
 		if !ok {
 			continue
@@ -216,11 +333,12 @@ func (s *Scheduler) catchUp(ctx context.Context) {
 		if last.After(j.prev) {
 			j.prev = last
 		}
+		sched := j.sched
 		s.mu.Unlock()
-		if j.sched == nil {
+		if sched == nil {
 			continue
 		}
-		missed := j.sched.Next(last)
+		missed := sched.Next(last)
 		if missed.IsZero() || missed.After(now) {
 			continue
 		}
@@ -282,10 +400,13 @@ func (s *Scheduler) now() time.Time { return s.opts.Now().In(s.loc) }
 
 // tick is the cron job of a spec.
 func (s *Scheduler) tick(name string) {
-	j := s.jobs[name]
 	s.mu.Lock()
 	ctx := s.ctx
+	j, ok := s.jobs[name]
 	s.mu.Unlock()
+	if !ok {
+		return // removed by Set since
+	}
 	if s.claim(j, "schedule") != nil {
 		return
 	}
@@ -296,7 +417,7 @@ func (s *Scheduler) tick(name string) {
 // run of the spec is running already or Busy says so (ErrBusy); a refused
 // claim is logged. A successful claim must be followed by execute.
 func (s *Scheduler) claim(j *job, trigger string) error {
-	name := j.spec.Name
+	name := j.name
 	check := func() error {
 		switch {
 		case s.stopped:
@@ -331,7 +452,7 @@ func (s *Scheduler) claim(j *job, trigger string) error {
 // execute runs a claimed job: waits for a slot, marks the run, calls run
 // with panics recovered, and releases the claim.
 func (s *Scheduler) execute(ctx context.Context, j *job, trigger string) (err error) {
-	name := j.spec.Name
+	name := j.name
 	defer func() {
 		s.mu.Lock()
 		j.running = false
@@ -359,6 +480,7 @@ func (s *Scheduler) execute(ctx context.Context, j *job, trigger string) (err er
 	at := s.now()
 	s.mu.Lock()
 	j.prev = at
+	sp := j.spec // the version this run starts with, whatever Set does meanwhile
 	s.mu.Unlock()
 	if s.opts.MarkRun != nil {
 		s.opts.MarkRun(name, at)
@@ -371,7 +493,7 @@ func (s *Scheduler) execute(ctx context.Context, j *job, trigger string) (err er
 			s.log.Error("run panicked", "spec", name, "trigger", trigger, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 		}
 	}()
-	err = s.run(ctx, j.spec)
+	err = s.run(ctx, sp)
 	if err != nil {
 		s.log.Warn("run failed", "spec", name, "trigger", trigger, "duration", time.Since(start), "err", err)
 	} else {

@@ -502,3 +502,86 @@ func BenchmarkSchedulerNext(b *testing.B) {
 		}
 	}
 }
+
+// TestSchedulerSetWhileRunning changes the specs of a running scheduler: a
+// spec added ticks, a changed spec's next run has the new version while
+// the active run keeps the one it started with, a removed spec ticks no
+// more, and a bad schedule keeps the spec's current version.
+func TestSchedulerSetWhileRunning(t *testing.T) {
+	t.Parallel()
+	rec := newLogRecorder()
+	type ran struct{ name, body string }
+	runs := make(chan ran, 100)
+	release := make(chan struct{})
+	var held atomic.Bool
+	run := func(ctx context.Context, s Spec) error {
+		runs <- ran{s.Name, s.Body}
+		if s.Name == "a" && s.Body == "v1" && held.CompareAndSwap(false, true) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	}
+	sched, err := NewScheduler(nil, run, SchedulerOptions{Logger: slog.New(rec)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sched.Start(ctx)
+	defer sched.Stop()
+
+	// Added while running: it ticks, and its first run blocks.
+	if err := sched.Set([]Spec{{Name: "a", Schedule: "@every 1s", Body: "v1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := recv(t, runs, "a run of the added spec"); r != (ran{"a", "v1"}) {
+		t.Fatalf("first run = %+v", r)
+	}
+	// Changed while its run is active: the run goes on, ticks are skipped.
+	if err := sched.Set([]Spec{{Name: "a", Schedule: "@every 1s", Body: "v2"}}); err != nil {
+		t.Fatal(err)
+	}
+	rec.await(t, "a", "run skipped: the previous run", 1)
+	if s, _ := sched.Spec("a"); s.Body != "v2" {
+		t.Errorf("spec after the change has body %q", s.Body)
+	}
+	close(release)
+	if r := recv(t, runs, "a run of the changed spec"); r != (ran{"a", "v2"}) {
+		t.Fatalf("run after the change = %+v", r)
+	}
+
+	// A bad schedule: reported, the current version stays scheduled.
+	err = sched.Set([]Spec{{Name: "a", Path: "a.md", Schedule: "every second", Body: "v3"}})
+	if err == nil || !strings.Contains(err.Error(), "a.md") {
+		t.Fatalf("Set with a bad schedule = %v, want an error naming the file", err)
+	}
+	if s, ok := sched.Spec("a"); !ok || s.Body != "v2" {
+		t.Errorf("spec after a bad change = %+v, %v; want v2 kept", s, ok)
+	}
+	for len(runs) > 0 {
+		<-runs
+	}
+	if r := recv(t, runs, "a run after the bad change"); r != (ran{"a", "v2"}) {
+		t.Fatalf("run after the bad change = %+v", r)
+	}
+
+	// Removed: no more runs (one already due may still start).
+	if err := sched.Set(nil); err != nil {
+		t.Fatal(err)
+	}
+	if e := sched.Entries(); len(e) != 0 {
+		t.Errorf("entries after removal = %+v", e)
+	}
+	time.Sleep(100 * time.Millisecond)
+	for len(runs) > 0 {
+		<-runs
+	}
+	select {
+	case r := <-runs:
+		t.Fatalf("run %+v after the spec was removed", r)
+	case <-time.After(2500 * time.Millisecond):
+	}
+}

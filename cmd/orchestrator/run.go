@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -26,16 +28,17 @@ type runFlags struct {
 func (m *Main) newRunCmd() *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
-		Use:   "run (SPEC.md | --prompt TEXT)",
+		Use:   "run (SPEC.md | SPEC-NAME | --prompt TEXT)",
 		Short: "Run a spec or a prompt in the foreground, asking questions where configured",
-		Long: `run gives the agent a task (a spec file, or --prompt), shows its progress, asks
-its questions on the run's surfaces (--surface, else the spec's, else the
-configuration's enabled ones) and resumes the session with each answer until
-the model is done.
+		Long: `run gives the agent a task (a spec file, the name of a spec in specs.dir, or
+--prompt), shows its progress, asks its questions on the run's surfaces
+(--surface, else the spec's, else the configuration's enabled ones) and
+resumes the session with each answer until the model is done.
 
 If no surface of this process can take an answer (the terminal's input ended),
 run exits 3 and the question stays pending: answer it with
-'orchestrator answer QID TEXT', then continue with 'orchestrator resume RUN'.`,
+'orchestrator answer QID TEXT'; a running 'orchestrator serve' on the same
+state then drives the run on, else continue with 'orchestrator resume RUN'.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec := ""
@@ -63,13 +66,9 @@ func (m *Main) newRunFrom(specPath string, f runFlags) (runner.NewRun, error) {
 	case specPath == "" && f.prompt == "":
 		return n, usageError(errors.New("give a spec file or --prompt"))
 	case specPath != "":
-		abs, err := filepath.Abs(m.path(specPath))
+		abs, data, err := m.findSpec(specPath)
 		if err != nil {
 			return n, err
-		}
-		data, err := os.ReadFile(abs)
-		if err != nil {
-			return n, configError(fmt.Errorf("read spec: %w", err))
 		}
 		sp, err := specs.Parse(abs, data)
 		if err != nil {
@@ -78,14 +77,15 @@ func (m *Main) newRunFrom(specPath string, f runFlags) (runner.NewRun, error) {
 		if err := bypassRefusal(m.Config, sp); err != nil {
 			return n, configError(err)
 		}
-		opts.SpecPath, opts.SpecText = abs, string(data)
-		n.Spec, n.Title, n.Prompt, n.WorkDir = sp.Name, sp.Name, sp.Body, sp.WorkDir
-		for _, s := range sp.Surfaces {
-			n.Surfaces = append(n.Surfaces, s.Name)
-		}
+		n, opts = specRun(sp, data)
 	default:
 		n.Prompt = f.prompt
 	}
+	return m.finishRun(n, opts, f)
+}
+
+// finishRun applies the flags and the configuration's defaults to a run.
+func (m *Main) finishRun(n runner.NewRun, opts runOptions, f runFlags) (runner.NewRun, error) {
 	opts.Git = f.git
 	if f.workdir != "" {
 		n.WorkDir = m.path(f.workdir)
@@ -120,6 +120,82 @@ func (m *Main) newRunFrom(specPath string, f runFlags) (runner.NewRun, error) {
 	}
 	n.Options = b
 	return n, nil
+}
+
+// specRun is the NewRun of a parsed spec and the file's text.
+func specRun(sp specs.Spec, data []byte) (runner.NewRun, runOptions) {
+	var n runner.NewRun
+	opts := runOptions{SpecPath: sp.Path, SpecText: string(data)}
+	n.Spec, n.Title, n.Prompt, n.WorkDir = sp.Name, sp.Name, sp.Body, sp.WorkDir
+	for _, s := range sp.Surfaces {
+		n.Surfaces = append(n.Surfaces, s.Name)
+	}
+	return n, opts
+}
+
+// newRunFromSpec builds the NewRun of a spec parsed from data (serve's
+// specs folder): the spec's settings, then the configuration's defaults.
+func (m *Main) newRunFromSpec(sp specs.Spec, data []byte) (runner.NewRun, error) {
+	if data == nil {
+		b, err := os.ReadFile(sp.Path)
+		if err != nil {
+			return runner.NewRun{}, fmt.Errorf("read spec: %w", err)
+		}
+		data = b
+	}
+	n, opts := specRun(sp, data)
+	return m.finishRun(n, opts, runFlags{})
+}
+
+// findSpec reads the spec named on the command line: a file, else the spec
+// of that name in specs.dir (a file's name without ".md" unless its
+// frontmatter names it). It returns the file's absolute path and content.
+func (m *Main) findSpec(arg string) (string, []byte, error) {
+	abs, err := filepath.Abs(m.path(arg))
+	if err != nil {
+		return "", nil, err
+	}
+	data, err := os.ReadFile(abs)
+	if err == nil {
+		return abs, data, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) || strings.ContainsAny(arg, `/\`) || strings.HasSuffix(arg, ".md") {
+		return "", nil, configError(fmt.Errorf("read spec: %w", err))
+	}
+	dir := m.Config.Specs.Dir
+	list, lerr := specs.LoadDir(dir) // the good ones: another file's problem does not hide this one
+	var known []string
+	for _, sp := range list {
+		if sp.Name == arg {
+			p, err := filepath.Abs(sp.Path)
+			if err != nil {
+				return "", nil, err
+			}
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return "", nil, configError(fmt.Errorf("read spec: %w", err))
+			}
+			return p, data, nil
+		}
+		known = append(known, sp.Name)
+	}
+	// A file of the folder named so whose frontmatter does not parse:
+	// report its problems, not "no such spec".
+	if cand := filepath.Join(dir, arg+".md"); lerr != nil {
+		if data, err := os.ReadFile(cand); err == nil {
+			if _, perr := specs.Parse(cand, data); perr != nil {
+				return "", nil, configError(perr)
+			}
+		}
+	}
+	names := "none"
+	if len(known) > 0 {
+		names = strings.Join(known, ", ")
+	}
+	if errors.Is(lerr, fs.ErrNotExist) {
+		names = "none: the folder does not exist"
+	}
+	return "", nil, usageError(fmt.Errorf("no spec file %s and no spec named %q in %s (specs.dir); known specs: %s", arg, arg, dir, names))
 }
 
 func (m *Main) runRun(ctx context.Context, specPath string, f runFlags) error {

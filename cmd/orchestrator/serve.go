@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,10 +20,15 @@ func (m *Main) newServeCmd() *cobra.Command {
 		Use:   "serve",
 		Short: "Run the daemon: scheduled specs, pending questions, webhook, /healthz, /metrics",
 		Long: `serve is the long-running daemon. It runs the specs of specs.dir on their
-schedules, asks every pending question on its surfaces, serves the GitHub
+schedules and follows the folder: added, changed and removed spec files take
+effect within 2 seconds; a file that stops validating keeps its last good
+version and is reported (log, /healthz). Without a specs.dir folder it drives
+the store's runs and questions only, and picks the folder up when it appears.
+It asks every pending question on its surfaces, serves the GitHub
 webhook (when surfaces.github.webhook_secret is set), /healthz and Prometheus
 /metrics on serve.listen, and on start takes up every waiting and interrupted
-run from the store. SIGTERM or SIGINT stops scheduling, interrupts running
+run from the store, and later every run no process drives (a 'run' that exited
+waiting, then answered). SIGTERM or SIGINT stops scheduling, interrupts running
 turns (their sessions stay resumable) and keeps every pending question; the
 next serve continues them. Only one serve may use a state directory.`,
 		Args: cobra.NoArgs,
@@ -40,17 +44,6 @@ next serve continues them. Only one serve may use a state directory.`,
 type serveHandlers map[string]http.Handler
 
 func (m *Main) runServe(ctx context.Context) error {
-	list, err := specs.LoadDir(m.Config.Specs.Dir)
-	if err != nil {
-		return configError(fmt.Errorf("specs in %s: %w", m.Config.Specs.Dir, err))
-	}
-	var refused []error
-	for _, sp := range list {
-		refused = append(refused, specRefusals(m.Config, sp)...)
-	}
-	if len(refused) > 0 {
-		return configError(problemsError("specs in "+m.Config.Specs.Dir, errors.Join(refused...)))
-	}
 	if !config.IsLoopbackListen(m.Config.Serve.Listen) {
 		m.Logger.Warn("serve.listen is not a loopback address: /metrics and /healthz are public to whoever reaches it (they need no authentication)",
 			"listen", m.Config.Serve.Listen)
@@ -82,18 +75,13 @@ func (m *Main) runServe(ctx context.Context) error {
 		return err
 	}
 	d, err := daemon.New(daemon.Config{
-		Specs: list,
-		Runs:  r,
-		Store: st,
-		NewRun: func(sp specs.Spec) runner.NewRun {
-			n, err := m.newRunFrom(sp.Path, runFlags{})
-			if err != nil {
-				m.Logger.Error("spec", "spec", sp.Name, "err", err)
-				b, _ := json.Marshal(runOptions{SpecPath: sp.Path})
-				return runner.NewRun{Spec: sp.Name, Title: sp.Name, Prompt: sp.Body, WorkDir: sp.WorkDir, Options: b}
-			}
-			return n
+		SpecsDir: m.Config.Specs.Dir,
+		CheckSpec: func(sp specs.Spec) error {
+			return errors.Join(specRefusals(m.Config, sp)...)
 		},
+		Runs:          r,
+		Store:         st,
+		NewRun:        m.newRunFromSpec,
 		Listen:        m.Config.Serve.Listen,
 		MaxConcurrent: m.Config.Serve.MaxConcurrentRuns,
 		CatchUp:       m.Config.Serve.CatchUp,
@@ -102,7 +90,7 @@ func (m *Main) runServe(ctx context.Context) error {
 		Logger:        m.Logger,
 	})
 	if err != nil {
-		return configError(err)
+		return configError(problemsError("serve", err))
 	}
 	resumer.d = d
 	go func() {

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -61,14 +62,30 @@ type Store interface {
 // Config is what a Daemon is made of.
 type Config struct {
 	// Specs are run on their schedules (those without one only by hand,
-	// elsewhere).
+	// elsewhere). Not with SpecsDir.
 	Specs []specs.Spec
-	Runs  Runs
-	Store Store
-	// NewRun maps a spec to the run to create when it is due. Required
-	// when there are specs. The run's Spec is set to the spec's name when
-	// left empty.
-	NewRun func(specs.Spec) runner.NewRun
+	// SpecsDir is the specs folder the daemon follows: its specs are run
+	// on their schedules, and added, changed and removed files take
+	// effect within RescanEvery, without a restart. A file that stops
+	// validating (Parse, then CheckSpec) keeps its last good version
+	// scheduled, and is reported in the log, /healthz (spec_problems,
+	// status "degraded") and orchestrator_spec_problems until it is fixed.
+	// A folder that does not exist holds no specs (the daemon drives the
+	// store's runs and questions only) and is picked up when it appears.
+	// At start, a spec that does not validate is an error of New.
+	SpecsDir string
+	// CheckSpec refuses a parsed spec of SpecsDir the configuration does
+	// not run (a schedule below serve.min_schedule_interval, …); optional.
+	CheckSpec func(specs.Spec) error
+	// RescanEvery is how often SpecsDir is read again; default 2s.
+	RescanEvery time.Duration
+	Runs        Runs
+	Store       Store
+	// NewRun maps a spec to the run to create when it is due; text is the
+	// spec file's content the spec was parsed from (nil for Specs).
+	// Required with Specs or SpecsDir. The run's Spec is set to the spec's
+	// name when left empty. An error skips the tick, logged.
+	NewRun func(sp specs.Spec, text []byte) (runner.NewRun, error)
 	// Listen is the HTTP address (serve.listen), such as "127.0.0.1:8080"
 	// or "127.0.0.1:0"; empty serves no HTTP.
 	Listen string
@@ -128,6 +145,10 @@ type Daemon struct {
 	wg       sync.WaitGroup    // drivers
 	failed   map[string]retry  // run ID → when to drive again a run whose drive failed
 	undriven []string          // active runs no process drove at the last look
+
+	specDir      *specDir              // nil without SpecsDir; used by New, then by the rescan loop
+	specTexts    map[string]loadedSpec // spec name → the version scheduled, with its text
+	specProblems []SpecProblem         // of the last rescan
 }
 
 type retry struct {
@@ -145,8 +166,14 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.Store == nil {
 		errs = append(errs, errors.New("no Store"))
 	}
-	if len(cfg.Specs) > 0 && cfg.NewRun == nil {
+	if (len(cfg.Specs) > 0 || cfg.SpecsDir != "") && cfg.NewRun == nil {
 		errs = append(errs, errors.New("no NewRun for the specs"))
+	}
+	if len(cfg.Specs) > 0 && cfg.SpecsDir != "" {
+		errs = append(errs, errors.New("both Specs and SpecsDir: give one"))
+	}
+	if cfg.RescanEvery <= 0 {
+		cfg.RescanEvery = 2 * time.Second
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 30 * time.Second
@@ -168,13 +195,23 @@ func New(cfg Config) (*Daemon, error) {
 		bySpec:  map[string]int{},
 		failed:  map[string]retry{},
 	}
+	initial := cfg.Specs
+	if cfg.SpecsDir != "" {
+		d.specDir = newSpecDir(cfg.SpecsDir, cfg.CheckSpec, cfg.Logger)
+		list, _ := d.specDir.scan()
+		if err := d.specDir.err(); err != nil {
+			errs = append(errs, fmt.Errorf("specs in %s: %w", cfg.SpecsDir, err))
+		}
+		initial = d.useSpecs(list)
+		d.specDir.report()
+	}
 	mux, err := d.routes()
 	if err != nil {
 		errs = append(errs, err)
 	}
 	d.mux = mux
 	if cfg.Store != nil {
-		sched, err := specs.NewScheduler(cfg.Specs, d.runSpec, specs.SchedulerOptions{
+		sched, err := specs.NewScheduler(initial, d.runSpec, specs.SchedulerOptions{
 			MaxConcurrent: cfg.MaxConcurrent,
 			CatchUp:       cfg.CatchUp,
 			Busy:          d.busy,
@@ -317,6 +354,14 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		d.adoptLoop(runsCtx)
 	}()
 	defer func() { <-adopting }()
+	if d.specDir != nil {
+		rescanning := make(chan struct{})
+		go func() {
+			defer close(rescanning)
+			d.rescanLoop(runsCtx)
+		}()
+		defer func() { <-rescanning }()
+	}
 
 	srvErr := make(chan error, 1)
 	var srv *http.Server
@@ -329,9 +374,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 			BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		}
 		go func() { srvErr <- srv.Serve(ln) }()
-		d.log.Info("serving", "addr", d.addr, "specs", len(d.cfg.Specs))
+		d.log.Info("serving", "addr", d.addr, "specs", len(d.sched.Entries()))
 	} else {
-		d.log.Info("serving without HTTP", "specs", len(d.cfg.Specs))
+		d.log.Info("serving without HTTP", "specs", len(d.sched.Entries()))
 	}
 	close(d.ready)
 
@@ -462,10 +507,11 @@ func (d *Daemon) adopt(ctx context.Context) {
 		d.log.Info("adopting a run no process drives", "run", run.ID, "spec", run.Spec, "status", run.Status)
 		go func() { _ = d.drive(ctx, run.ID, run.Spec, "adopt") }()
 	}
+	// The gauge first: whoever sees /healthz degraded finds it counted.
+	d.cfg.Metrics.setUndriven(len(undriven))
 	d.mu.Lock()
 	d.undriven = undriven
 	d.mu.Unlock()
-	d.cfg.Metrics.setUndriven(len(undriven))
 }
 
 // register notes that this process drives runID (of spec, when not empty);
@@ -554,7 +600,16 @@ func (d *Daemon) noteDriven(runID string, err error, stopped bool) {
 // drive it. It returns once the run is final, left waiting, or stopped by
 // the shutdown, so the scheduler skips the spec's ticks meanwhile.
 func (d *Daemon) runSpec(ctx context.Context, sp specs.Spec) error {
-	n := d.cfg.NewRun(sp)
+	var text []byte
+	d.mu.Lock()
+	if l, ok := d.specTexts[sp.Name]; ok && reflect.DeepEqual(l.spec, sp) {
+		text = l.text
+	}
+	d.mu.Unlock()
+	n, err := d.cfg.NewRun(sp, text)
+	if err != nil {
+		return fmt.Errorf("spec %s: %w", sp.Name, err)
+	}
 	if n.Spec == "" {
 		n.Spec = sp.Name
 	}
@@ -635,19 +690,25 @@ type Health struct {
 	// daemon's last look (their drive failed; adopted again after a
 	// backoff); Status is then "degraded".
 	Undriven []string `json:"undriven,omitempty"`
-	Error    string   `json:"error,omitempty"`
+	// SpecProblems lists the files of the specs folder that do not
+	// validate (or cannot be read) at the last rescan; each keeps its last
+	// good version scheduled when it had one (kept). Status is then
+	// "degraded".
+	SpecProblems []SpecProblem `json:"spec_problems,omitempty"`
+	Error        string        `json:"error,omitempty"`
 }
 
 // healthz answers 200 with Health while serving (status "ok", or
-// "degraded" with runs no process drives); 503 while shutting down or when
+// "degraded" with runs no process drives or spec files that do not
+// validate); 503 while shutting down or when
 // the store cannot be read.
 func (d *Daemon) healthz(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
-	h := Health{Status: "ok", Driving: len(d.driving), Undriven: slices.Clone(d.undriven)}
+	h := Health{Status: "ok", Driving: len(d.driving), Undriven: slices.Clone(d.undriven), SpecProblems: slices.Clone(d.specProblems)}
 	stopping := d.stopping
 	d.mu.Unlock()
 	code := http.StatusOK
-	if len(h.Undriven) > 0 {
+	if len(h.Undriven) > 0 || len(h.SpecProblems) > 0 {
 		h.Status = "degraded"
 	}
 	if stopping {

@@ -202,7 +202,9 @@ func openStore(t *testing.T, dir string) *store.Store {
 	return st
 }
 
-func specRun(sp specs.Spec) runner.NewRun { return runner.NewRun{Prompt: sp.Body} }
+func specRun(sp specs.Spec, _ []byte) (runner.NewRun, error) {
+	return runner.NewRun{Prompt: sp.Body}, nil
+}
 
 // started runs d until the test ends or stop is called; stop returns Run's
 // error.

@@ -113,10 +113,12 @@ func TestRealRunnerScheduledSpec(t *testing.T) {
 	t.Parallel()
 	e := newCLIEnv(t, fakeapi.Rehearsal()...)
 	d, err := New(Config{
-		Specs:  []specs.Spec{{Name: "rehearse", Schedule: "@every 1s", Body: "Add a login page."}},
-		Runs:   e.runner(t),
-		Store:  e.st,
-		NewRun: func(sp specs.Spec) runner.NewRun { return runner.NewRun{Prompt: sp.Body, WorkDir: e.wd} },
+		Specs: []specs.Spec{{Name: "rehearse", Schedule: "@every 1s", Body: "Add a login page."}},
+		Runs:  e.runner(t),
+		Store: e.st,
+		NewRun: func(sp specs.Spec, _ []byte) (runner.NewRun, error) {
+			return runner.NewRun{Prompt: sp.Body, WorkDir: e.wd}, nil
+		},
 		Listen: "127.0.0.1:0", Metrics: e.m, Logger: slog.New(e.logs),
 	})
 	if err != nil {

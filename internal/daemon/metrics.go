@@ -19,9 +19,15 @@ import (
 // QuestionStore is what Metrics reads from the store: the pending question
 // sets (for orchestrator_questions_pending) and when a set was asked (for
 // the answer latency, also across restarts). *store.Store satisfies it.
+//
+// ListRuns and Run give the per-spec metrics their spec: a run's spec for
+// its cost, the last successful run of each spec, the spec of a pending
+// question's run.
 type QuestionStore interface {
 	QuestionSets(ctx context.Context, f store.SetFilter) ([]store.SetRecord, error)
 	QuestionSet(ctx context.Context, id string) (store.SetRecord, error)
+	ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, error)
+	Run(ctx context.Context, id string) (store.Run, error)
 }
 
 // Metrics are the daemon's Prometheus metrics, in a registry of their own
@@ -38,6 +44,7 @@ type Metrics struct {
 	runs        *prometheus.CounterVec
 	inProgress  prometheus.Gauge
 	undriven    prometheus.Gauge
+	specProbs   prometheus.Gauge
 	asked       prometheus.Counter
 	askedKind   *prometheus.CounterVec
 	answers     *prometheus.CounterVec
@@ -50,9 +57,12 @@ type Metrics struct {
 	cost        prometheus.Counter
 	apiRequests *prometheus.CounterVec
 	apiDuration *prometheus.HistogramVec
+	specRuns    *prometheus.CounterVec
+	specCost    *prometheus.CounterVec
 
-	mu   sync.Mutex
-	sets map[string]*seenSet // question sets of runs this process drives, by set ID
+	mu       sync.Mutex
+	sets     map[string]*seenSet // question sets of runs this process drives, by set ID
+	runSpecs map[string]string   // run ID → spec name, for the runs seen until they end
 }
 
 type seenSet struct {
@@ -73,6 +83,15 @@ func NewMetrics(st QuestionStore) *Metrics {
 		Registry: prometheus.NewRegistry(),
 		st:       st,
 		sets:     map[string]*seenSet{},
+		runSpecs: map[string]string{},
+		specRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orchestrator_spec_runs_total",
+			Help: "Runs that reached a final state in this process, by spec (empty for a run of a prompt) and outcome (done, failed, cancelled).",
+		}, []string{"spec", "outcome"}),
+		specCost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orchestrator_spec_cost_usd_total",
+			Help: "Cost in USD reported by the agent CLI for the turns this process ran, by spec (empty for a run of a prompt).",
+		}, []string{"spec"}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orchestrator_runs_total",
 			Help: "Runs that reached a final state, by outcome (done, failed, cancelled).",
@@ -84,6 +103,10 @@ func NewMetrics(st QuestionStore) *Metrics {
 		undriven: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "orchestrator_runs_undriven",
 			Help: "Active runs (waiting, interrupted, running) that no process drove at the daemon's last look.",
+		}),
+		specProbs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "orchestrator_spec_problems",
+			Help: "Files of the specs folder that do not validate at the last rescan (each keeps its last good version scheduled, if any; see /healthz).",
 		}),
 		asked: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "orchestrator_questions_asked_total",
@@ -147,8 +170,9 @@ func NewMetrics(st QuestionStore) *Metrics {
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
 			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.runs, m.inProgress, m.undriven, m.asked, m.askedKind, m.answers, m.answersKind, m.latency, m.reminders, m.escalations,
+		m.runs, m.inProgress, m.undriven, m.specProbs, m.asked, m.askedKind, m.answers, m.answersKind, m.latency, m.reminders, m.escalations,
 		m.agentErrors, m.turns, m.cost, m.apiRequests, m.apiDuration, pending,
+		m.specRuns, m.specCost, specCollector{m},
 	)
 	for _, o := range runOutcomes {
 		m.runs.WithLabelValues(string(o))
@@ -246,18 +270,21 @@ func (m *Metrics) Observe(ev runner.Event) {
 		}
 		if ev.Outcome.CostUSD > 0 {
 			m.cost.Add(ev.Outcome.CostUSD)
+			m.specCost.WithLabelValues(m.specOf(ev.RunID)).Add(ev.Outcome.CostUSD)
 		}
 	case runner.EventRunEnded:
 		if ev.Run != nil && ev.Run.Status.Final() {
 			m.runs.WithLabelValues(string(ev.Run.Status)).Inc()
+			m.specRuns.WithLabelValues(ev.Run.Spec, string(ev.Run.Status)).Inc()
 		}
-		// Forget the run's sets: a run driven again re-registers them.
+		// Forget the run's sets and spec: a run driven again re-registers them.
 		m.mu.Lock()
 		for id, s := range m.sets {
 			if s.runID == ev.RunID {
 				delete(m.sets, id)
 			}
 		}
+		delete(m.runSpecs, ev.RunID)
 		m.mu.Unlock()
 	}
 }
@@ -313,3 +340,89 @@ func (m *Metrics) observeAnswer(ev runner.Event) {
 func (m *Metrics) driving(n int) { m.inProgress.Add(float64(n)) }
 
 func (m *Metrics) setUndriven(n int) { m.undriven.Set(float64(n)) }
+
+func (m *Metrics) setSpecProblems(n int) { m.specProbs.Set(float64(n)) }
+
+// specOf returns the spec of a run ("" for a prompt, or when the store
+// cannot tell), read from the store once per run while it is driven.
+func (m *Metrics) specOf(runID string) string {
+	m.mu.Lock()
+	spec, ok := m.runSpecs[runID]
+	m.mu.Unlock()
+	if ok || m.st == nil {
+		return spec
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	run, err := m.st.Run(ctx, runID)
+	if err != nil {
+		return ""
+	}
+	m.mu.Lock()
+	m.runSpecs[runID] = run.Spec
+	m.mu.Unlock()
+	return run.Spec
+}
+
+var (
+	specLastSuccessDesc = prometheus.NewDesc("orchestrator_spec_last_success_timestamp_seconds",
+		"When the last run of the spec that ended done (in the store, by any process) ended, as a Unix time; absent for a spec with no such run.",
+		[]string{"spec"}, nil)
+	specPendingDesc = prometheus.NewDesc("orchestrator_spec_questions_pending",
+		"Questions asked and not answered yet (in the store, by any process), by the spec of their run (empty for a run of a prompt).",
+		[]string{"spec"}, nil)
+)
+
+// specCollector reads the per-spec gauges from the store at each scrape, so
+// that they survive restarts and count the runs of every process. Their
+// labels are the spec names of the store's runs ("" for a prompt): bounded
+// by the specs there are, never by runs or questions.
+type specCollector struct{ m *Metrics }
+
+func (c specCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- specLastSuccessDesc
+	ch <- specPendingDesc
+}
+
+func (c specCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.m.st
+	if st == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if done, err := st.ListRuns(ctx, store.RunFilter{Status: []store.RunStatus{store.RunDone}, Brief: true}); err == nil {
+		last := map[string]time.Time{}
+		for _, r := range done {
+			if r.UpdatedAt.After(last[r.Spec]) {
+				last[r.Spec] = r.UpdatedAt
+			}
+		}
+		for spec, at := range last {
+			ch <- prometheus.MustNewConstMetric(specLastSuccessDesc, prometheus.GaugeValue, float64(at.UnixNano())/1e9, spec)
+		}
+	}
+	sets, err := st.QuestionSets(ctx, store.SetFilter{State: []store.SetState{store.SetPending}})
+	if err != nil {
+		return
+	}
+	pending := map[string]int{}
+	specs := map[string]string{} // run ID → spec
+	for _, rec := range sets {
+		n := len(unansweredIDs(rec.Set, rec.Response))
+		if n == 0 {
+			continue
+		}
+		spec, ok := specs[rec.Set.RunID]
+		if !ok {
+			if run, err := st.Run(ctx, rec.Set.RunID); err == nil {
+				spec = run.Spec
+			}
+			specs[rec.Set.RunID] = spec
+		}
+		pending[spec] += n
+	}
+	for spec, n := range pending {
+		ch <- prometheus.MustNewConstMetric(specPendingDesc, prometheus.GaugeValue, float64(n), spec)
+	}
+}
