@@ -655,7 +655,7 @@ func TestSessionTranscriptHas(t *testing.T) {
 // TestArgsAreRealFlags checks every flag the command builder can emit
 // against the real CLI's --help (recorded in the fixtures), so a renamed flag
 // is caught here rather than at 2 a.m. Two flags work but are not listed
-// there (CLAUDE-CLI.md): --max-turns and --permission-prompt-tool.
+// there (docs/claude-cli.md): --max-turns and --permission-prompt-tool.
 func TestArgsAreRealFlags(t *testing.T) {
 	t.Parallel()
 	help, err := os.ReadFile(filepath.Join(fixtureDir(), "claude-help.txt"))
