@@ -65,7 +65,7 @@ func TestExample(t *testing.T) {
 	t.Setenv("GITHUB_TOKEN", "ghp_test")
 	t.Setenv("DISCORD_BOT_TOKEN", "discord-test")
 	t.Setenv("HOME", t.TempDir())
-	cfg, err := Load(examplePath)
+	cfg, err := LoadEnv(examplePath, os.LookupEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestParse_UnsetErrorType(t *testing.T) {
 
 func TestParse_FromProcessEnv(t *testing.T) {
 	t.Setenv("ORCH_TEST_MODEL", "opus")
-	cfg, err := Parse(strings.NewReader("agent: {model: '${ORCH_TEST_MODEL}'}"), "p.yaml")
+	cfg, err := ParseEnv(strings.NewReader("agent: {model: '${ORCH_TEST_MODEL}'}"), "p.yaml", os.LookupEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
