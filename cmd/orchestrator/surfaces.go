@@ -194,12 +194,6 @@ func buildDiscord(m *Main, block config.SurfaceConfig, st *store.Store) (surface
 	if m.metrics != nil {
 		cfg.HTTPClient = &http.Client{Timeout: 20 * time.Second, Transport: m.metrics.InstrumentTransport("discord", http.DefaultTransport)}
 	}
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("discord: %w", err)
-	}
-	for _, w := range cfg.Warnings() {
-		m.Logger.Warn("discord: " + w)
-	}
 	sf, err := discord.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("discord: %w", err)

@@ -14,7 +14,6 @@ package config
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 )
@@ -267,10 +266,6 @@ func (s Serve) ScheduleFloor() time.Duration {
 
 // LookupFunc looks up an environment variable, like os.LookupEnv.
 type LookupFunc func(key string) (string, bool)
-
-// Default returns the defaults, with the state directory taken from the
-// process environment.
-func Default() Config { return DefaultEnv(os.LookupEnv) }
 
 // DefaultEnv returns the defaults, with the state directory taken from
 // lookup ($XDG_STATE_HOME, else $HOME). When neither is set StateDir is

@@ -281,15 +281,6 @@ func (s StoreOfferer) Offer(ctx context.Context, resp questions.Response) (web.D
 	return web.Decision{Taken: d.Taken, Invalid: d.Invalid, Final: d.Final, Closed: d.Closed}, nil
 }
 
-func closed(rec store.SetRecord) web.Decision {
-	d := web.Decision{Closed: true}
-	if rec.State != store.SetExpired && len(rec.Response.Answers) > 0 {
-		final := rec.Response
-		d.Final = &final
-	}
-	return d
-}
-
 // Cancel implements web.Backend.
 func (b *Backend) Cancel(ctx context.Context, runID, by string) error {
 	r, err := b.Store.Run(ctx, runID)
