@@ -274,6 +274,13 @@ func (s *Scheduler) Set(list []Spec) error {
 	return errs.Err()
 }
 
+// Len is the number of specs scheduled.
+func (s *Scheduler) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.jobs)
+}
+
 // Start starts scheduling; ticks run with ctx, and when ctx ends the
 // scheduler stops as by Stop. With CatchUpOnce, the specs that missed a tick
 // start right away. Start after Start or Stop does nothing.

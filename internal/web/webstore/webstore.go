@@ -2,10 +2,10 @@
 // pending sets, runs, a run's timeline (its turns, what the CLI wrote in
 // each turn's transcript, its questions and answers), answers and cancel.
 //
-// Answers go through Offerer. The default, StoreOfferer, validates with
-// surfaces.CheckResponse and records with store.RecordAnswer (first answer
-// wins, in one transaction); a runner that decides answers itself can be
-// plugged in instead.
+// Answers go through Offerer. The default, StoreOfferer, hands them to the
+// run loop's store-backed Answers (runner.StoreAnswers), the one path every
+// surface's answers take: validated, the first valid answer wins in one
+// transaction.
 package webstore
 
 import (
