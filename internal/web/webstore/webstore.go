@@ -119,7 +119,8 @@ func (b *Backend) toRun(ctx context.Context, r store.Run) (web.Run, []store.Turn
 	if err != nil {
 		return web.Run{}, nil, err
 	}
-	return web.Run{ID: r.ID, Spec: r.Spec, Title: r.Title, Status: string(r.Status), CostUSD: r.CostUSD,
+	return web.Run{ID: r.ID, Spec: r.Spec, Title: r.Title, Status: string(r.Status), WorkDir: r.WorkDir, Surfaces: r.Surfaces,
+		SessionID: r.SessionID, FinalText: r.FinalText, CostUSD: r.CostUSD,
 		Turns: len(turns), Error: r.Error, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}, turns, nil
 }
 
@@ -158,7 +159,7 @@ func (b *Backend) Run(ctx context.Context, id string) (web.RunDetail, error) {
 	if err != nil {
 		return web.RunDetail{}, err
 	}
-	d := web.RunDetail{Run: wr, FinalText: r.FinalText}
+	d := web.RunDetail{Run: wr}
 	bySeq := map[int][]store.SetRecord{}
 	for _, s := range sets {
 		bySeq[s.Set.Turn] = append(bySeq[s.Set.Turn], s)
