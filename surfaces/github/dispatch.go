@@ -202,7 +202,7 @@ func (p *poller) decide(ctx context.Context, issue int, st *issueState, c *gh.Is
 	// Only a comment that looks like an answer is one; other discussion
 	// gets no reply, and is recorded so that a restart does not decide it
 	// again.
-	if !attempt(st, waiting, mine, c) {
+	if !attempt(waiting, mine, c) {
 		if slices.ContainsFunc(waiting, func(t *threadSet) bool { return mine[t.id] == nil }) {
 			return true // it may answer a set only its own Ask knows the options of
 		}

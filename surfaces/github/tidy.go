@@ -259,7 +259,7 @@ func (p *poller) notifyClosed(ctx context.Context, issue int, st *issueState, c 
 
 // attempt reports whether comment c looks like an answer to one of the
 // sets waiting (mine: the Asks of this process, by set ID).
-func attempt(st *issueState, waiting []*threadSet, mine map[string]*waiter, c *gh.IssueComment) bool {
+func attempt(waiting []*threadSet, mine map[string]*waiter, c *gh.IssueComment) bool {
 	body := c.GetBody()
 	if hasAnswerCommand(body) {
 		return true
@@ -380,7 +380,7 @@ func quotes(body, question string) bool {
 			continue
 		}
 		t = plain(strings.TrimLeft(t, "> "))
-		if len(t) >= 3 && strings.Contains(q, t) {
+		if len(t) >= 8 && strings.Contains(q, t) { // not a word or two any text may hold
 			return true
 		}
 	}
@@ -415,6 +415,9 @@ func (s *Surface) RunEnded(ctx context.Context, p surfaces.RunProgress) error {
 		return fmt.Errorf("github: close %s#%d: list comments: %w", s.repo(), issue, err)
 	}
 	if findMarked(comments, marker) == nil {
+		if s.cfg.Progress {
+			p.Summary = "" // the status comment shows it already
+		}
 		if _, err := s.createComment(ctx, issue, renderRunEnded(p)+"\n\n"+marker, marker); err != nil {
 			return fmt.Errorf("github: close %s#%d: post the final comment: %w", s.repo(), issue, err)
 		}
