@@ -239,5 +239,5 @@ func buildGitHub(m *Main, block config.SurfaceConfig, st *store.Store) (surfaces
 		}
 	}
 	return m.github.Surface(github.SurfaceConfig{Repo: gc.Repo, Issue: gc.Issue, Labels: gc.Labels, Allow: gc.Allow, AllowOnly: gc.AllowOnly,
-		MaxAnswerBytes: m.Config.Run.AnswerMaxBytes.Int(), Progress: gc.Progress})
+		MaxAnswerBytes: m.Config.Run.AnswerMaxBytes.Int(), Progress: gc.Progress, LeaveIssueOpen: !gc.CloseIssue})
 }

@@ -165,6 +165,9 @@ type GitHub struct {
 	// step, tool uses, cost; edited at most every 10s; a summary at the
 	// end). Default: false.
 	Progress bool `yaml:"progress"`
+	// CloseIssue closes a run's own issue (issue 0) when the run ends,
+	// with a final comment saying how it ended. Default: true.
+	CloseIssue bool `yaml:"close_issue"`
 }
 
 // GitHubApp authenticates as a GitHub App installation.
@@ -296,6 +299,7 @@ func DefaultEnv(lookup LookupFunc) Config {
 			GitHub: GitHub{
 				BaseURL:      DefaultGitHubBaseURL,
 				PollInterval: DefaultPollInterval,
+				CloseIssue:   true,
 			},
 			Discord: Discord{ThreadPerRun: true},
 		},
