@@ -17,6 +17,7 @@ const (
 	CategoryAuth            Category = "auth"              // 401/403, authentication, ANTHROPIC_API_KEY
 	CategoryAPI             Category = "api"               // any other error result
 	CategoryMaxTurns        Category = "max_turns"         // --max-turns reached
+	CategoryMaxBudget       Category = "max_budget"        // --max-budget-usd reached (subtype error_max_budget_usd)
 	CategorySessionNotFound Category = "session_not_found" // --resume of a session the CLI does not have
 	CategoryTimeout         Category = "timeout"           // Config.Timeout or the context's deadline
 	CategoryIdleTimeout     Category = "idle_timeout"      // no output for Config.IdleTimeout
@@ -390,6 +391,9 @@ func classifyResult(r *Result, text string) Category {
 	}
 	if r.Subtype == "error_max_turns" || r.TerminalReason == "max_turns" {
 		return CategoryMaxTurns
+	}
+	if r.Subtype == "error_max_budget_usd" || r.TerminalReason == "budget_exhausted" {
+		return CategoryMaxBudget
 	}
 	return CategoryAPI
 }
