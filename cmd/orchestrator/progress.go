@@ -442,6 +442,16 @@ func (p *progress) failed(run store.Run) {
 	p.summary()
 }
 
+func (p *progress) stoppedAtLimit(run store.Run) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.asJSON {
+		return
+	}
+	p.line("■ run %s stopped, $%.4f: %s", run.ID, run.CostUSD, questions.Printable(run.Error))
+	p.summary()
+}
+
 func (p *progress) waiting(run store.Run) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -254,6 +254,11 @@ func (r *Runner) correct(ctx context.Context, d *drive, run store.Run, last stor
 // resumeWithAnswer hands an answered set to the model, exactly once: the set
 // is claimed in the transaction that records the turn, before the CLI starts.
 func (r *Runner) resumeWithAnswer(ctx context.Context, d *drive, run store.Run, rec store.SetRecord) error {
+	if limit, err := r.isLimitSet(ctx, run.ID, rec.Set.ID); err != nil {
+		return err
+	} else if limit {
+		return r.afterLimit(ctx, d, run, rec)
+	}
 	prompt := answerPrompt(rec.Set, rec.Response, r.cfg.Limits.AnswerMaxBytes)
 	return r.turn(ctx, d, run, store.Turn{Kind: store.TurnAnswer, SetID: rec.Set.ID, Prompt: prompt, SessionID: run.SessionID, Resume: true})
 }

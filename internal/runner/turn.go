@@ -41,7 +41,14 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 	if t.Kind == store.TurnAnswer {
 		r.cfg.Failpoint("claimed")
 	}
-	req := executor.Request{Prompt: t.Prompt, WorkDir: workdir, TranscriptPath: t.TranscriptPath}
+	req := executor.Request{Prompt: t.Prompt, WorkDir: workdir, TranscriptPath: t.TranscriptPath, MaxTurns: d.Policy.MaxTurns}
+	if d.Policy.MaxCostUSD > 0 {
+		turns, err := r.cfg.Store.Turns(ctx, run.ID)
+		if err != nil {
+			return err
+		}
+		req.MaxBudgetUSD = budgetLeft(d.Policy, run.ID, turns)
+	}
 	if t.Resume {
 		req.Resume = t.SessionID
 	} else {
@@ -87,7 +94,7 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 			out.Error = "the run was cancelled during this turn"
 		}
 		r.log.Info("stopped the agent: the run was cancelled", "run", run.ID, "turn", t.Seq)
-		return r.finish(ctx, run, t, out, col)
+		return r.finish(ctx, d, run, t, out, col)
 	}
 	if out.Category == executor.CategoryCancelled && ctx.Err() != nil {
 		// Stopped by us (shutdown, ^C): leave the turn unfinished. Whoever
@@ -95,12 +102,13 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 		// the prompt got there.
 		return ctx.Err()
 	}
-	return r.finish(ctx, run, t, out, col)
+	return r.finish(ctx, d, run, t, out, col)
 }
 
-// finish stores a turn's outcome, with the questions it asked, in one
-// transaction.
-func (r *Runner) finish(ctx context.Context, run store.Run, t store.Turn, out executor.Outcome, col *questions.TurnCollector) error {
+// finish stores a turn's outcome, with the questions it asked (or, for a
+// turn stopped at the run's limits, the question whether to go on; see
+// limit.go), in one transaction.
+func (r *Runner) finish(ctx context.Context, d *drive, run store.Run, t store.Turn, out executor.Outcome, col *questions.TurnCollector) error {
 	ctx = context.WithoutCancel(ctx) // the turn happened: record it whatever else is going on
 	res := store.TurnResult{
 		Status:       out.Status,
@@ -137,6 +145,13 @@ func (r *Runner) finish(ctx context.Context, run store.Run, t store.Turn, out ex
 			}
 			return r.fail(ctx, run, fmt.Sprintf("the model asked more than %d rounds of questions (run.max_question_rounds)", r.cfg.Limits.MaxQuestionRounds))
 		}
+	}
+	if isLimit(out.Category) {
+		set, err := r.limitSet(ctx, d.Policy, run, t.Seq, out)
+		if err != nil {
+			return err
+		}
+		asked = &set
 	}
 	if err := r.cfg.Store.FinishTurn(ctx, run.ID, t.Seq, res, asked, run.Surfaces); err != nil {
 		return err
