@@ -72,7 +72,11 @@ type Outcome struct {
 	FinalText string  `json:"final_text"`
 	NumTurns  int     `json:"num_turns"`
 	CostUSD   float64 `json:"cost_usd"`
-	Usage     Usage   `json:"usage"`
+	// TurnCostUSD is what this call of the CLI cost (Result.CostUSD);
+	// CostUSD is the session's total so far, which on a resumed session
+	// counts earlier calls again.
+	TurnCostUSD float64 `json:"-"`
+	Usage       Usage   `json:"usage"`
 	// TerminalReason and APIErrorStatus come from the result line.
 	TerminalReason string `json:"terminal_reason,omitempty"`
 	APIErrorStatus int    `json:"api_error_status,omitempty"`
@@ -266,7 +270,7 @@ func (t *Tracker) Outcome(x Exit) Outcome {
 	r := t.result
 	if r != nil {
 		o.NumTurns = r.NumTurns
-		o.CostUSD = r.TotalCostUSD
+		o.CostUSD, o.TurnCostUSD = r.TotalCostUSD, r.CostUSD
 		o.Usage = r.Usage
 	}
 	switch {
@@ -281,7 +285,7 @@ func (t *Tracker) Outcome(x Exit) Outcome {
 		o.FinalText = lastText
 	case r != nil:
 		o.NumTurns = r.NumTurns
-		o.CostUSD = r.TotalCostUSD
+		o.CostUSD, o.TurnCostUSD = r.TotalCostUSD, r.CostUSD
 		o.Usage = r.Usage
 		o.TerminalReason = r.TerminalReason
 		o.APIErrorStatus = r.APIErrorStatus

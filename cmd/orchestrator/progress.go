@@ -304,7 +304,7 @@ func (p *progress) observe(ev runner.Event) {
 	case runner.EventTurnFinished:
 		p.stopTicker()
 		if o := ev.Outcome; o != nil {
-			msg := fmt.Sprintf("  turn %d finished in %s, $%.4f", ev.Turn, since(o.Duration), o.CostUSD)
+			msg := fmt.Sprintf("  turn %d finished in %s, $%.4f", ev.Turn, since(o.Duration), o.TurnCostUSD)
 			if o.Category != "" {
 				msg += fmt.Sprintf(" — %s: %s", o.Category, oneLine(o.Error))
 			}

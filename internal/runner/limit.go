@@ -61,7 +61,7 @@ func (r *Runner) limitSet(ctx context.Context, pol Policy, run store.Run, seq in
 			n += t.Result.NumTurns
 		}
 	}
-	spent := run.CostUSD + out.CostUSD
+	spent := run.CostUSD + out.TurnCostUSD
 	name := run.Spec
 	if name == "" {
 		name = strconv.Quote(run.Title)

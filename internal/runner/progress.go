@@ -110,7 +110,7 @@ func (pp *progressPump) fold(ev Event, now time.Time) {
 		pp.turnCost = ev.CostUSD
 	case EventTurnFinished:
 		if ev.Outcome != nil {
-			pp.spent += ev.Outcome.CostUSD
+			pp.spent += ev.Outcome.TurnCostUSD
 		}
 		pp.turnCost = 0
 		p.Step = fmt.Sprintf("turn %d finished", ev.Turn)

@@ -114,7 +114,7 @@ func (r *Runner) finish(ctx context.Context, d *drive, run store.Run, t store.Tu
 		Status:       out.Status,
 		Category:     out.Category,
 		Error:        out.Error,
-		CostUSD:      out.CostUSD,
+		CostUSD:      out.TurnCostUSD, // the session's total counts earlier turns again
 		InputTokens:  int64(out.Usage.InputTokens),
 		OutputTokens: int64(out.Usage.OutputTokens),
 		NumTurns:     out.NumTurns,
@@ -179,7 +179,7 @@ func (r *Runner) progress(runID string, turn int, ev executor.Event, started tim
 			}
 		}
 	case *executor.Result:
-		r.emit(Event{Kind: EventCost, RunID: runID, Turn: turn, CostUSD: ev.TotalCostUSD, Elapsed: r.cfg.Now().Sub(started)})
+		r.emit(Event{Kind: EventCost, RunID: runID, Turn: turn, CostUSD: ev.CostUSD, Elapsed: r.cfg.Now().Sub(started)})
 	}
 }
 
