@@ -45,7 +45,7 @@ func TestSpecBudgetAsksOnTheTerminal(t *testing.T) {
 			if code != tc.code {
 				t.Fatalf("run exit %d, want %d", code, tc.code)
 			}
-			for _, want := range []string{"Spent $0.0016 over 2 turns on budgeted; continue with another $0.001?", "Continue", "Stop", tc.out} {
+			for _, want := range []string{"? The agent stopped at the run's budget: Reached maximum budget ($0.001); asking whether to go on", "Spent $0.0016 over 2 turns on budgeted; continue with another $0.001?", "Continue", "Stop", tc.out} {
 				if !strings.Contains(out, want) {
 					t.Errorf("output lacks %q", want)
 				}

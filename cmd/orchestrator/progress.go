@@ -329,7 +329,10 @@ func (p *progress) observe(ev runner.Event) {
 		}
 	case runner.EventQuestion:
 		p.stopTicker()
-		if ev.Set != nil {
+		switch {
+		case ev.Set != nil && ev.Text != "": // the run asks whether to go on (a budget or turn limit)
+			p.line("? %s; asking whether to go on (set %s) on %s", questions.Printable(ev.Text), ev.Set.ID, strings.Join(orNone(ev.Surfaces), ", "))
+		case ev.Set != nil:
 			p.line("? the model asks %d question(s) (set %s) on %s", len(ev.Set.Questions), ev.Set.ID, strings.Join(orNone(ev.Surfaces), ", "))
 		}
 	case runner.EventAnswer:

@@ -112,7 +112,13 @@ func (r *Runner) wait(ctx context.Context, d *drive, run store.Run, rec store.Se
 		surfs = append(surfs, pol.EscalateTo)
 	}
 	ask := unanswered(rec.Set, rec.Response)
-	r.emit(Event{Kind: EventQuestion, RunID: run.ID, Set: &ask, Surfaces: names(surfs)})
+	why := ""
+	if limit, err := r.isLimitSet(ctx, run.ID, rec.Set.ID); err != nil {
+		return err
+	} else if limit {
+		why = rec.Set.Context
+	}
+	r.emit(Event{Kind: EventQuestion, RunID: run.ID, Set: &ask, Surfaces: names(surfs), Text: why})
 	answers := r.answers(run.ID)
 	gone := false    // every surface said it cannot take an answer any more
 	var failures int // rounds in a row in which every surface failed
