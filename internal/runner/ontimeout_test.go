@@ -1,6 +1,7 @@
 package runner_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -53,5 +54,26 @@ func TestOnTimeoutPromptText(t *testing.T) {
 				t.Fatalf("prompt =\n%s\nwant it to hold\n%s", sent[0], want)
 			}
 		})
+	}
+}
+
+// TestOnTimeoutDefaultIsMarked: people see which option on_timeout default
+// will choose.
+func TestOnTimeoutDefaultIsMarked(t *testing.T) {
+	t.Parallel()
+	p := newPerson("test")
+	pol := runner.Policy{QuestionTimeout: 300 * time.Millisecond, OnTimeout: runner.OnTimeout{Action: "default", Option: "JWT"}}
+	h := newHarness(t, []surfaces.Surface{p}, pol, runner.Limits{}, rules()...)
+	run, err := h.drive("Implement spec X")
+	if err != nil || run.Status != store.RunDone {
+		t.Fatalf("run = %s %q %q, %v", run.Status, run.FinalText, run.Error, err)
+	}
+	sets, _ := h.store.QuestionSets(context.Background(), store.SetFilter{RunID: run.ID})
+	if len(sets) != 1 {
+		t.Fatalf("sets = %+v", sets)
+	}
+	opts := sets[0].Set.Questions[0].Options
+	if opts[0].Description != "Use OAuth2" || opts[1].Description != "Stateless (chosen if nobody answers within 300ms)" {
+		t.Fatalf("options = %+v; want JWT marked as the default", opts)
 	}
 }

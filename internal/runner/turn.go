@@ -153,6 +153,9 @@ func (r *Runner) finish(ctx context.Context, d *drive, run store.Run, t store.Tu
 		}
 		asked = &set
 	}
+	if asked != nil {
+		markDefault(asked, d.Policy)
+	}
 	if err := r.cfg.Store.FinishTurn(ctx, run.ID, t.Seq, res, asked, run.Surfaces); err != nil {
 		return err
 	}

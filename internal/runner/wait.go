@@ -473,6 +473,28 @@ func (r *Runner) policyEvent(ctx context.Context, run store.Run, rec *store.SetR
 	return false, nil
 }
 
+// markDefault marks, in the options people are shown, the one on_timeout
+// default chooses when nobody answers in time: " (chosen if nobody answers
+// within 12h0m0s)" after its description.
+func markDefault(set *questions.Set, pol Policy) {
+	if pol.OnTimeout.Action != "default" || pol.QuestionTimeout <= 0 {
+		return
+	}
+	for i, q := range set.Questions {
+		a, err := questions.ParseQuestionAnswer(q, pol.OnTimeout.Option)
+		if err != nil || len(a.Labels) == 0 {
+			continue
+		}
+		opts := slices.Clone(q.Options)
+		for j, o := range opts {
+			if slices.Contains(a.Labels, o.Label) {
+				opts[j].Description = strings.TrimSpace(o.Description + fmt.Sprintf(" (chosen if nobody answers within %s)", pol.QuestionTimeout))
+			}
+		}
+		set.Questions[i].Options = opts
+	}
+}
+
 // TimeoutText is what the model is told, as the answer to a question nobody
 // answered within wait, for on_timeout action ("default", "decide" or
 // "skip"; "default" when its option is not one of the question's reads as
