@@ -113,3 +113,21 @@ func TestLimitQuestionTimeoutStops(t *testing.T) {
 		t.Fatalf("run = %s %q %q, %v; want stopped", run.Status, run.FinalText, run.Error, err)
 	}
 }
+
+// TestLimitQuestionIsNotAQuestionRound: the run's own question whether to go
+// on does not count against run.max_question_rounds, which bounds the
+// model's.
+func TestLimitQuestionIsNotAQuestionRound(t *testing.T) {
+	t.Parallel()
+	p := newPerson("test")
+	pol := runner.Policy{MaxTurns: 1, Presets: []runner.Preset{{Match: "Budget", Answer: "Continue"}, {Match: "Auth", Answer: "JWT"}}}
+	h := newHarness(t, []surfaces.Surface{p}, pol, runner.Limits{MaxQuestionRounds: 1},
+		fakeapi.Rule{When: "a person chose to continue", Reply: fakeapi.Reply{Text: "I need a decision.\n" + authMarker}},
+		fakeapi.Rule{When: "BEGIN ANSWERS", Reply: fakeapi.Reply{Text: "Implemented with JWT."}},
+		fakeapi.Rule{Reply: fakeapi.Reply{Text: "Working.", ToolUse: &fakeapi.ToolUse{Name: "Bash", Input: map[string]any{"command": "true", "description": "work"}}}},
+	)
+	run, err := h.drive("Work on spec Y")
+	if err != nil || run.Status != store.RunDone || run.FinalText != "Implemented with JWT." {
+		t.Fatalf("run = %s %q %q, %v", run.Status, run.FinalText, run.Error, err)
+	}
+}

@@ -135,11 +135,21 @@ func (r *Runner) finish(ctx context.Context, d *drive, run store.Run, t store.Tu
 		}
 	}
 	if asked != nil {
-		n, err := r.cfg.Store.QuestionSets(ctx, store.SetFilter{RunID: run.ID})
+		sets, err := r.cfg.Store.QuestionSets(ctx, store.SetFilter{RunID: run.ID})
 		if err != nil {
 			return err
 		}
-		if len(n) >= r.cfg.Limits.MaxQuestionRounds {
+		turns, err := r.cfg.Store.Turns(ctx, run.ID)
+		if err != nil {
+			return err
+		}
+		limits, n := limitSetIDs(run.ID, turns), 0 // the run's own questions are not the model's rounds
+		for _, s := range sets {
+			if !limits[s.Set.ID] {
+				n++
+			}
+		}
+		if n >= r.cfg.Limits.MaxQuestionRounds {
 			if err := r.cfg.Store.FinishTurn(ctx, run.ID, t.Seq, res, nil, nil); err != nil {
 				return err
 			}
