@@ -68,12 +68,9 @@ vet:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt would change: $$out" >&2; exit 1; fi
 
+# fuzz runs each target briefly; scripts/fuzz.sh says what fails.
 fuzz:
-	@for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; fn=$${t##*:}; \
-		echo "fuzz $$pkg $$fn ($(FUZZTIME))"; \
-		$(GO) test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=$(FUZZTIME) "$$pkg"; \
-	done
+	@bash scripts/fuzz.sh "$(GO)" "$(FUZZTIME)" $(FUZZ_TARGETS)
 
 test: $(CLAUDE) chromium vet
 	$(GO) test -race -count=1 -timeout=20m ./...
