@@ -7,7 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/executor"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces"
 )
 
@@ -31,6 +33,13 @@ type progressPump struct {
 	wake      chan struct{}
 	stopped   chan struct{}
 	closeOnce sync.Once
+
+	// The tool calls of the drive's current turn, and the refused calls of
+	// its earlier turns (at most surfaces.MaxRefused, and how many more).
+	calls       *ToolCalls
+	callsTurn   int
+	earlier     []surfaces.RefusedCall
+	earlierMore int
 }
 
 func reportersOf(ss []surfaces.Surface) []surfaces.ProgressReporter {
@@ -131,6 +140,40 @@ func (pp *progressPump) fold(ev Event, now time.Time) {
 	}
 	p.CostUSD = pp.base + pp.spent + pp.turnCost
 	p.Elapsed = now.Sub(pp.start)
+	pp.dirty = true
+	pp.poke()
+}
+
+// observe takes a CLI event of the drive's turn: the tool calls the CLI
+// refused come from them.
+func (pp *progressPump) observe(turn int, ev executor.Event) {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	if pp.closed {
+		return
+	}
+	if pp.calls == nil || pp.callsTurn != turn {
+		pp.earlier, pp.earlierMore = pp.p.Refused, pp.p.RefusedMore
+		pp.calls, pp.callsTurn = &ToolCalls{Summarize: refusedSummary}, turn
+	}
+	pp.calls.Observe(ev)
+	switch ev.(type) {
+	case *executor.SystemOther, *executor.Result: // what names refusals
+	default:
+		return
+	}
+	list, more := append([]surfaces.RefusedCall(nil), pp.earlier...), pp.earlierMore
+	for _, c := range pp.calls.Refused() {
+		if len(list) == surfaces.MaxRefused {
+			more++
+			continue
+		}
+		list = append(list, surfaces.RefusedCall{Turn: turn, Tool: clipLine(questions.Printable(c.Name), 60), Summary: c.Summary})
+	}
+	if len(list) == len(pp.p.Refused) && more == pp.p.RefusedMore {
+		return
+	}
+	pp.p.Refused, pp.p.RefusedMore = list, more
 	pp.dirty = true
 	pp.poke()
 }
