@@ -150,7 +150,7 @@ type RunProgress struct {
 	// final text or the error (model output: surfaces clean it).
 	Final   bool
 	Summary string
-	// Refused lists tool calls the CLI refused in this drive, oldest first,
+	// Refused lists tool calls the CLI refused in the run, oldest first,
 	// at most MaxRefused of them; RefusedMore counts those left out. A run
 	// that "succeeded" without doing what it needed is noticed this way.
 	Refused     []RefusedCall

@@ -94,3 +94,40 @@ func TestPumpBoundsRefusedCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestPumpStartsWithEarlierRefusals: a drive's progress starts with the
+// calls the CLI refused in the run's turns of earlier drives, read from
+// their transcripts, so the final status lists the whole run's.
+func TestPumpStartsWithEarlierRefusals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := store.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.CreateRun(ctx, store.Run{ID: "r1", Prompt: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	turn, err := st.BeginTurn(ctx, store.Turn{RunID: "r1", Kind: store.TurnStart, Prompt: "p",
+		TranscriptPath: "../../executor/testdata/claude-code-2.1.330/tool_bash_denied.ndjson"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.FinishTurn(ctx, "r1", turn.Seq, store.TurnResult{Status: "success"}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A turn whose transcript is gone is left out.
+	gone, err := st.BeginTurn(ctx, store.Turn{RunID: "r1", Kind: store.TurnContinue, Prompt: "p", TranscriptPath: t.TempDir() + "/gone.ndjson"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.FinishTurn(ctx, "r1", gone.Seq, store.TurnResult{Status: "success"}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{cfg: Config{Store: st}, log: slog.New(slog.DiscardHandler)}
+	list, more := r.refusedBefore("r1")
+	if len(list) != 1 || more != 0 || list[0].Turn != 1 || list[0].Tool != "Bash" || !strings.HasPrefix(list[0].Summary, "touch ") {
+		t.Fatalf("refused before the drive = %+v, %d more", list, more)
+	}
+}
