@@ -150,4 +150,21 @@ type RunProgress struct {
 	// final text or the error (model output: surfaces clean it).
 	Final   bool
 	Summary string
+	// Refused lists tool calls the CLI refused in the run, oldest first,
+	// at most MaxRefused of them; RefusedMore counts those left out. A run
+	// that "succeeded" without doing what it needed is noticed this way.
+	Refused     []RefusedCall
+	RefusedMore int
+}
+
+// MaxRefused is how many refused tool calls a RunProgress lists.
+const MaxRefused = 10
+
+// RefusedCall is a tool call the CLI refused: its tool and a short one-line
+// view of its input, made printable (questions.Printable) by the run loop;
+// surfaces still escape them for their own markup.
+type RefusedCall struct {
+	Turn    int
+	Tool    string
+	Summary string
 }

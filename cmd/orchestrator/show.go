@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/orchestrator-dev/orchestrator/executor"
 	"github.com/orchestrator-dev/orchestrator/internal/output"
+	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
@@ -163,7 +163,7 @@ func fillFromTranscript(jt *jsonTurn, path string, maxLine int) {
 		return
 	}
 	defer f.Close()
-	calls := transcriptCalls{}
+	calls := newTranscriptCalls()
 	o, _ := executor.Replay(f, executor.ReaderOptions{MaxLineBytes: maxLine}, calls.observe)
 	jt.Tools = calls.list()
 	if jt.Outcome == nil {
@@ -244,80 +244,21 @@ func lineHead(br *bufio.Reader) (size int, prefix []byte, ok bool) {
 }
 
 // transcriptCalls collects the model's tool calls from a transcript's
-// events, and which of them the CLI refused: a system permission_denied
-// line, or the result's permission_denials, names the call by its id.
-type transcriptCalls struct {
-	calls   []jsonTool
-	ids     []string
-	refused map[string]string // tool_use_id → tool name
+// events, those the CLI refused marked (runner.ToolCalls).
+type transcriptCalls struct{ runner.ToolCalls }
+
+func newTranscriptCalls() *transcriptCalls {
+	return &transcriptCalls{runner.ToolCalls{Summarize: func(in json.RawMessage) string { return questions.Redact(toolLine(in)) }}}
 }
 
-func (c *transcriptCalls) observe(ev executor.Event) {
-	switch ev := ev.(type) {
-	case *executor.AssistantMessage:
-		if ev.ParentToolUseID != "" {
-			return // a sub-agent's call
-		}
-		for _, b := range ev.ToolUses() {
-			c.calls = append(c.calls, jsonTool{Name: questions.Printable(b.ToolName), Summary: questions.Redact(toolLine(b.Input))})
-			c.ids = append(c.ids, b.ToolUseID)
-		}
-	case *executor.SystemOther:
-		if ev.Subtype != "permission_denied" {
-			return
-		}
-		var line struct {
-			ToolUseID string `json:"tool_use_id"`
-		}
-		if json.Unmarshal(ev.Raw(), &line) == nil {
-			c.refuse(line.ToolUseID, ev.ToolName)
-		}
-	case *executor.Result:
-		var line struct {
-			Denials []struct {
-				ToolName  string `json:"tool_name"`
-				ToolUseID string `json:"tool_use_id"`
-			} `json:"permission_denials"`
-		}
-		if json.Unmarshal(ev.Raw(), &line) == nil {
-			for _, d := range line.Denials {
-				c.refuse(d.ToolUseID, d.ToolName)
-			}
-		}
-	}
-}
-
-func (c *transcriptCalls) refuse(id, name string) {
-	if c.refused == nil {
-		c.refused = map[string]string{}
-	}
-	if id == "" {
-		id = "?" + name // no id: still listed, once per tool
-	}
-	c.refused[id] = name
-}
+func (c *transcriptCalls) observe(ev executor.Event) { c.Observe(ev) }
 
 // list returns the calls in order, refused ones marked; a refusal whose
 // call is not in the transcript is listed after them.
 func (c *transcriptCalls) list() []jsonTool {
 	out := []jsonTool{}
-	seen := map[string]bool{}
-	for i, call := range c.calls {
-		if _, ok := c.refused[c.ids[i]]; ok && c.ids[i] != "" {
-			call.Refused = true
-			seen[c.ids[i]] = true
-		}
-		out = append(out, call)
-	}
-	ids := make([]string, 0, len(c.refused))
-	for id := range c.refused {
-		if !seen[id] {
-			ids = append(ids, id)
-		}
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		out = append(out, jsonTool{Name: questions.Printable(c.refused[id]), Refused: true})
+	for _, call := range c.List() {
+		out = append(out, jsonTool{Name: questions.Printable(call.Name), Summary: call.Summary, Refused: call.Refused})
 	}
 	return out
 }

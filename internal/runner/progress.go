@@ -3,11 +3,14 @@ package runner
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/executor"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces"
 )
 
@@ -31,6 +34,13 @@ type progressPump struct {
 	wake      chan struct{}
 	stopped   chan struct{}
 	closeOnce sync.Once
+
+	// The tool calls of the drive's current turn, and the refused calls of
+	// the run's earlier turns (at most surfaces.MaxRefused, and how many more).
+	calls       *ToolCalls
+	callsTurn   int
+	earlier     []surfaces.RefusedCall
+	earlierMore int
 }
 
 func reportersOf(ss []surfaces.Surface) []surfaces.ProgressReporter {
@@ -48,12 +58,60 @@ func (r *Runner) startPump(run store.Run, reps []surfaces.ProgressReporter) *pro
 		p:    surfaces.RunProgress{RunID: run.ID, Title: run.Title, Step: "starting", CostUSD: run.CostUSD},
 		wake: make(chan struct{}, 1), stopped: make(chan struct{})}
 	pp.dirty = true
+	pp.p.Refused, pp.p.RefusedMore = r.refusedBefore(run.ID)
 	go pp.loop()
 	pp.poke()
 	r.pumpsMu.Lock()
 	r.pumps[run.ID] = pp
 	r.pumpsMu.Unlock()
 	return pp
+}
+
+// refusedBefore lists the tool calls the CLI refused in the run's turns
+// that finished before this drive, from their transcripts (a drive that
+// ended waiting for an answer took its own list with it). A transcript that
+// cannot be read is left out, with a warning.
+func (r *Runner) refusedBefore(runID string) (list []surfaces.RefusedCall, more int) {
+	turns, err := r.cfg.Store.Turns(context.Background(), runID)
+	if err != nil {
+		r.log.Warn("list the run's refused tool calls", "run", runID, "err", err)
+		return nil, 0
+	}
+	for _, t := range turns {
+		if !t.Finished || t.TranscriptPath == "" {
+			continue
+		}
+		calls := &ToolCalls{Summarize: refusedSummary}
+		if err := replayFile(t.TranscriptPath, calls.Observe); err != nil {
+			r.log.Warn("list the run's refused tool calls", "run", runID, "turn", t.Seq, "err", err)
+			continue
+		}
+		list, more = addRefused(list, more, t.Seq, calls)
+	}
+	return list, more
+}
+
+func replayFile(path string, observe func(executor.Event)) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = executor.Replay(f, executor.ReaderOptions{}, observe)
+	return err
+}
+
+// addRefused appends a turn's refused calls to list, counting those over
+// surfaces.MaxRefused in more.
+func addRefused(list []surfaces.RefusedCall, more, turn int, calls *ToolCalls) ([]surfaces.RefusedCall, int) {
+	for _, c := range calls.Refused() {
+		if len(list) == surfaces.MaxRefused {
+			more++
+			continue
+		}
+		list = append(list, surfaces.RefusedCall{Turn: turn, Tool: clipLine(questions.Printable(c.Name), 60), Summary: c.Summary})
+	}
+	return list, more
 }
 
 func (pp *progressPump) poke() {
@@ -131,6 +189,33 @@ func (pp *progressPump) fold(ev Event, now time.Time) {
 	}
 	p.CostUSD = pp.base + pp.spent + pp.turnCost
 	p.Elapsed = now.Sub(pp.start)
+	pp.dirty = true
+	pp.poke()
+}
+
+// observe takes a CLI event of the drive's turn: the tool calls the CLI
+// refused come from them.
+func (pp *progressPump) observe(turn int, ev executor.Event) {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	if pp.closed {
+		return
+	}
+	if pp.calls == nil || pp.callsTurn != turn {
+		pp.earlier, pp.earlierMore = pp.p.Refused, pp.p.RefusedMore
+		pp.calls, pp.callsTurn = &ToolCalls{Summarize: refusedSummary}, turn
+	}
+	pp.calls.Observe(ev)
+	switch ev.(type) {
+	case *executor.SystemOther, *executor.Result: // what names refusals
+	default:
+		return
+	}
+	list, more := addRefused(append([]surfaces.RefusedCall(nil), pp.earlier...), pp.earlierMore, turn, pp.calls)
+	if len(list) == len(pp.p.Refused) && more == pp.p.RefusedMore {
+		return
+	}
+	pp.p.Refused, pp.p.RefusedMore = list, more
 	pp.dirty = true
 	pp.poke()
 }

@@ -197,6 +197,12 @@ func (r *Runner) finish(ctx context.Context, d *drive, run store.Run, t store.Tu
 
 // progress turns a CLI event into progress events.
 func (r *Runner) progress(runID string, turn int, ev executor.Event, started time.Time) {
+	r.pumpsMu.Lock()
+	pp := r.pumps[runID]
+	r.pumpsMu.Unlock()
+	if pp != nil {
+		pp.observe(turn, ev)
+	}
 	switch ev := ev.(type) {
 	case *executor.AssistantMessage:
 		for _, b := range ev.Content {
@@ -216,21 +222,35 @@ func (r *Runner) progress(runID string, turn int, ev executor.Event, started tim
 }
 
 // toolSummary gives a short, one-line view of a tool call's input.
-func toolSummary(input json.RawMessage) string {
+func toolSummary(input json.RawMessage) string { return clipLine(toolInput(input), 80) }
+
+// refusedSummary is toolSummary made printable, secrets redacted before the
+// cut so no part of one is left.
+func refusedSummary(input json.RawMessage) string {
+	return clipLine(questions.Printable(toolInput(input)), 80)
+}
+
+// toolInput is the part of a tool call's input that says what it does.
+func toolInput(input json.RawMessage) string {
 	var m map[string]any
 	if json.Unmarshal(input, &m) != nil {
 		return ""
 	}
 	for _, k := range []string{"command", "file_path", "path", "pattern", "url", "query", "description"} {
 		if v, ok := m[k].(string); ok {
-			v = strings.Join(strings.Fields(v), " ")
-			if r := []rune(v); len(r) > 80 {
-				v = string(r[:79]) + "…"
-			}
 			return v
 		}
 	}
 	return ""
+}
+
+// clipLine puts s on one line of at most n runes, marking a cut.
+func clipLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		s = string(r[:n-1]) + "…"
+	}
+	return s
 }
 
 // Collect feeds the text of a CLI event to a turn's question collector: the

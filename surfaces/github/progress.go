@@ -166,6 +166,19 @@ func renderProgress(p surfaces.RunProgress) string {
 	facts = append(facts, fmt.Sprintf("$%.4f", p.CostUSD), p.Elapsed.Round(time.Second).String())
 	b.WriteString(strings.Join(facts, " · "))
 	fmt.Fprintf(&b, "\n\n_Run `%s`, turn %d._", strings.ReplaceAll(cleanLine(p.RunID), "`", "'"), p.Turn)
+	if n := len(p.Refused) + p.RefusedMore; n > 0 {
+		fmt.Fprintf(&b, "\n\n✋ Refused by the CLI: %d tool call%s (allow what the task needs with `allowed_tools`):", n, plural(n))
+		for _, c := range p.Refused {
+			call := truncate(cleanLine(c.Tool), 60)
+			if sum := truncate(cleanLine(c.Summary), 100); sum != "" {
+				call += ": " + sum
+			}
+			fmt.Fprintf(&b, "\n- `%s` (turn %d)", strings.ReplaceAll(call, "`", "'"), c.Turn)
+		}
+		if p.RefusedMore > 0 {
+			fmt.Fprintf(&b, "\n- and %d more", p.RefusedMore)
+		}
+	}
 	if p.Final && strings.TrimSpace(p.Summary) != "" {
 		fmt.Fprintf(&b, "\n\n<details><summary>Summary</summary>\n\n%s\n\n</details>", truncate(clean(p.Summary), 4000))
 	}

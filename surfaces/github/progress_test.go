@@ -89,3 +89,49 @@ func TestProgressComment(t *testing.T) {
 		t.Fatalf("progress off: %v, %d comments", err, len(srv.Comments(repo, issue)))
 	}
 }
+
+// TestProgressCommentListsRefusedCalls: the final status comment lists the
+// tool calls the CLI refused, the model's text escaped, and counts those
+// over the cap.
+func TestProgressCommentListsRefusedCalls(t *testing.T) {
+	t.Parallel()
+	srv := githubtest.NewServer(t)
+	const repo = "acme/app"
+	issue := srv.CreateIssue(repo, "Tasks")
+	s, err := New(Config{
+		ClientConfig:  ClientConfig{BaseURL: srv.URL() + "/", Token: "t"},
+		SurfaceConfig: SurfaceConfig{Repo: repo, Issue: issue, Progress: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	p := surfaces.RunProgress{RunID: "r1", Title: "Add a login", Step: "done", Turn: 2, Final: true, Summary: "All done.",
+		Refused: []surfaces.RefusedCall{
+			{Turn: 1, Tool: "Bash", Summary: "touch made_by_tool.txt"},
+			{Turn: 2, Tool: "Bash", Summary: "echo `id` @everyone <!-- x -->"},
+		},
+		RefusedMore: 3}
+	if err := s.Progress(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	var body string
+	for _, c := range srv.Comments(repo, issue) {
+		if strings.Contains(c.Body, "orchestrator:progress run=r1") {
+			body = c.Body
+		}
+	}
+	for _, want := range []string{
+		"✋ Refused by the CLI: 5 tool calls",
+		"- `Bash: touch made_by_tool.txt` (turn 1)",
+		"- `Bash: echo 'id' @\u200beveryone",
+		"- and 3 more",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("status comment lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "@everyone") || strings.Contains(body, "<!-- x") {
+		t.Errorf("model text not cleaned:\n%s", body)
+	}
+}
