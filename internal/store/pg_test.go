@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/orchestrator-dev/orchestrator/questions"
 )
 
 // The store's tests run against SQLite and against PostgreSQL: TestPostgres
@@ -60,7 +62,7 @@ func startPostgres() (stop func(), err error) {
 		pgTest.url = u
 		return nil, nil
 	}
-	bin, err := postgresBin()
+	bin, err := postgresBin(postgresBinGlob)
 	if err != nil {
 		return nil, err
 	}
@@ -110,9 +112,13 @@ func startPostgres() (stop func(), err error) {
 	}, nil
 }
 
-// postgresBin finds the newest Debian PostgreSQL server's binaries.
-func postgresBin() (string, error) {
-	found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+// postgresBinGlob is where Debian's postgresql package puts initdb.
+const postgresBinGlob = "/usr/lib/postgresql/*/bin/initdb"
+
+// postgresBin finds the newest Debian PostgreSQL server's binaries (glob
+// matches their initdb).
+func postgresBin(glob string) (string, error) {
+	found, _ := filepath.Glob(glob)
 	sort.Slice(found, func(i, j int) bool {
 		vi, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(found[i]))))
 		vj, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(found[j]))))
@@ -165,6 +171,7 @@ func pgURL(t testing.TB, dir string) string {
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
+	q.Set("application_name", schema) // finds this test's connections in pg_stat_activity
 	u.RawQuery = q.Encode()
 	if pgTest.dirs == nil {
 		pgTest.dirs = map[string]string{}
@@ -201,6 +208,7 @@ var pgTests = []struct {
 	{"TestPlaceholdersNumbered", TestPlaceholdersNumbered},
 	{"TestMigrateConcurrentlyOnAnEmptyDatabase", testMigrateConcurrentlyOnAnEmptyDatabase},
 	{"TestCostAndTimesKeepTheirPrecision", TestCostAndTimesKeepTheirPrecision},
+	{"TestNotifyWakesAnotherInstanceAndSurvivesALostListener", testNotifyWakesAnotherInstanceAndSurvivesALostListener},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.
@@ -210,6 +218,16 @@ func TestPostgres(t *testing.T) {
 	}
 	for _, tc := range pgTests {
 		t.Run(tc.name, tc.fn)
+	}
+}
+
+// TestPostgresBinMissingSaysHowToInstall: without the server's binaries
+// the tests fail with the command that installs them.
+func TestPostgresBinMissingSaysHowToInstall(t *testing.T) {
+	t.Parallel()
+	_, err := postgresBin(filepath.Join(t.TempDir(), "*", "bin", "initdb"))
+	if err == nil || !strings.Contains(err.Error(), "apt-get install -y postgresql") || !strings.Contains(err.Error(), EnvTestDatabaseURL) {
+		t.Fatalf("postgresBin: %v", err)
 	}
 }
 
@@ -332,6 +350,66 @@ func TestOpenDatabaseRefusesABadURL(t *testing.T) {
 	}
 	s.Close()
 	if _, err := os.Stat(filepath.Join(dir, FileName)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testNotifyWakesAnotherInstanceAndSurvivesALostListener (PostgreSQL): an
+// answer recorded by another store on the database wakes a waiter through
+// NOTIFY, with no slow poll; when the listening connection is lost, the
+// listener reconnects and looks again, so an answer given meanwhile still
+// wakes the waiter.
+func testNotifyWakesAnotherInstanceAndSurvivesALostListener(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	s := open(t, dir)
+	s.pollEvery = time.Hour // only a poke may wake the waiter
+	other := open(t, dir)
+	wait := func(set questions.Set) <-chan error {
+		got := make(chan error, 1)
+		go func() {
+			rec, err := s.WaitSet(ctx, set.ID)
+			if err == nil && rec.State != SetAnswered {
+				err = fmt.Errorf("state %s", rec.State)
+			}
+			got <- err
+		}()
+		// Past the poller's first look: from here only NOTIFY wakes it.
+		time.Sleep(300 * time.Millisecond)
+		return got
+	}
+	answer := func(set questions.Set) time.Time {
+		at := time.Now()
+		if _, err := other.RecordAnswer(ctx, questions.Response{SetID: set.ID, By: "cli", Surface: "cli",
+			Answers: []questions.Answer{{QuestionID: "qa", Labels: []string{"A"}}}}); err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+
+	set := newWaitingRun(t, s, "r1", "qa")
+	got := wait(set)
+	at := answer(set)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("woken %v after the answer", time.Since(at).Round(time.Microsecond))
+
+	set2 := newWaitingRun(t, s, "r2", "qa")
+	got = wait(set2)
+	u, _ := url.Parse(pgURL(t, dir))
+	var killed int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = ? AND query LIKE 'LISTEN%'`, u.Query().Get("application_name")).Scan(&killed); err != nil {
+		t.Fatal(err)
+	}
+	if killed != 1 {
+		t.Fatalf("terminated %d listening connections, want 1", killed)
+	}
+	answer(set2)
+	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
 }
