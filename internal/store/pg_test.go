@@ -25,7 +25,7 @@ import (
 // The store's tests run against SQLite and against PostgreSQL: TestPostgres
 // runs the tests of both as its subtests, whose open (store_test.go) opens
 // a PostgreSQL store. The database is ORCHESTRATOR_TEST_DATABASE_URL when
-// set, else a throwaway cluster TestMain starts with Debian's server
+// set, else a throwaway cluster started with Debian's server
 // binaries (package postgresql). Each test directory gets a schema of its
 // own, so tests run in parallel and a second open of the same directory
 // sees the same data, as a second process would.
@@ -35,23 +35,38 @@ import (
 const EnvTestDatabaseURL = "ORCHESTRATOR_TEST_DATABASE_URL"
 
 var pgTest struct {
-	url   string // the database; "" when none could be had
-	err   string // why not
+	start sync.Once // the first test that needs the database starts it
+	stop  func()    // TestMain stops it
+	url   string    // the database; "" when none could be had
+	err   string    // why not
 	mu    sync.Mutex
 	dirs  map[string]string // test directory → its schema's URL
 	count atomic.Int64
 }
 
+// TestMain stops the cluster the tests started, one per test binary.
 func TestMain(m *testing.M) {
-	stop, err := startPostgres()
-	if err != nil {
-		pgTest.err = err.Error()
-	}
 	code := m.Run()
-	if stop != nil {
-		stop()
+	if pgTest.stop != nil {
+		pgTest.stop()
 	}
 	os.Exit(code)
+}
+
+// needPostgres starts the database on first use; t fails when there is
+// none.
+func needPostgres(t testing.TB) {
+	t.Helper()
+	pgTest.start.Do(func() {
+		stop, err := startPostgres()
+		pgTest.stop = stop
+		if err != nil {
+			pgTest.err = err.Error()
+		}
+	})
+	if pgTest.url == "" {
+		t.Fatalf("no PostgreSQL for the store's tests: %s", pgTest.err)
+	}
 }
 
 // startPostgres sets pgTest.url: ORCHESTRATOR_TEST_DATABASE_URL, or a
@@ -140,9 +155,7 @@ func onPostgres(t testing.TB) bool { return strings.HasPrefix(t.Name(), "TestPos
 // schema on first use. The test fails when there is no database.
 func pgURL(t testing.TB, dir string) string {
 	t.Helper()
-	if pgTest.url == "" {
-		t.Fatalf("no PostgreSQL for the store's tests: %s", pgTest.err)
-	}
+	needPostgres(t)
 	pgTest.mu.Lock()
 	defer pgTest.mu.Unlock()
 	if u, ok := pgTest.dirs[dir]; ok {
@@ -213,9 +226,7 @@ var pgTests = []struct {
 
 // TestPostgres runs the store's tests on PostgreSQL.
 func TestPostgres(t *testing.T) {
-	if pgTest.url == "" {
-		t.Fatalf("no PostgreSQL for the store's tests: %s", pgTest.err)
-	}
+	needPostgres(t)
 	for _, tc := range pgTests {
 		t.Run(tc.name, tc.fn)
 	}
