@@ -120,7 +120,7 @@ func TestE2EQuestionThenResume(t *testing.T) {
 		}
 	}
 	for _, needle := range []string{"Implement spec X", "OAuth2"} {
-		if ok, err := SessionTranscriptHas(x.home, o1.SessionID, needle); !ok || err != nil {
+		if ok, err := e.SessionTranscriptHas(o1.SessionID, needle); !ok || err != nil {
 			t.Errorf("session file lacks %q: %v", needle, err)
 		}
 	}
@@ -234,7 +234,7 @@ func TestE2ECancelMidTurnThenResume(t *testing.T) {
 	// the request arrives).
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		has, err := SessionTranscriptHas(x.home, sid, "slow-marker")
+		has, err := e.SessionTranscriptHas(sid, "slow-marker")
 		if has {
 			break
 		}

@@ -636,28 +636,32 @@ func TestSessionTranscriptHas(t *testing.T) {
 	os.MkdirAll(dir, 0o700)
 	line := `{"type":"user","message":{"role":"user","content":"OAuth2 \"quoted\"\nsecond line"},"sessionId":"s1"}` + "\n"
 	os.WriteFile(filepath.Join(dir, "s1.jsonl"), []byte(strings.Repeat(`{"pad":"`+strings.Repeat("z", 1000)+`"}`+"\n", 600)+line), 0o600)
+	e, _ := New(Config{BaseEnv: []string{}, Env: map[string]string{"HOME": home}})
 	for needle, want := range map[string]bool{"OAuth2": true, "OAuth2 \"quoted\"\nsecond line": true, "JWT": false} {
-		got, err := SessionTranscriptHas(home, "s1", needle)
+		got, err := e.SessionTranscriptHas("s1", needle)
 		if err != nil || got != want {
 			t.Errorf("SessionTranscriptHas(%q) = %v, %v", needle, got, err)
 		}
 	}
-	if _, err := SessionTranscriptHas(home, "nope", "x"); !errors.Is(err, ErrSessionFileNotFound) {
+	if _, err := e.SessionTranscriptHas("nope", "x"); !errors.Is(err, ErrSessionFileNotFound) {
 		t.Errorf("missing session: %v", err)
 	}
-	if _, err := SessionTranscriptHas(home, "../x", "x"); err == nil {
+	if _, err := e.SessionTranscriptHas("../x", "x"); err == nil {
 		t.Error("path in session id accepted")
 	}
-	e, _ := New(Config{BaseEnv: []string{}, Env: map[string]string{"HOME": home}})
-	if ok, err := e.SessionTranscriptHas("s1", "OAuth2"); !ok || err != nil {
-		t.Errorf("executor lookup: %v %v", ok, err)
+	cfgDir := t.TempDir()
+	os.MkdirAll(filepath.Join(cfgDir, "projects", "p"), 0o700)
+	os.WriteFile(filepath.Join(cfgDir, "projects", "p", "s2.jsonl"), []byte(line), 0o600)
+	e2, _ := New(Config{BaseEnv: []string{}, Env: map[string]string{"HOME": home, "CLAUDE_CONFIG_DIR": cfgDir}})
+	if ok, err := e2.SessionTranscriptHas("s2", "OAuth2"); !ok || err != nil {
+		t.Errorf("lookup under CLAUDE_CONFIG_DIR: %v %v", ok, err)
 	}
 }
 
 // TestArgsAreRealFlags checks every flag the command builder can emit
 // against the real CLI's --help (recorded in the fixtures), so a renamed flag
 // is caught here rather than at 2 a.m. Two flags work but are not listed
-// there (CLAUDE-CLI.md): --max-turns and --permission-prompt-tool.
+// there (docs/claude-cli.md): --max-turns and --permission-prompt-tool.
 func TestArgsAreRealFlags(t *testing.T) {
 	t.Parallel()
 	help, err := os.ReadFile(filepath.Join(fixtureDir(), "claude-help.txt"))

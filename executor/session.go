@@ -51,18 +51,13 @@ func SessionFile(configDir, sessionID string) (string, error) {
 }
 
 // SessionTranscriptHas reports whether the CLI's own session file for
-// sessionID (under home/.claude) contains needle, as written or in its JSON
-// string encoding (the file stores the prompt JSON-escaped). The run loop
-// uses it after a crash to learn whether a resume prompt already reached
-// the session. A missing file is an error wrapping ErrSessionFileNotFound.
-// The file is streamed: memory does not grow with it.
-func SessionTranscriptHas(home, sessionID, needle string) (bool, error) {
-	return sessionHas(filepath.Join(home, ".claude"), sessionID, needle)
-}
-
-// SessionTranscriptHas is the package function with the child's config
-// dir: $CLAUDE_CONFIG_DIR or $HOME/.claude, from Config.Env or else the
-// inherited environment.
+// sessionID, in the child's config dir ($CLAUDE_CONFIG_DIR or
+// $HOME/.claude, from Config.Env or else the inherited environment),
+// contains needle, as written or in its JSON string encoding (the file
+// stores the prompt JSON-escaped). The run loop uses it after a crash to
+// learn whether a resume prompt already reached the session. A missing file
+// is an error wrapping ErrSessionFileNotFound. The file is streamed: memory
+// does not grow with it.
 func (e *Executor) SessionTranscriptHas(sessionID, needle string) (bool, error) {
 	return sessionHas(e.ConfigDir(), sessionID, needle)
 }

@@ -73,19 +73,6 @@ func BenchmarkDetectDenseMarkers(b *testing.B) {
 	b.ReportMetric(float64(n), "markers")
 }
 
-func BenchmarkStreamDetector(b *testing.B) {
-	text := assistantText(benchSize, 500)
-	b.SetBytes(int64(len(text)))
-	b.ResetTimer()
-	for b.Loop() {
-		d := newStreamDetector()
-		for i := 0; i < len(text); i += 64 { // partial-message deltas
-			d.Write(text[i:min(i+64, len(text))])
-		}
-		d.Close()
-	}
-}
-
 func TestBenchTextShape(t *testing.T) {
 	t.Parallel()
 	text := assistantText(200<<10, 50)

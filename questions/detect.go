@@ -69,7 +69,7 @@ func (e *MarkerError) Error() string {
 // HTML blocks are not recognised.
 func Detect(text string) []Marker {
 	var s scanner
-	s.scan(text, true)
+	s.scan(text)
 	return s.markers
 }
 
@@ -93,11 +93,7 @@ func stripMarkers(text string, ms []Marker) string {
 	return strings.TrimRight(b.String(), " \t\r\n")
 }
 
-// scanner is the detector's state. Detect runs it once with final set; run
-// after every chunk of a text with final unset (the tests do), the scanner
-// then stops, without deciding, at anything the bytes not yet seen could
-// change, and resumes there next time. Its decisions depend only on the bytes
-// before the point where it stops, so both find the same markers.
+// scanner is the detector's state while Detect runs over one text.
 type scanner struct {
 	next int // where the search for the next "<!--" resumes
 
@@ -122,56 +118,30 @@ func (s *scanner) init() {
 	}
 }
 
-// scan advances over text; it returns when text is exhausted or (final
-// unset) when a decision needs bytes not yet seen.
-func (s *scanner) scan(text string, final bool) {
+// scan finds the markers of text.
+func (s *scanner) scan(text string) {
 	s.init()
 	for {
 		i := strings.Index(text[s.next:], "<!--")
 		if i < 0 {
-			if final {
-				s.next = len(text)
-			} else {
-				s.next = max(s.next, len(text)-3)
-			}
+			s.next = len(text)
 			return
 		}
 		c := s.next + i
-		jsonStart, st := matchPrefix(text, c, final)
-		if st == pending {
-			s.next = c
-			return
-		}
-		if st == no {
+		jsonStart, ok := matchPrefix(text, c)
+		if !ok {
 			s.next = c + 1
 			continue
 		}
-		inCode, st := s.advance(text, c, final)
-		if st == pending {
-			s.next = c
-			return
-		}
-		if inCode {
+		if s.advance(text, c) {
 			s.next = max(c+1, s.tpos)
 			continue
 		}
-		m, ok := parseBlock(text, c, jsonStart, final)
-		if !ok {
-			s.next = c
-			return
-		}
+		m := parseBlock(text, c, jsonStart)
 		s.markers = append(s.markers, m)
 		s.next, s.tpos, s.lineStart = m.End, m.End, false
 	}
 }
-
-type state int
-
-const (
-	no state = iota
-	yes
-	pending
-)
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
@@ -185,65 +155,39 @@ func skipSpace(text string, i int) int {
 
 // matchPrefix checks whether the "<!--" at c starts a QUESTION block (see
 // Marker) and returns the offset of its "{".
-func matchPrefix(text string, c int, final bool) (int, state) {
+func matchPrefix(text string, c int) (int, bool) {
 	i := skipSpace(text, c+4)
 	const kw = "QUESTION"
-	rest := text[i:]
-	if len(rest) < len(kw) {
-		if !final && strings.HasPrefix(kw, rest) {
-			return 0, pending
-		}
-		return 0, no
-	}
-	if rest[:len(kw)] != kw {
-		return 0, no
+	if !strings.HasPrefix(text[i:], kw) {
+		return 0, false
 	}
 	i = skipSpace(text, i+len(kw))
-	if i == len(text) {
-		return 0, pendingUnless(final)
-	}
-	if text[i] != ':' {
-		return 0, no
+	if i == len(text) || text[i] != ':' {
+		return 0, false
 	}
 	i = skipSpace(text, i+1)
-	if i == len(text) {
-		return 0, pendingUnless(final)
-	}
-	if text[i] != '{' {
-		return 0, no
+	if i == len(text) || text[i] != '{' {
+		return 0, false
 	}
 	brace := i
 	i = skipSpace(text, i+1)
-	if i == len(text) {
-		return 0, pendingUnless(final)
+	if i == len(text) || (text[i] != '"' && text[i] != '}') {
+		return 0, false
 	}
-	if text[i] != '"' && text[i] != '}' {
-		return 0, no
-	}
-	return brace, yes
-}
-
-func pendingUnless(final bool) state {
-	if final {
-		return no
-	}
-	return pending
+	return brace, true
 }
 
 // parseBlock reads the block whose "<!--" is at c and whose JSON object
-// starts at js. ok is false when more text is needed.
-func parseBlock(text string, c, js int, final bool) (m Marker, ok bool) {
+// starts at js.
+func parseBlock(text string, c, js int) (m Marker) {
 	m.Start = c
-	fail := func(end, at int, field, reason string) (Marker, bool) {
+	fail := func(end, at int, field, reason string) Marker {
 		m.End = end
 		m.Err = &MarkerError{Offset: c, At: at, Field: field, Reason: reason}
-		return m, true
+		return m
 	}
-	je, st := jsonEnd(text, js)
-	if st == pending {
-		if !final {
-			return m, false
-		}
+	je, closed := jsonEnd(text, js)
+	if !closed {
 		end := len(text)
 		if k := strings.Index(text[js:], markerSuffix); k >= 0 {
 			end = js + k + len(markerSuffix)
@@ -253,13 +197,7 @@ func parseBlock(text string, c, js int, final bool) (m Marker, ok bool) {
 	p := skipSpace(text, je)
 	rest := text[p:]
 	if !strings.HasPrefix(rest, markerSuffix) {
-		if !final && strings.HasPrefix(markerSuffix, rest) {
-			return m, false
-		}
 		k := strings.Index(rest, markerSuffix)
-		if k < 0 && !final {
-			return m, false
-		}
 		end := je
 		if k >= 0 {
 			end = p + k + len(markerSuffix)
@@ -293,13 +231,13 @@ func parseBlock(text string, c, js int, final bool) (m Marker, ok bool) {
 		return fail(m.End, c, "", err.Error())
 	}
 	m.Questions = qs
-	return m, true
+	return m
 }
 
 // jsonEnd finds the end of the JSON object starting at text[js] == '{' by
-// matching braces and brackets outside strings. It returns pending when the
+// matching braces and brackets outside strings. closed is false when the
 // text ends first. It does not check the syntax otherwise.
-func jsonEnd(text string, js int) (int, state) {
+func jsonEnd(text string, js int) (end int, closed bool) {
 	depth := 0
 	for i := js; i < len(text); i++ {
 		switch text[i] {
@@ -308,7 +246,7 @@ func jsonEnd(text string, js int) (int, state) {
 		case '}', ']':
 			depth--
 			if depth == 0 {
-				return i + 1, yes
+				return i + 1, true
 			}
 		case '"':
 			for i++; i < len(text); i++ {
@@ -320,24 +258,20 @@ func jsonEnd(text string, js int) (int, state) {
 			}
 		}
 	}
-	return 0, pending
+	return 0, false
 }
 
 // advance moves the code tracker up to limit (the offset of a candidate
 // "<!--") and reports whether limit is inside code. The tracker may move past
 // limit, but only over code, so candidates before s.tpos are code as well.
-func (s *scanner) advance(text string, limit int, final bool) (bool, state) {
+func (s *scanner) advance(text string, limit int) bool {
 	for {
 		if s.tpos > limit {
-			return true, yes
+			return true
 		}
 		if s.fenceCh != 0 {
 			if s.lineStart {
-				end, st := s.closingFence(text, final)
-				switch st {
-				case pending:
-					return false, pending
-				case yes:
+				if end, ok := s.closingFence(text); ok {
 					s.fenceCh, s.tpos, s.lineStart = 0, end, true
 					continue
 				}
@@ -346,7 +280,7 @@ func (s *scanner) advance(text string, limit int, final bool) (bool, state) {
 			nl := strings.IndexByte(text[s.tpos:], '\n')
 			if nl < 0 {
 				s.tpos = len(text)
-				return true, yes // limit is on this line, inside the block
+				return true // limit is on this line, inside the block
 			}
 			s.tpos += nl + 1
 			s.lineStart = true
@@ -355,13 +289,9 @@ func (s *scanner) advance(text string, limit int, final bool) (bool, state) {
 		if s.lineStart {
 			if s.tpos == limit { // a line starting with "<!--" opens no fence
 				s.lineStart = false
-				return false, yes
+				return false
 			}
-			end, st := s.openingFence(text, final)
-			switch st {
-			case pending:
-				return false, pending
-			case yes:
+			if end, ok := s.openingFence(text); ok {
 				s.tpos, s.lineStart = end, true
 				continue
 			}
@@ -378,13 +308,9 @@ func (s *scanner) advance(text string, limit int, final bool) (bool, state) {
 			for k < len(text) && text[k] == '`' {
 				k++
 			}
-			end, st := s.closeSpan(text, k, k-j, final)
-			switch st {
-			case pending:
-				return false, pending
-			case yes:
+			if end, ok := s.closeSpan(text, k, k-j); ok {
 				s.tpos = end
-			default:
+			} else {
 				s.tpos = k
 			}
 			continue
@@ -395,7 +321,7 @@ func (s *scanner) advance(text string, limit int, final bool) (bool, state) {
 			continue
 		}
 		s.tpos = limit
-		return false, yes
+		return false
 	}
 }
 
@@ -407,26 +333,23 @@ func linePrefix(text string, i int) int {
 	return i
 }
 
-// openingFence checks the line at s.tpos; on yes it records the fence and
+// openingFence checks the line at s.tpos; on ok it records the fence and
 // returns the start of the next line (or the end of the text).
-func (s *scanner) openingFence(text string, final bool) (int, state) {
+func (s *scanner) openingFence(text string) (int, bool) {
 	i := linePrefix(text, s.tpos)
 	if i == len(text) {
-		return 0, pendingUnless(final)
+		return 0, false
 	}
 	ch := text[i]
 	if ch != '`' && ch != '~' {
-		return 0, no
+		return 0, false
 	}
 	j := i
 	for j < len(text) && text[j] == ch {
 		j++
 	}
-	if j == len(text) && !final {
-		return 0, pending
-	}
 	if j-i < 3 {
-		return 0, no
+		return 0, false
 	}
 	nl := strings.IndexByte(text[j:], '\n')
 	lineEnd := len(text)
@@ -434,70 +357,55 @@ func (s *scanner) openingFence(text string, final bool) (int, state) {
 		lineEnd = j + nl
 	}
 	if ch == '`' && strings.IndexByte(text[j:lineEnd], '`') >= 0 {
-		return 0, no
-	}
-	if nl < 0 && !final && ch == '`' {
-		return 0, pending // a '`' later on the line would make it no fence
+		return 0, false
 	}
 	s.fenceCh, s.fenceLen = ch, j-i
 	if nl < 0 {
-		return len(text), yes
+		return len(text), true
 	}
-	return lineEnd + 1, yes
+	return lineEnd + 1, true
 }
 
 // closingFence checks whether the line at s.tpos closes the open fence and
 // returns the start of the next line.
-func (s *scanner) closingFence(text string, final bool) (int, state) {
+func (s *scanner) closingFence(text string) (int, bool) {
 	i := linePrefix(text, s.tpos)
-	if i == len(text) {
-		return 0, pendingUnless(final)
-	}
-	if text[i] != s.fenceCh {
-		return 0, no
+	if i == len(text) || text[i] != s.fenceCh {
+		return 0, false
 	}
 	j := i
 	for j < len(text) && text[j] == s.fenceCh {
 		j++
 	}
 	if j-i < s.fenceLen {
-		if j == len(text) {
-			return 0, pendingUnless(final)
-		}
-		return 0, no
+		return 0, false
 	}
 	for j < len(text) && (text[j] == ' ' || text[j] == '\t' || text[j] == '\r') {
 		j++
 	}
 	if j == len(text) {
-		if final {
-			return j, yes
-		}
-		return 0, pending
+		return j, true
 	}
 	if text[j] != '\n' {
-		return 0, no
+		return 0, false
 	}
-	return j + 1, yes
+	return j + 1, true
 }
 
 // closeSpan looks, from k on the same line, for a backtick run of exactly n
-// closing an inline code span opened by a run of n ending at k. On yes it
+// closing an inline code span opened by a run of n ending at k. On ok it
 // returns the end of the closing run.
-func (s *scanner) closeSpan(text string, k, n int, final bool) (int, state) {
-	nl := strings.IndexByte(text[k:], '\n')
-	lineEnd, complete := len(text), final
-	if nl >= 0 {
-		lineEnd, complete = k+nl, true
+func (s *scanner) closeSpan(text string, k, n int) (int, bool) {
+	lineEnd := len(text)
+	if nl := strings.IndexByte(text[k:], '\n'); nl >= 0 {
+		lineEnd = k + nl
 	}
-	if complete {
-		if s.noLine != lineEnd {
-			clear(s.noCloser)
-			s.noLine = lineEnd
-		}
-		if q, ok := s.noCloser[n]; ok && q <= k {
-			return 0, no
-		}
+	if s.noLine != lineEnd {
+		clear(s.noCloser)
+		s.noLine = lineEnd
+	}
+	if q, ok := s.noCloser[n]; ok && q <= k {
+		return 0, false
 	}
 	for p := k; p < lineEnd; {
 		b := strings.IndexByte(text[p:lineEnd], '`')
@@ -509,19 +417,13 @@ func (s *scanner) closeSpan(text string, k, n int, final bool) (int, state) {
 		for r < len(text) && text[r] == '`' {
 			r++
 		}
-		if r == len(text) && !final {
-			return 0, pending
-		}
 		if r-q == n {
-			return r, yes
+			return r, true
 		}
 		p = r
-	}
-	if !complete {
-		return 0, pending
 	}
 	if q, ok := s.noCloser[n]; !ok || k < q {
 		s.noCloser[n] = k
 	}
-	return 0, no
+	return 0, false
 }

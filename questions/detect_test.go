@@ -1,7 +1,9 @@
 package questions
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strconv"
@@ -307,4 +309,21 @@ func TestOversizeSetIsAnInvalidBlock(t *testing.T) {
 	if ms := Detect(`<!--QUESTION:{"questions":[{"question":"` + ok + `"}]}-->`); len(ms) != 1 || ms[0].Err != nil {
 		t.Errorf("a set just under the cap is valid: %+v", ms[0].Err)
 	}
+}
+
+// EncodeMarker (tests only) renders questions as a marker the detector
+// reads back:
+// `<!--QUESTION:{"questions":[…]}-->`. encoding/json escapes '<' and '>', so
+// no text inside can end the block early.
+func EncodeMarker(qs []Question) string {
+	if qs == nil {
+		qs = []Question{}
+	}
+	b, err := json.Marshal(struct {
+		Questions []Question `json:"questions"`
+	}{qs})
+	if err != nil { // cannot happen: only strings and bools
+		panic(fmt.Sprintf("questions: encode marker: %v", err))
+	}
+	return markerPrefix + string(b) + markerSuffix
 }

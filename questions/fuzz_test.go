@@ -6,8 +6,31 @@ import (
 	"testing"
 )
 
+// seedTexts are the fuzzers' seeds: blocks next to code spans, fences,
+// broken JSON and cut-off openers.
+var seedTexts = []string{
+	"I need a decision.\n<!--QUESTION:" + authJSON + "-->",
+	"a <!--QUESTION:{\"question\":\"1?\"}--> b `c` <!--QUESTION:{\"question\":\"2 --> `x`?\"}-->",
+	"```\n<!--QUESTION:{\"question\":\"no\"}-->\n```\n<!--QUESTION:{\"question\":\"yes\"}-->\n",
+	"a `b <!--QUESTION:{\"question\":\"code\"}--> c` d\n<!--QUESTION:{\"question\":\"yes\"}-->",
+	"a ` b <!--QUESTION:{\"question\":\"text\"}-->",
+	"<!--  QUESTION :\n{\n \"questions\":[{\"question\":\"x\"}]}\n-->tail",
+	"<!--QUESTION:{\"questions\":[{\"question\":\"q\",}]}--> then <!--QUESTION:{\"question\":\"ok\"}-->",
+	"<!--QUESTION:{\"question\":\"q\"} junk --> <!--QUESTION:{\"question\":\"ok\"}-->",
+	"<!--QUESTION:{\"question\":\"q\"",
+	"<!--QUESTION:{\"question\":\"q\"}",
+	"<!--QUESTION:{\"question\":\"q\"}--",
+	"<!--QUESTI",
+	"~~~ x\n<!--QUESTION:{\"question\":\"no\"}-->\n~~~\n",
+	"````\n```\n<!--QUESTION:{\"question\":\"no\"}-->\n````\n<!--QUESTION:{\"question\":\"yes\"}-->",
+	"``` a`b\n<!--QUESTION:{\"question\":\"yes\"}-->",
+	"```",
+	"x\n```",
+	"`` ` `` <!--QUESTION:{\"question\":\"yes\"}--> ``` ` ``",
+}
+
 func fuzzSeeds(f *testing.F) {
-	for _, s := range streamCorpus {
+	for _, s := range seedTexts {
 		f.Add(s, uint64(0x9e3779b97f4a7c15))
 	}
 	f.Add("`<!--QUESTION:{\"question\":\"x\"}-->`", uint64(3))
@@ -55,38 +78,6 @@ func FuzzDetect(f *testing.F) {
 		c := Clean(text)
 		if strings.Contains(c, "<!--") || len(Detect(c)) != 0 {
 			t.Fatalf("Clean(%q) = %q holds a block", text, c)
-		}
-	})
-}
-
-// FuzzStreamDetector: the streaming detector, fed the text in chunks chosen
-// by seed, reports exactly what Detect reports, never anything else early.
-func FuzzStreamDetector(f *testing.F) {
-	fuzzSeeds(f)
-	f.Fuzz(func(t *testing.T, text string, seed uint64) {
-		want := Detect(text)
-		d := newStreamDetector()
-		x := seed | 1
-		for i := 0; i < len(text); {
-			x ^= x << 13
-			x ^= x >> 7
-			x ^= x << 17
-			n := 1 + int(x%9)
-			if x&0x100 != 0 {
-				n = 1 + int(x%200)
-			}
-			j := min(len(text), i+n)
-			d.Write(text[i:j])
-			i = j
-			got := d.Markers()
-			if len(got) > len(want) || (len(got) > 0 && !reflect.DeepEqual(got, want[:len(got)])) {
-				t.Fatalf("after %d bytes: %+v, want a prefix of %+v", i, got, want)
-			}
-		}
-		d.Close()
-		got := d.Markers()
-		if len(got) != len(want) || (len(got) > 0 && !reflect.DeepEqual(got, want)) {
-			t.Fatalf("stream = %+v, want %+v", got, want)
 		}
 	})
 }

@@ -159,22 +159,6 @@ func idHash(runID string, turn, pos, salt int) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// EncodeMarker renders questions as a marker the detector reads back:
-// `<!--QUESTION:{"questions":[…]}-->`. encoding/json escapes '<' and '>', so
-// no text inside can end the block early.
-func EncodeMarker(qs []Question) string {
-	if qs == nil {
-		qs = []Question{}
-	}
-	b, err := json.Marshal(struct {
-		Questions []Question `json:"questions"`
-	}{qs})
-	if err != nil { // cannot happen: only strings and bools
-		panic(fmt.Sprintf("questions: encode marker: %v", err))
-	}
-	return markerPrefix + string(b) + markerSuffix
-}
-
 // FromAskUserQuestion converts the input of Claude Code's AskUserQuestion tool
 // ({"questions":[…]}, the marker's schema; other fields such as "answers" are
 // ignored) to questions, validated like a marker's.

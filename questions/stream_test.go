@@ -5,120 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 )
-
-// streamCorpus is text the streaming detector must agree on with Detect.
-var streamCorpus = []string{
-	"I need a decision.\n<!--QUESTION:" + authJSON + "-->",
-	"a <!--QUESTION:{\"question\":\"1?\"}--> b `c` <!--QUESTION:{\"question\":\"2 --> `x`?\"}-->",
-	"```\n<!--QUESTION:{\"question\":\"no\"}-->\n```\n<!--QUESTION:{\"question\":\"yes\"}-->\n",
-	"a `b <!--QUESTION:{\"question\":\"code\"}--> c` d\n<!--QUESTION:{\"question\":\"yes\"}-->",
-	"a ` b <!--QUESTION:{\"question\":\"text\"}-->",
-	"<!--  QUESTION :\n{\n \"questions\":[{\"question\":\"x\"}]}\n-->tail",
-	"<!--QUESTION:{\"questions\":[{\"question\":\"q\",}]}--> then <!--QUESTION:{\"question\":\"ok\"}-->",
-	"<!--QUESTION:{\"question\":\"q\"} junk --> <!--QUESTION:{\"question\":\"ok\"}-->",
-	"<!--QUESTION:{\"question\":\"q\"",
-	"<!--QUESTION:{\"question\":\"q\"}",
-	"<!--QUESTION:{\"question\":\"q\"}--",
-	"<!--QUESTI",
-	"~~~ x\n<!--QUESTION:{\"question\":\"no\"}-->\n~~~\n",
-	"````\n```\n<!--QUESTION:{\"question\":\"no\"}-->\n````\n<!--QUESTION:{\"question\":\"yes\"}-->",
-	"``` a`b\n<!--QUESTION:{\"question\":\"yes\"}-->",
-	"```",
-	"x\n```",
-	"`` ` `` <!--QUESTION:{\"question\":\"yes\"}--> ``` ` ``",
-}
-
-func checkStream(t *testing.T, text string, cuts []int) {
-	t.Helper()
-	want := Detect(text)
-	d := newStreamDetector()
-	prev := 0
-	for _, c := range cuts {
-		d.Write(text[prev:c])
-		// What is reported early must be what Detect reports.
-		got := d.Markers()
-		if len(got) > len(want) || (len(got) > 0 && !reflect.DeepEqual(got, want[:len(got)])) {
-			t.Fatalf("after %d bytes of %q (cuts %v): markers %+v, want a prefix of %+v", c, text, cuts, got, want)
-		}
-		prev = c
-	}
-	d.Write(text[prev:])
-	d.Close()
-	if got := d.Markers(); !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
-		t.Fatalf("stream of %q (cuts %v) = %+v, want %+v", text, cuts, got, want)
-	}
-	if d.Text() != text {
-		t.Fatalf("Text() = %q, want %q", d.Text(), text)
-	}
-}
-
-func TestStreamDetectorEveryByte(t *testing.T) {
-	t.Parallel()
-	for _, text := range streamCorpus {
-		// One byte at a time, and every single cut.
-		all := make([]int, 0, len(text))
-		for i := 1; i < len(text); i++ {
-			all = append(all, i)
-			checkStream(t, text, []int{i})
-		}
-		checkStream(t, text, all)
-	}
-}
-
-func TestStreamDetectorRandomChunks(t *testing.T) {
-	t.Parallel()
-	r := rand.New(rand.NewPCG(1, 2))
-	big := strings.Join(streamCorpus, "\n\n")
-	for range 200 {
-		var cuts []int
-		for i := 0; i < len(big); i += 1 + r.IntN(40) {
-			if i > 0 {
-				cuts = append(cuts, i)
-			}
-		}
-		checkStream(t, big, cuts)
-	}
-}
-
-func TestStreamDetectorReportsEarly(t *testing.T) {
-	t.Parallel()
-	d := newStreamDetector()
-	d.Write("Text.\n<!--QUESTION:{\"question\":\"q")
-	if len(d.Markers()) != 0 {
-		t.Fatal("a half block was reported")
-	}
-	d.Write("?\"}-->")
-	if ms := d.Markers(); len(ms) != 1 || ms[0].Questions[0].Text != "q?" {
-		t.Fatalf("a complete block at the end was not reported before Close: %+v", ms)
-	}
-	d.Close()
-	d.Write("<!--QUESTION:{\"question\":\"late\"}-->")
-	if len(d.Markers()) != 1 {
-		t.Fatal("Write after Close changed the markers")
-	}
-}
-
-func TestStreamDetectorLongPendingStaysLinear(t *testing.T) {
-	t.Parallel()
-	// A block that never closes, fed in tiny chunks: the backoff keeps the
-	// rescans bounded, and the result still equals Detect's.
-	text := "<!--QUESTION:{\"question\":\"" + strings.Repeat("a", 200<<10)
-	d := newStreamDetector()
-	for i := 0; i < len(text); i += 7 {
-		d.Write(text[i:min(i+7, len(text))])
-	}
-	d.Close()
-	if got, want := d.Markers(), Detect(text); !reflect.DeepEqual(got, want) {
-		t.Fatalf("got %+v, want %+v", got, want)
-	}
-}
 
 func TestTurnCollector(t *testing.T) {
 	t.Parallel()
@@ -281,29 +173,4 @@ func ExampleTurnCollector() {
 	qs, err := c.Questions()
 	fmt.Println(len(qs), qs[0].Options[1].Label, err, c.Text())
 	// Output: 1 JWT <nil> I need a decision.
-}
-
-// TestStreamDetectorGrammar builds texts from the pieces the detector cares
-// about (openers, JSON, backtick runs, fences, newlines) and checks random
-// chunkings against Detect.
-func TestStreamDetectorGrammar(t *testing.T) {
-	t.Parallel()
-	pieces := []string{
-		"<!--QUESTION:", "<!-- QUESTION :", "<!--", "QUESTION", ":", "{", "}", "{\"question\":\"q\"}",
-		"{\"question\":\"a`b\"}", "\"", "\\", "-->", "--", ">", "`", "``", "```", "~~~", "\n", "\n\n", " ", "x",
-		"> ", "   ", "[", "]", "{\"questions\":[]}", EncodeMarker([]Question{authQuestion}),
-	}
-	r := rand.New(rand.NewPCG(3, 5))
-	for range 3000 {
-		var b strings.Builder
-		for range 1 + r.IntN(25) {
-			b.WriteString(pieces[r.IntN(len(pieces))])
-		}
-		text := b.String()
-		var cuts []int
-		for i := 1 + r.IntN(4); i < len(text); i += 1 + r.IntN(6) {
-			cuts = append(cuts, i)
-		}
-		checkStream(t, text, cuts)
-	}
 }

@@ -52,3 +52,34 @@ func (s *Scheduler) Next(specName string) time.Time {
 	}
 	return j.sched.Next(s.now())
 }
+
+// Entry is a spec as the scheduler sees it, for tests.
+type Entry struct {
+	Spec     string
+	Schedule string
+	// Next is the next scheduled time; zero for a spec run only by hand.
+	Next time.Time
+	// Prev is when the last run started (seen by this scheduler, or
+	// LastRun); zero when unknown.
+	Prev time.Time
+	// Running reports a run started by this scheduler that has not returned.
+	Running bool
+}
+
+// Entries returns every spec of the scheduler, in the order given to
+// NewScheduler.
+func (s *Scheduler) Entries() []Entry {
+	now := s.now()
+	out := make([]Entry, 0, len(s.order))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, name := range s.order {
+		j := s.jobs[name]
+		e := Entry{Spec: name, Schedule: j.spec.Schedule, Prev: j.prev, Running: j.running}
+		if j.sched != nil {
+			e.Next = j.sched.Next(now)
+		}
+		out = append(out, e)
+	}
+	return out
+}

@@ -45,8 +45,8 @@ type SchedulerOptions struct {
 	// without the scheduler's lock held.
 	Busy func(specName string) bool
 	// LastRun returns when a run of the spec last started, as persisted
-	// by MarkRun. Optional; called by NewScheduler (for Entries) and by
-	// Start (for catch-up).
+	// by MarkRun. Optional; called by NewScheduler and by Start (for
+	// catch-up).
 	LastRun func(specName string) (time.Time, bool)
 	// MarkRun is called when a run starts (from a tick, catch-up or
 	// by hand in tests), to persist the time for LastRun. Optional.
@@ -56,22 +56,9 @@ type SchedulerOptions struct {
 	// Location is where schedules without CRON_TZ=/TZ= are read; default
 	// time.Local.
 	Location *time.Location
-	// Now is the clock for catch-up, MarkRun, Next and Entries (tests);
+	// Now is the clock for catch-up and MarkRun (and tests);
 	// default time.Now. The ticks themselves follow the real clock.
 	Now func() time.Time
-}
-
-// Entry is a spec as the scheduler sees it, for status.
-type Entry struct {
-	Spec     string
-	Schedule string
-	// Next is the next scheduled time; zero for a spec run only by hand.
-	Next time.Time
-	// Prev is when the last run started (seen by this scheduler, or
-	// LastRun); zero when unknown.
-	Prev time.Time
-	// Running reports a run started by this scheduler that has not returned.
-	Running bool
 }
 
 // Scheduler runs specs on their schedules with robfig/cron, at most one run
@@ -287,6 +274,13 @@ func (s *Scheduler) Set(list []Spec) error {
 	return errs.Err()
 }
 
+// Len is the number of specs scheduled.
+func (s *Scheduler) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.jobs)
+}
+
 // Start starts scheduling; ticks run with ctx, and when ctx ends the
 // scheduler stops as by Stop. With CatchUpOnce, the specs that missed a tick
 // start right away. Start after Start or Stop does nothing.
@@ -376,24 +370,6 @@ func (s *Scheduler) Stop() context.Context {
 		cancel()
 	}()
 	return done
-}
-
-// Entries returns every spec of the scheduler, in the order given to
-// NewScheduler.
-func (s *Scheduler) Entries() []Entry {
-	now := s.now()
-	out := make([]Entry, 0, len(s.order))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, name := range s.order {
-		j := s.jobs[name]
-		e := Entry{Spec: name, Schedule: j.spec.Schedule, Prev: j.prev, Running: j.running}
-		if j.sched != nil {
-			e.Next = j.sched.Next(now)
-		}
-		out = append(out, e)
-	}
-	return out
 }
 
 func (s *Scheduler) now() time.Time { return s.opts.Now().In(s.loc) }

@@ -106,6 +106,25 @@ type ResumeNotifier interface {
 	Resumed(ctx context.Context, set questions.Set) error
 }
 
+// Closer is implemented by surfaces that can show a question set closed
+// without an answer (its run was cancelled, or it timed out), so that nobody
+// answers a dead question. reason is short and says why ("cancelled by
+// alice", "timed out: no answer within 4m0s"). The run loop calls it once,
+// on every surface the set was asked on; it is idempotent.
+type Closer interface {
+	CloseSet(ctx context.Context, set questions.Set, reason string) error
+}
+
+// RunEnder is implemented by surfaces that keep something per run and tidy
+// it when the run ends for good (GitHub closes the run's own issue with a
+// final comment). The run loop calls it once a drive finds the run done,
+// failed or cancelled; it is idempotent. p is the run's final progress
+// (p.Final is set; p.Step is the run's status, p.Summary the final text or
+// the error: model output, surfaces clean it).
+type RunEnder interface {
+	RunEnded(ctx context.Context, p RunProgress) error
+}
+
 // ProgressReporter is implemented by surfaces that show how a run is going
 // (GitHub's sticky status comment). The run loop calls Progress as the run
 // advances, from one goroutine per run and never for two runs' progress in

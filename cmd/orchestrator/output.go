@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
+	"github.com/orchestrator-dev/orchestrator/internal/output"
 	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
@@ -82,128 +83,24 @@ type jsonEvent struct {
 	Error    string    `json:"error,omitempty"`
 }
 
-// jsonRun is a run. Its prompt and options (agent.env) are left out.
-type jsonRun struct {
-	ID        string    `json:"id"`
-	Spec      string    `json:"spec,omitempty"`
-	Title     string    `json:"title"`
-	Status    string    `json:"status"`
-	WorkDir   string    `json:"workdir"`
-	Surfaces  []string  `json:"surfaces"`
-	SessionID string    `json:"session_id,omitempty"`
-	CostUSD   float64   `json:"cost_usd"`
-	Error     string    `json:"error,omitempty"`
-	FinalText string    `json:"final_text,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
-}
+// A run and a question set have one shape wherever they are printed, here
+// and in the web inbox's API: internal/output.
+type (
+	jsonRun      = output.Run
+	jsonSet      = output.Set
+	jsonSetTool  = output.SetTool
+	jsonQuestion = output.Question
+	jsonOption   = output.Option
+	jsonResponse = output.Response
+	jsonAnswer   = output.Answer
+)
 
-func newJSONRun(r store.Run) jsonRun {
-	return jsonRun{ID: r.ID, Spec: r.Spec, Title: questions.Printable(r.Title), Status: string(r.Status), WorkDir: r.WorkDir,
-		Surfaces: nonNil(r.Surfaces), SessionID: r.SessionID, CostUSD: usd(r.CostUSD), Error: questions.Printable(r.Error),
-		FinalText: questions.Printable(r.FinalText), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
-}
-
-// jsonSet is a question set: the questions of one turn, where they were
-// asked, and the answers given so far.
-type jsonSet struct {
-	ID    string `json:"id"`
-	RunID string `json:"run_id"`
-	Turn  int    `json:"turn"`
-	// Kind is how the model asked: marker, ask_tool or approval.
-	Kind string `json:"kind"`
-	// Tool is the tool call an ask_tool or approval set is about.
-	Tool      *jsonSetTool   `json:"tool,omitempty"`
-	State     string         `json:"state,omitempty"`
-	Surfaces  []string       `json:"surfaces,omitempty"`
-	Questions []jsonQuestion `json:"questions"`
-	Response  *jsonResponse  `json:"response,omitempty"`
-	CreatedAt *time.Time     `json:"created_at,omitempty"`
-}
-
-type jsonSetTool struct {
-	ToolUseID   string          `json:"tool_use_id"`
-	Name        string          `json:"name"`
-	Input       json.RawMessage `json:"input,omitempty"`
-	Description string          `json:"description,omitempty"`
-}
-
-type jsonQuestion struct {
-	ID          string       `json:"id,omitempty"` // none in inspect: a transcript has no run
-	Header      string       `json:"header,omitempty"`
-	Text        string       `json:"question"`
-	Options     []jsonOption `json:"options,omitempty"`
-	MultiSelect bool         `json:"multi_select,omitempty"`
-	FreeText    bool         `json:"free_text,omitempty"`
-	Answered    bool         `json:"answered"`
-}
-
-type jsonOption struct {
-	Label       string `json:"label"`
-	Description string `json:"description,omitempty"`
-}
-
-type jsonResponse struct {
-	By      string       `json:"by"`
-	Surface string       `json:"surface"`
-	At      time.Time    `json:"at"`
-	Answers []jsonAnswer `json:"answers"`
-}
-
-type jsonAnswer struct {
-	QuestionID string   `json:"question_id"`
-	Labels     []string `json:"labels,omitempty"`
-	Text       string   `json:"text,omitempty"`
-}
-
-func newJSONQuestion(q questions.Question) jsonQuestion {
-	out := jsonQuestion{ID: q.ID, Header: questions.Printable(q.Header), Text: questions.Printable(q.Text),
-		MultiSelect: q.MultiSelect, FreeText: q.FreeText}
-	for _, o := range q.Options {
-		out.Options = append(out.Options, jsonOption{Label: questions.Printable(o.Label), Description: questions.Printable(o.Description)})
-	}
-	return out
-}
-
-// newJSONSet shapes a set; resp may be nil (nothing answered yet).
-func newJSONSet(set questions.Set, resp *questions.Response) jsonSet {
-	out := jsonSet{ID: set.ID, RunID: set.RunID, Turn: set.Turn, Kind: questions.KindOf(set), Questions: []jsonQuestion{}}
-	if c := set.Tool; c != nil {
-		out.Tool = &jsonSetTool{ToolUseID: c.ToolUseID, Name: questions.Printable(c.Tool), Description: questions.Printable(c.Description)}
-		if json.Valid(c.Input) {
-			out.Tool.Input = c.Input
-		}
-	}
-	for _, q := range set.Questions {
-		jq := newJSONQuestion(q)
-		if resp != nil {
-			_, jq.Answered = resp.Answer(q.ID)
-		}
-		out.Questions = append(out.Questions, jq)
-	}
-	if resp != nil && len(resp.Answers) > 0 {
-		jr := &jsonResponse{By: questions.Printable(resp.By), Surface: resp.Surface, At: resp.At.UTC(), Answers: []jsonAnswer{}}
-		for _, a := range resp.Answers {
-			ja := jsonAnswer{QuestionID: a.QuestionID, Text: questions.Printable(a.Text)}
-			for _, l := range a.Labels {
-				ja.Labels = append(ja.Labels, questions.Printable(l))
-			}
-			jr.Answers = append(jr.Answers, ja)
-		}
-		out.Response = jr
-	}
-	return out
-}
-
-// newJSONSetRecord shapes a stored set.
-func newJSONSetRecord(rec store.SetRecord) jsonSet {
-	out := newJSONSet(rec.Set, &rec.Response)
-	out.State = string(rec.State)
-	out.Surfaces = nonNil(rec.Surfaces)
-	created := rec.CreatedAt.UTC()
-	out.CreatedAt = &created
-	return out
-}
+var (
+	newJSONRun       = output.NewRun
+	newJSONSet       = output.NewSet
+	newJSONSetRecord = output.NewSetRecord
+	newJSONQuestion  = output.NewQuestion
+)
 
 // jsonTurn is one turn: one process of the agent CLI. Outcome is set once
 // it finished.

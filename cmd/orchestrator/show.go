@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"sort"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
+	"github.com/orchestrator-dev/orchestrator/internal/output"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
@@ -88,7 +88,7 @@ type showDelivery struct {
 }
 
 // usd rounds a cost to a millionth of a dollar (no float noise in JSON).
-func usd(v float64) float64 { return math.Round(v*1e6) / 1e6 }
+var usd = output.USD
 
 func timePtr(t time.Time) *time.Time {
 	if t.IsZero() {

@@ -15,7 +15,7 @@ import (
 
 func TestCheckSpecsAgainstConfig(t *testing.T) {
 	t.Parallel()
-	cfg := config.Default()
+	cfg := config.DefaultEnv(os.LookupEnv)
 	cfg.Surfaces.Terminal.Enabled = true
 	cfg.Surfaces.GitHub.Enabled = false
 	for _, tc := range []struct {
@@ -45,7 +45,7 @@ func TestCheckSpecsAgainstConfig(t *testing.T) {
 			}
 		})
 	}
-	none := config.Default()
+	none := config.DefaultEnv(os.LookupEnv)
 	none.Surfaces.Terminal.Enabled = false
 	if got := checkSpecsAgainst(none, []specs.Spec{{Name: "f", Path: "f.md"}}); len(got) != 1 || !strings.Contains(got[0].Error(), "nobody could answer") {
 		t.Fatalf("no surface at all: %v", got)

@@ -194,12 +194,6 @@ func buildDiscord(m *Main, block config.SurfaceConfig, st *store.Store) (surface
 	if m.metrics != nil {
 		cfg.HTTPClient = &http.Client{Timeout: 20 * time.Second, Transport: m.metrics.InstrumentTransport("discord", http.DefaultTransport)}
 	}
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("discord: %w", err)
-	}
-	for _, w := range cfg.Warnings() {
-		m.Logger.Warn("discord: " + w)
-	}
 	sf, err := discord.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("discord: %w", err)
@@ -245,5 +239,5 @@ func buildGitHub(m *Main, block config.SurfaceConfig, st *store.Store) (surfaces
 		}
 	}
 	return m.github.Surface(github.SurfaceConfig{Repo: gc.Repo, Issue: gc.Issue, Labels: gc.Labels, Allow: gc.Allow, AllowOnly: gc.AllowOnly,
-		MaxAnswerBytes: m.Config.Run.AnswerMaxBytes.Int(), Progress: gc.Progress})
+		MaxAnswerBytes: m.Config.Run.AnswerMaxBytes.Int(), Progress: gc.Progress, LeaveIssueOpen: !gc.CloseIssue})
 }

@@ -7,7 +7,7 @@ import (
 )
 
 func TestApprovals(t *testing.T) {
-	c, err := Parse(strings.NewReader("approvals:\n  allow: [\"Bash(go test:*)\"]\n  deny: [\"Bash(git push:*)\"]\n  approval_hold: 0\n"), "c.yaml")
+	c, err := ParseEnv(strings.NewReader("approvals:\n  allow: [\"Bash(go test:*)\"]\n  deny: [\"Bash(git push:*)\"]\n  approval_hold: 0\n"), "c.yaml", env("HOME", "/h"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -17,10 +17,10 @@ func TestApprovals(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Errorf("validate: %v", err)
 	}
-	if d := Default(); d.Approvals.Hold.Std() != 10*time.Minute {
+	if d := DefaultEnv(env("HOME", "/h")); d.Approvals.Hold.Std() != 10*time.Minute {
 		t.Errorf("default hold %s", d.Approvals.Hold)
 	}
-	c, err = Parse(strings.NewReader("approvals:\n  ask: [\"Bash(\"]\n"), "c.yaml")
+	c, err = ParseEnv(strings.NewReader("approvals:\n  ask: [\"Bash(\"]\n"), "c.yaml", env("HOME", "/h"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ package config
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 )
@@ -171,6 +170,9 @@ type GitHub struct {
 	// step, tool uses, cost; edited at most every 10s; a summary at the
 	// end). Default: false.
 	Progress bool `yaml:"progress"`
+	// CloseIssue closes a run's own issue (issue 0) when the run ends,
+	// with a final comment saying how it ended. Default: true.
+	CloseIssue bool `yaml:"close_issue"`
 }
 
 // GitHubApp authenticates as a GitHub App installation.
@@ -273,10 +275,6 @@ func (s Serve) ScheduleFloor() time.Duration {
 // LookupFunc looks up an environment variable, like os.LookupEnv.
 type LookupFunc func(key string) (string, bool)
 
-// Default returns the defaults, with the state directory taken from the
-// process environment.
-func Default() Config { return DefaultEnv(os.LookupEnv) }
-
 // DefaultEnv returns the defaults, with the state directory taken from
 // lookup ($XDG_STATE_HOME, else $HOME). When neither is set StateDir is
 // empty and Validate says so.
@@ -307,6 +305,7 @@ func DefaultEnv(lookup LookupFunc) Config {
 			GitHub: GitHub{
 				BaseURL:      DefaultGitHubBaseURL,
 				PollInterval: DefaultPollInterval,
+				CloseIssue:   true,
 			},
 			Discord: Discord{ThreadPerRun: true},
 		},

@@ -65,7 +65,7 @@ func TestExample(t *testing.T) {
 	t.Setenv("GITHUB_TOKEN", "ghp_test")
 	t.Setenv("DISCORD_BOT_TOKEN", "discord-test")
 	t.Setenv("HOME", t.TempDir())
-	cfg, err := Load(examplePath)
+	cfg, err := LoadEnv(examplePath, os.LookupEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestParse_UnsetErrorType(t *testing.T) {
 
 func TestParse_FromProcessEnv(t *testing.T) {
 	t.Setenv("ORCH_TEST_MODEL", "opus")
-	cfg, err := Parse(strings.NewReader("agent: {model: '${ORCH_TEST_MODEL}'}"), "p.yaml")
+	cfg, err := ParseEnv(strings.NewReader("agent: {model: '${ORCH_TEST_MODEL}'}"), "p.yaml", os.LookupEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -532,6 +532,23 @@ func TestValidate(t *testing.T) {
 			c.Surfaces.Discord.GatewayURL = "http://127.0.0.1:1"
 		}, []string{"surfaces.discord.channel_id: want a numeric Discord ID", `surfaces.discord.allow_roles[0]: want a numeric Discord role ID, got "admins"`,
 			"surfaces.discord.gateway_url: want an absolute ws or wss URL"}},
+		{"discord token, user ids and api url", func(c *Config) {
+			dc(c)
+			c.Surfaces.Discord.Token = "Bot abc def"
+			c.Surfaces.Discord.AllowUsers = []string{"456", "alice"}
+			c.Surfaces.Discord.APIURL = "http://"
+		}, []string{"surfaces.discord.token: contains white space", `surfaces.discord.allow_users[1]: want a numeric Discord user ID, got "alice"`,
+			"surfaces.discord.api_url: want an absolute http or https URL"}},
+		{"discord blank token, api scheme", func(c *Config) {
+			dc(c)
+			c.Surfaces.Discord.Token = "  "
+			c.Surfaces.Discord.APIURL = "ftp://x"
+		}, []string{"surfaces.discord.token: required when the Discord surface is enabled (set it to ${DISCORD_BOT_TOKEN}", "surfaces.discord.api_url: want an absolute http or https URL"}},
+		{"discord Bot prefix and overrides ok", func(c *Config) {
+			dc(c)
+			c.Surfaces.Discord.Token = "Bot abc"
+			c.Surfaces.Discord.APIURL, c.Surfaces.Discord.GatewayURL = "http://127.0.0.1:1/x", "wss://gw.example/"
+		}, nil},
 		{"specs and serve", func(c *Config) {
 			c.Specs.Dir = ""
 			c.Serve = Serve{Listen: "8080", MaxConcurrentRuns: 0, CatchUp: "all"}

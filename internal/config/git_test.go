@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -19,7 +20,7 @@ func TestGitSection(t *testing.T) {
 		cfg.Git.KeepWorktrees.String() != "24h0m0s" || cfg.Git.PullRequest.Reviewers[0] != "octocat" {
 		t.Fatalf("git = %+v", cfg.Git)
 	}
-	if d := Default(); d.Git.KeepWorktrees != DefaultKeepWorktrees || d.Git.Enabled || d.HasPullRequest() {
+	if d := DefaultEnv(os.LookupEnv); d.Git.KeepWorktrees != DefaultKeepWorktrees || d.Git.Enabled || d.HasPullRequest() {
 		t.Fatalf("default git = %+v", d.Git)
 	}
 	for _, tc := range []struct{ name, yaml, want string }{

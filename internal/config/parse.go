@@ -17,10 +17,6 @@ import (
 // MaxFileSize bounds the size of a configuration file.
 const MaxFileSize = 4 << 20
 
-// Load reads the configuration file at path over the defaults, expanding
-// ${VAR} from the process environment. See LoadEnv.
-func Load(path string) (Config, error) { return LoadEnv(path, os.LookupEnv) }
-
 // LoadEnv reads the configuration file at path over DefaultEnv(lookup),
 // expanding ${VAR} with lookup. Relative paths set in the file (state_dir,
 // agent.workdir, agent.mcp_config, surfaces.github.app.private_key_file,
@@ -38,12 +34,6 @@ func LoadEnv(path string, lookup LookupFunc) (Config, error) {
 	home, _ := lookup("HOME")
 	cfg.resolvePaths(filepath.Dir(path), home)
 	return cfg, err
-}
-
-// Parse decodes the YAML document read from r over the defaults, expanding
-// ${VAR} from the process environment. See ParseEnv.
-func Parse(r io.Reader, filename string) (Config, error) {
-	return ParseEnv(r, filename, os.LookupEnv)
 }
 
 // ParseEnv decodes the YAML document read from r over DefaultEnv(lookup).

@@ -248,8 +248,11 @@ func (d Discord) On() bool { return d.Enabled }
 
 // Check implements SurfaceConfig.
 func (d Discord) Check(c *Checker) {
-	if d.Token == "" {
-		c.Add("token", "required when the Discord surface is enabled")
+	switch tok := strings.TrimPrefix(strings.TrimSpace(d.Token), "Bot "); {
+	case tok == "":
+		c.Add("token", "required when the Discord surface is enabled (set it to ${DISCORD_BOT_TOKEN} and export that variable)")
+	case strings.ContainsAny(tok, " \t\r\n"):
+		c.Add("token", "contains white space")
 	}
 	if d.ChannelID == "" {
 		c.Add("channel_id", "required when the Discord surface is enabled")

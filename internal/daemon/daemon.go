@@ -374,9 +374,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 			BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		}
 		go func() { srvErr <- srv.Serve(ln) }()
-		d.log.Info("serving", "addr", d.addr, "specs", len(d.sched.Entries()))
+		d.log.Info("serving", "addr", d.addr, "specs", d.sched.Len())
 	} else {
-		d.log.Info("serving without HTTP", "specs", len(d.sched.Entries()))
+		d.log.Info("serving without HTTP", "specs", d.sched.Len())
 	}
 	close(d.ready)
 

@@ -64,6 +64,9 @@ func (r *Runner) Drive(ctx context.Context, runID string) (store.Run, error) {
 		r.pumpsMu.Unlock()
 		pump.finish(latest, err, r.cfg.Now())
 	}
+	if lerr == nil {
+		r.runEnded(bg, d.Surfaces, latest) // after the final progress: it may close the run's issue
+	}
 	return latest, err
 }
 

@@ -190,6 +190,9 @@ func (r *Runner) wait(ctx context.Context, d *drive, run store.Run, rec store.Se
 				if w.err != nil {
 					return w.err
 				}
+				if w.rec.State == store.SetExpired {
+					r.closeExpired(ctx, run.ID, w.rec.Set, surfs)
+				}
 				return r.settled(ctx, run, w.rec, surfs)
 			case <-tick:
 				stop()
@@ -451,6 +454,7 @@ func (r *Runner) policyEvent(ctx context.Context, run store.Run, rec *store.SetR
 		}
 		return false, st.SetSurfaces(ctx, rec.Set.ID, names(*surfs))
 	case policyTimeout:
+		r.closeSet(ctx, rec.Set, *surfs, timedOutReason(pol))
 		return true, r.timeout(ctx, run, *rec, *surfs, pol)
 	}
 	return false, nil

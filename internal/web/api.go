@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/internal/output"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
 
@@ -19,60 +20,23 @@ var ErrFinal = errors.New("already ended")
 // top level, snake_case, times in RFC 3339 UTC, model and human text made
 // printable, nothing of a run's options.
 
-type apiOption struct {
-	Label       string `json:"label"`
-	Description string `json:"description,omitempty"`
-}
+// A question set and a run have the shapes of internal/output, as in every
+// --json output of the CLI; the inbox adds what it shows beside them.
 
-type apiQuestion struct {
-	ID          string      `json:"id"`
-	Header      string      `json:"header,omitempty"`
-	Question    string      `json:"question"`
-	Options     []apiOption `json:"options,omitempty"`
-	MultiSelect bool        `json:"multi_select,omitempty"`
-	FreeText    bool        `json:"free_text,omitempty"`
-	Answered    bool        `json:"answered"`
-}
-
-type apiAnswer struct {
-	QuestionID string   `json:"question_id"`
-	Labels     []string `json:"labels,omitempty"`
-	Text       string   `json:"text,omitempty"`
-}
-
-type apiResponse struct {
-	By      string      `json:"by"`
-	Surface string      `json:"surface"`
-	At      string      `json:"at,omitempty"`
-	Answers []apiAnswer `json:"answers"`
-}
+type apiResponse = output.Response
 
 type apiSet struct {
-	ID        string        `json:"id"`
-	RunID     string        `json:"run_id"`
-	Turn      int           `json:"turn"`
-	Spec      string        `json:"spec,omitempty"`
-	RunTitle  string        `json:"run_title,omitempty"`
-	Title     string        `json:"title,omitempty"`
-	Context   string        `json:"context,omitempty"`
-	State     string        `json:"state"`
-	Surfaces  []string      `json:"surfaces"`
-	Reminders int           `json:"reminders"`
-	Questions []apiQuestion `json:"questions"`
-	Response  *apiResponse  `json:"response,omitempty"`
-	CreatedAt string        `json:"created_at,omitempty"`
+	output.Set
+	Spec      string `json:"spec,omitempty"`
+	RunTitle  string `json:"run_title,omitempty"`
+	Title     string `json:"title,omitempty"`
+	Context   string `json:"context,omitempty"`
+	Reminders int    `json:"reminders"`
 }
 
 type apiRun struct {
-	ID        string  `json:"id"`
-	Spec      string  `json:"spec,omitempty"`
-	Title     string  `json:"title"`
-	Status    string  `json:"status"`
-	CostUSD   float64 `json:"cost_usd"`
-	Turns     int     `json:"turns"`
-	Error     string  `json:"error,omitempty"`
-	CreatedAt string  `json:"created_at"`
-	UpdatedAt string  `json:"updated_at"`
+	output.Run
+	Turns int `json:"turns"`
 }
 
 type apiItem struct {
@@ -114,39 +78,25 @@ func jsonTime(t time.Time) string {
 func p(s string) string { return questions.Printable(s) }
 
 func toAPIResponse(r questions.Response) *apiResponse {
-	if len(r.Answers) == 0 {
-		return nil
-	}
-	out := &apiResponse{By: p(r.By), Surface: p(r.Surface), At: jsonTime(r.At), Answers: []apiAnswer{}}
-	for _, a := range r.Answers {
-		labels := make([]string, len(a.Labels))
-		for i, l := range a.Labels {
-			labels[i] = p(l)
-		}
-		out.Answers = append(out.Answers, apiAnswer{QuestionID: a.QuestionID, Labels: labels, Text: p(a.Text)})
-	}
-	return out
+	return output.NewSet(questions.Set{}, &r).Response
 }
 
 func toAPISet(pd Pending) apiSet {
-	set := pd.Set
-	out := apiSet{ID: set.ID, RunID: set.RunID, Turn: set.Turn, Spec: p(pd.Spec), RunTitle: p(pd.RunTitle),
-		Title: p(set.Title), Context: p(set.Context), State: "pending", Surfaces: append([]string{}, pd.Surfaces...),
-		Reminders: pd.Reminders, Response: toAPIResponse(pd.Given), CreatedAt: jsonTime(pd.AskedAt), Questions: []apiQuestion{}}
-	for _, q := range set.Questions {
-		aq := apiQuestion{ID: q.ID, Header: p(q.Header), Question: p(q.Text), MultiSelect: q.MultiSelect, FreeText: q.AcceptsFreeText()}
-		for _, o := range q.Options {
-			aq.Options = append(aq.Options, apiOption{Label: p(o.Label), Description: p(o.Description)})
-		}
-		_, aq.Answered = pd.Given.Answer(q.ID)
-		out.Questions = append(out.Questions, aq)
+	out := apiSet{Set: output.NewSet(pd.Set, &pd.Given), Spec: p(pd.Spec), RunTitle: p(pd.RunTitle),
+		Title: p(pd.Set.Title), Context: p(pd.Set.Context), Reminders: pd.Reminders}
+	out.State = "pending"
+	out.Surfaces = append([]string{}, pd.Surfaces...)
+	if !pd.AskedAt.IsZero() {
+		asked := pd.AskedAt.UTC()
+		out.CreatedAt = &asked
 	}
 	return out
 }
 
 func toAPIRun(r Run) apiRun {
-	return apiRun{ID: r.ID, Spec: p(r.Spec), Title: p(r.Title), Status: r.Status, CostUSD: r.CostUSD, Turns: r.Turns,
-		Error: p(r.Error), CreatedAt: jsonTime(r.CreatedAt), UpdatedAt: jsonTime(r.UpdatedAt)}
+	return apiRun{Run: output.Run{ID: r.ID, Spec: p(r.Spec), Title: p(r.Title), Status: r.Status, WorkDir: r.WorkDir,
+		Surfaces: append([]string{}, r.Surfaces...), SessionID: r.SessionID, CostUSD: output.USD(r.CostUSD), Error: p(r.Error),
+		FinalText: p(r.FinalText), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}, Turns: r.Turns}
 }
 
 func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
@@ -266,8 +216,8 @@ func transcriptPath(runID string, seq int) string {
 
 // apiAnswerRequest is the body of POST /api/answer.
 type apiAnswerRequest struct {
-	SetID   string      `json:"set_id"`
-	Answers []apiAnswer `json:"answers"`
+	SetID   string          `json:"set_id"`
+	Answers []output.Answer `json:"answers"`
 }
 
 func (s *Server) apiAnswer(w http.ResponseWriter, r *http.Request) {

@@ -36,7 +36,7 @@ func TestAPIPendingListsEverySetNewestFirst(t *testing.T) {
 		t.Fatalf("pending = %+v, want r2-1 then r1-1", got)
 	}
 	s := got.Pending[1]
-	if s.RunID != "r1" || s.State != "pending" || s.CreatedAt != "2026-11-23T20:02:00Z" || strings.Join(s.Surfaces, ",") != "terminal,github" ||
+	if s.RunID != "r1" || s.State != "pending" || s.CreatedAt == nil || s.CreatedAt.Format(time.RFC3339) != "2026-11-23T20:02:00Z" || strings.Join(s.Surfaces, ",") != "terminal,github" ||
 		len(s.Questions) != 1 || s.Questions[0].ID != "qa1" || len(s.Questions[0].Options) != 2 || s.Questions[0].Answered {
 		t.Fatalf("set = %+v", s)
 	}
@@ -82,7 +82,7 @@ func TestAPIRunsFilters(t *testing.T) {
 		}
 	}
 	got := decode[runs](t, f.do(nil, "GET", "/api/runs?status=done", "", bearer(aliceToken)))
-	if r := got.Runs[0]; r.CostUSD != 0.5 || r.Turns != 2 || r.Spec != "nightly" || r.CreatedAt != "2026-11-23T19:00:00Z" {
+	if r := got.Runs[0]; r.CostUSD != 0.5 || r.Turns != 2 || r.Spec != "nightly" || r.CreatedAt.Format(time.RFC3339) != "2026-11-23T19:00:00Z" {
 		t.Fatalf("run = %+v", r)
 	}
 }

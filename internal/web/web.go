@@ -91,6 +91,10 @@ type Run struct {
 	Spec      string
 	Title     string
 	Status    string // running, waiting, interrupted, done, failed, cancelled
+	WorkDir   string
+	Surfaces  []string
+	SessionID string
+	FinalText string
 	CostUSD   float64
 	Turns     int
 	Error     string
@@ -101,7 +105,6 @@ type Run struct {
 // RunDetail is a run with its timeline and decision log.
 type RunDetail struct {
 	Run
-	FinalText string
 	Items     []Item
 	Decisions []DecisionEntry
 	Links     []Link

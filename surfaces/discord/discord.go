@@ -111,10 +111,10 @@ type qState struct {
 
 // New builds the surface. It does not connect: the first Ask does.
 func New(cfg Config) (*Surface, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("discord surface: %w", err)
-	}
 	token := strings.TrimPrefix(strings.TrimSpace(cfg.Token), "Bot ")
+	if token == "" || cfg.ChannelID == "" {
+		return nil, errors.New("discord surface: a token and a channel ID are required")
+	}
 	client, err := newHTTPClient(cfg.HTTPClient, cfg.APIURL, cfg.GatewayURL)
 	if err != nil {
 		return nil, fmt.Errorf("discord surface: %w", err)
@@ -152,9 +152,6 @@ func New(cfg Config) (*Surface, error) {
 		s.refs = &MemoryRefs{}
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	for _, w := range cfg.Warnings() {
-		s.log.Warn(w)
-	}
 	s.unhook = append(s.unhook,
 		dg.AddHandler(s.onInteraction),
 		dg.AddHandler(s.onReady),

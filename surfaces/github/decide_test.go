@@ -160,7 +160,7 @@ func TestEditedCommentNotTakenBeforeOrAfterRestart(t *testing.T) {
 	p1 := f.process(t, ledger)
 	p1.ask(set, answers)
 	f.waitAsked(t, set)
-	live := f.srv.AddComment(testRepo, 1, "alice", "banana")
+	live := f.srv.AddComment(testRepo, 1, "alice", "9") // an attempt (an option number), not one of the options
 	f.srv.WaitFor(t, waitLong, "invalid-answer reply", func() bool { return f.count("could not be read") == 1 })
 	f.srv.EditComment(testRepo, live, "1")
 	f.waitPolls(t, 3)

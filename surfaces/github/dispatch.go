@@ -24,10 +24,14 @@ import (
 func (p *poller) handle(ctx context.Context, issue int, comments []*gh.IssueComment) {
 	p.proc.Lock()
 	defer p.proc.Unlock()
-	if len(p.waitersFor(issue)) == 0 {
+	ghosts := p.ghostsFor(issue)
+	if len(p.waitersFor(issue)) == 0 && len(ghosts) == 0 {
 		return // nothing waits here any more
 	}
 	st := p.issue(issue)
+	for _, g := range ghosts {
+		st.learnGhost(g)
+	}
 	comments = slices.Clone(comments)
 	for _, c := range comments {
 		st.learn(c)
@@ -87,6 +91,15 @@ func (st *issueState) learn(c *gh.IssueComment) {
 		t.qids = qp.qids
 	}
 	t.afterID = max(t.afterID, c.GetID())
+	if qp.part == 1 {
+		t.body = body
+	}
+	if parseClosedMarker(body, qp.setID) {
+		t.dead = true
+		if t.closedBy == 0 {
+			t.closedBy = -1
+		}
+	}
 	if answerID, ok := parseAnsweredMarker(body, id); ok && t.closedBy == 0 {
 		t.closedBy = answerID
 		if answerID == 0 {
@@ -159,7 +172,9 @@ func (p *poller) decide(ctx context.Context, issue int, st *issueState, c *gh.Is
 		waiting = append(waiting, t)
 	}
 	if !slices.ContainsFunc(waiting, func(t *threadSet) bool { return mine[t.id] != nil }) {
-		return true // no set of this process waits: not for it to decide
+		// No set of this process waits: not for it to decide, unless it
+		// is a reply to a question this process closed.
+		return p.decideClosed(ctx, issue, st, c)
 	}
 	slices.SortFunc(waiting, func(a, b *threadSet) int { return cmpID(a.afterID, b.afterID) })
 	key := commentKey(p.owner+"/"+p.name, c.GetID())
@@ -168,6 +183,30 @@ func (p *poller) decide(ctx context.Context, issue int, st *issueState, c *gh.Is
 		return false
 	} else if d != "" {
 		return true // decided already, here or before a restart
+	}
+	// A reply naming, quoting or linking a question closed without an
+	// answer is told so (once per set), not offered to another set.
+	for _, g := range p.ghostsFor(issue) {
+		t := st.sets[markerValue(g.set.ID)]
+		if t == nil || c.GetID() <= g.afterID {
+			continue
+		}
+		if namesQuestion(body, questionIDs(g.set)) || quotes(body, t.body) {
+			if !g.told {
+				p.notifyClosed(ctx, issue, st, c, g.set)
+				g.told = true
+			}
+			return p.record(ctx, key, decClosed)
+		}
+	}
+	// Only a comment that looks like an answer is one; other discussion
+	// gets no reply, and is recorded so that a restart does not decide it
+	// again.
+	if !attempt(waiting, mine, c) {
+		if slices.ContainsFunc(waiting, func(t *threadSet) bool { return mine[t.id] == nil }) {
+			return true // it may answer a set only its own Ask knows the options of
+		}
+		return p.record(ctx, key, decDiscussion)
 	}
 
 	// Who may answer: told once per set if nobody of this process lets them.

@@ -204,11 +204,11 @@ func writeQuestion(b *strings.Builder, q questions.Question) {
 	case len(q.Options) == 0:
 		b.WriteString("_Answer in your own words._\n")
 	case q.MultiSelect && q.AcceptsFreeText():
-		b.WriteString("_Choose one or more: numbers or labels separated by commas (`1, 3`), or answer in your own words._\n")
+		fmt.Fprintf(b, "_Choose one or more: numbers or labels separated by commas (`1, 3`), or answer in your own words with `/answer %s …` (or quote this question)._\n", q.ID)
 	case q.MultiSelect:
 		b.WriteString("_Choose one or more: numbers or labels separated by commas (`1, 3`)._\n")
 	case q.AcceptsFreeText():
-		b.WriteString("_Choose one: its number or its label, or answer in your own words._\n")
+		fmt.Fprintf(b, "_Choose one: its number or its label, or answer in your own words with `/answer %s …` (or quote this question)._\n", q.ID)
 	default:
 		b.WriteString("_Choose one: its number or its label._\n")
 	}

@@ -141,6 +141,9 @@ type SurfaceConfig struct {
 	// current step, tool uses and cost, edited at most every
 	// ClientConfig.ProgressInterval, and a summary when the run ends.
 	Progress bool
+	// LeaveIssueOpen keeps a run's own issue (Issue 0) open when the run
+	// ends; by default it is closed with a final comment (RunEnded).
+	LeaveIssueOpen bool
 }
 
 // Config is ClientConfig and SurfaceConfig together, for New.
@@ -570,6 +573,8 @@ func askedFrom(issue int, setID string, parts []*gh.IssueComment) *asked {
 			a.htmlURL = c.GetHTMLURL()
 			if id, ok := parseAnsweredMarker(c.GetBody(), setID); ok {
 				a.answerID, a.answered = id, true
+			} else if parseClosedMarker(c.GetBody(), markerValue(setID)) {
+				a.answered = true // closed without an answer: nothing more to show
 			}
 		}
 	}
@@ -708,7 +713,9 @@ func (s *Surface) issueFor(ctx context.Context, set questions.Set, create bool) 
 }
 
 // openRunIssue opens the run's issue. After a 5xx or a network error it
-// looks for the issue by its marker before opening it again.
+// looks for the issue by its marker before opening it again, and never
+// opens it again without having looked: the lost response may have come
+// from an issue that was opened.
 func (s *Surface) openRunIssue(ctx context.Context, set questions.Set, runID string) (int, error) {
 	title := truncate(cleanLine(set.Title), 200)
 	if title == "" {
@@ -732,7 +739,17 @@ func (s *Surface) openRunIssue(ctx context.Context, set questions.Set, runID str
 		if err := s.c.sleep(ctx, backoffWait(s.c.backoff, attempt)); err != nil {
 			return 0, err
 		}
-		if n, ferr := s.findRunIssue(ctx, runID); ferr == nil && n != 0 {
+		n, ferr := s.findRunIssue(ctx, runID)
+		for look := 0; ferr != nil; look++ {
+			if !transient(ferr) || look >= 4 {
+				return 0, fmt.Errorf("github: open an issue for run %s in %s: look for it after a failed response: %w", runID, s.repo(), ferr)
+			}
+			if err := s.c.sleep(ctx, backoffWait(s.c.backoff, look)); err != nil {
+				return 0, err
+			}
+			n, ferr = s.findRunIssue(ctx, runID)
+		}
+		if n != 0 {
 			return n, nil
 		}
 	}

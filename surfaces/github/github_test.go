@@ -210,7 +210,7 @@ func TestEditedCommentDoesNotCount(t *testing.T) {
 	ch := startAsk(ctxTimeout(t), s, set)
 	f.waitAsked(t, set)
 
-	bad := f.srv.AddComment(testRepo, 1, "alice", "maybe later")
+	bad := f.srv.AddComment(testRepo, 1, "alice", "9") // an attempt (an option number), not one of the options
 	f.srv.WaitFor(t, waitLong, "invalid-answer reply", func() bool {
 		for _, c := range f.srv.Comments(testRepo, 1) {
 			if strings.Contains(c.Body, "could not be read") {

@@ -109,7 +109,9 @@ func (f *fixture) waitAsked(t testing.TB, set questions.Set) githubtest.Comment 
 }
 
 // answerBody writes answers the way a person would: "/answer QID answer",
-// one line per question, or bare lines when bare is set.
+// one line per question, or bare lines when bare is set (a quote reply of
+// the question for words given to a question with options: a bare comment
+// in words answers only a question that asks for words only).
 func answerBody(set questions.Set, answers []questions.Answer, bare bool) string {
 	var lines []string
 	for i, a := range answers {
@@ -118,6 +120,9 @@ func answerBody(set questions.Set, answers []questions.Answer, bare bool) string
 			v = strings.Join(a.Labels, ", ")
 		}
 		switch {
+		case bare && len(a.Labels) == 0 && len(set.Questions[i].Options) > 0:
+			lines = append([]string{"> " + strings.TrimSpace(strings.SplitN(set.Questions[i].Text, "\n", 2)[0]), ""}, lines...)
+			lines = append(lines, v)
 		case bare:
 			lines = append(lines, v)
 		default:

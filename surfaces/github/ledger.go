@@ -24,12 +24,14 @@ type Ledger interface {
 
 // Decisions about a comment, as recorded in the Ledger.
 const (
-	decTaken     = "taken"     // offered and taken (all or some of its sets)
-	decInvalid   = "invalid"   // refused: not a valid answer (the person was told why)
-	decLate      = "late"      // the set was closed already (the person was told)
-	decRefused   = "refused"   // its author may not answer (told once per set)
-	decAmbiguous = "ambiguous" // several sets wait and it names none (told)
-	decEdited    = "edited"    // edited before it was read: never an answer (told)
+	decTaken      = "taken"         // offered and taken (all or some of its sets)
+	decInvalid    = "invalid"       // refused: not a valid answer (the person was told why)
+	decLate       = "late"          // the set was closed already (the person was told)
+	decRefused    = "refused"       // its author may not answer (told once per set)
+	decAmbiguous  = "ambiguous"     // several sets wait and it names none (told)
+	decEdited     = "edited"        // edited before it was read: never an answer (told)
+	decDiscussion = "not an answer" // does not look like an answer: discussion (no reply)
+	decClosed     = "closed"        // a reply to a question closed without an answer (told once per set)
 )
 
 // commentKey names a comment in the Ledger.

@@ -52,6 +52,7 @@ type poller struct {
 
 	proc   sync.Mutex          // serialises handling comments
 	issues map[int]*issueState // by issue, while sets wait there (guarded by proc)
+	ghosts []*ghost            // sets closed without an answer, watched a while (guarded by proc)
 }
 
 // issueState is what the poller knows of an issue where sets wait. It goes
@@ -74,6 +75,9 @@ type threadSet struct {
 	// elsewhere (the comment shows an answer from another surface), 0 while
 	// it shows no answer.
 	closedBy int64
+	// dead: closed without an answer (cancelled, timed out).
+	dead bool
+	body string // its first question comment, for quotes
 }
 
 // openAt reports whether the set was waiting when comment id was posted.
@@ -130,7 +134,7 @@ func (p *poller) remove(w *waiter) {
 		}
 	}
 	p.mu.Unlock()
-	if last {
+	if last && len(p.ghostsFor(w.issue)) == 0 {
 		delete(p.issues, w.issue)
 	}
 }
@@ -193,8 +197,9 @@ func (p *poller) run() {
 			p.stop()
 			return
 		}
+		watching := p.watching()
 		p.mu.Lock()
-		if len(p.waiters) == 0 {
+		if len(p.waiters) == 0 && !watching {
 			p.running = false
 			p.mu.Unlock()
 			return

@@ -2,10 +2,10 @@
 // pending sets, runs, a run's timeline (its turns, what the CLI wrote in
 // each turn's transcript, its questions and answers), answers and cancel.
 //
-// Answers go through Offerer. The default, StoreOfferer, validates with
-// surfaces.CheckResponse and records with store.RecordAnswer (first answer
-// wins, in one transaction); a runner that decides answers itself can be
-// plugged in instead.
+// Answers go through Offerer. The default, StoreOfferer, hands them to the
+// run loop's store-backed Answers (runner.StoreAnswers), the one path every
+// surface's answers take: validated, the first valid answer wins in one
+// transaction.
 package webstore
 
 import (
@@ -119,7 +119,8 @@ func (b *Backend) toRun(ctx context.Context, r store.Run) (web.Run, []store.Turn
 	if err != nil {
 		return web.Run{}, nil, err
 	}
-	return web.Run{ID: r.ID, Spec: r.Spec, Title: r.Title, Status: string(r.Status), CostUSD: r.CostUSD,
+	return web.Run{ID: r.ID, Spec: r.Spec, Title: r.Title, Status: string(r.Status), WorkDir: r.WorkDir, Surfaces: r.Surfaces,
+		SessionID: r.SessionID, FinalText: r.FinalText, CostUSD: r.CostUSD,
 		Turns: len(turns), Error: r.Error, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}, turns, nil
 }
 
@@ -158,7 +159,7 @@ func (b *Backend) Run(ctx context.Context, id string) (web.RunDetail, error) {
 	if err != nil {
 		return web.RunDetail{}, err
 	}
-	d := web.RunDetail{Run: wr, FinalText: r.FinalText}
+	d := web.RunDetail{Run: wr}
 	bySeq := map[int][]store.SetRecord{}
 	for _, s := range sets {
 		bySeq[s.Set.Turn] = append(bySeq[s.Set.Turn], s)
@@ -279,15 +280,6 @@ func (s StoreOfferer) Offer(ctx context.Context, resp questions.Response) (web.D
 		return web.Decision{}, err
 	}
 	return web.Decision{Taken: d.Taken, Invalid: d.Invalid, Final: d.Final, Closed: d.Closed}, nil
-}
-
-func closed(rec store.SetRecord) web.Decision {
-	d := web.Decision{Closed: true}
-	if rec.State != store.SetExpired && len(rec.Response.Answers) > 0 {
-		final := rec.Response
-		d.Final = &final
-	}
-	return d
 }
 
 // Cancel implements web.Backend.

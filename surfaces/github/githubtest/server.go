@@ -76,6 +76,11 @@ type Issue struct {
 	Labels    []string
 	Login     string
 	CreatedAt time.Time
+	// State is "open" or "closed"; StateReason is why it was closed
+	// ("completed", "not_planned").
+	State       string
+	StateReason string
+	ClosedAt    time.Time
 }
 
 // Server is a fake GitHub REST API. Its methods are safe for concurrent use.
@@ -603,6 +608,10 @@ func (s *Server) issueJSON(r *repo, is *Issue) map[string]any {
 		}
 	}
 	num := strconv.Itoa(is.Number)
+	state, reason, closedAt := "open", any(nil), any(nil)
+	if is.State == "closed" {
+		state, reason, closedAt = "closed", is.StateReason, ts(is.ClosedAt)
+	}
 	return map[string]any{
 		"id":                 int64(is.Number) + r.id*1000,
 		"node_id":            "I_" + num,
@@ -611,7 +620,8 @@ func (s *Server) issueJSON(r *repo, is *Issue) map[string]any {
 		"comments_url":       s.srv.URL + "/repos/" + r.fullName + "/issues/" + num + "/comments",
 		"html_url":           "https://github.com/" + r.fullName + "/issues/" + num,
 		"number":             is.Number,
-		"state":              "open",
+		"state":              state,
+		"state_reason":       reason,
 		"title":              is.Title,
 		"body":               is.Body,
 		"user":               s.userJSON(is.Login),
@@ -620,7 +630,7 @@ func (s *Server) issueJSON(r *repo, is *Issue) map[string]any {
 		"comments":           n,
 		"created_at":         ts(is.CreatedAt),
 		"updated_at":         ts(updated),
-		"closed_at":          nil,
+		"closed_at":          closedAt,
 		"author_association": "OWNER",
 	}
 }
@@ -969,6 +979,32 @@ func (s *Server) route(h http.Header, r *http.Request, segs []string) (any, erro
 		}
 		switch {
 		case len(rest) == 2 && r.Method == http.MethodGet:
+			return s.issueJSON(rp, is), nil
+		case len(rest) == 2 && r.Method == http.MethodPatch:
+			var in struct {
+				State       *string `json:"state"`
+				StateReason *string `json:"state_reason"`
+			}
+			if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+				return nil, &apiError{http.StatusUnprocessableEntity, "Validation Failed"}
+			}
+			if in.State != nil {
+				switch *in.State {
+				case "open":
+					is.State, is.StateReason, is.ClosedAt = "open", "", time.Time{}
+				case "closed":
+					if is.State != "closed" {
+						is.ClosedAt = s.tickLocked(time.Time{})
+					}
+					is.State, is.StateReason = "closed", "completed"
+					if in.StateReason != nil && *in.StateReason != "" {
+						is.StateReason = *in.StateReason
+					}
+				default:
+					return nil, &apiError{http.StatusUnprocessableEntity, "Validation Failed"}
+				}
+				s.notifyLocked()
+			}
 			return s.issueJSON(rp, is), nil
 		case len(rest) == 3 && rest[2] == "comments" && r.Method == http.MethodGet:
 			return s.listComments(h, r, rp, n)

@@ -1,0 +1,76 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/questions"
+	"github.com/orchestrator-dev/orchestrator/surfaces"
+)
+
+// closeSet shows set closed without an answer on the surfaces that can
+// (surfaces.Closer), so that nobody answers a dead question. Best effort.
+func (r *Runner) closeSet(ctx context.Context, set questions.Set, surfs []surfaces.Surface, reason string) {
+	ctx = context.WithoutCancel(ctx)
+	for _, s := range surfs {
+		if c, ok := s.(surfaces.Closer); ok {
+			if err := c.CloseSet(ctx, set, reason); err != nil {
+				r.log.Warn("show question closed on surface", "surface", s.Name(), "set", set.ID, "err", err)
+			}
+		}
+	}
+}
+
+// closeExpired shows a set the store expired closed, saying why: its run was
+// cancelled, or ended otherwise.
+func (r *Runner) closeExpired(ctx context.Context, runID string, set questions.Set, surfs []surfaces.Surface) {
+	run, err := r.cfg.Store.Run(context.WithoutCancel(ctx), runID)
+	if err != nil {
+		r.log.Warn("look up a run to close its question", "run", runID, "err", err)
+		return
+	}
+	reason := "closed: the run ended"
+	switch run.Status {
+	case store.RunCancelled:
+		reason = "cancelled"
+		if run.Error != "" {
+			reason = run.Error // "cancelled by alice"
+		}
+	case store.RunFailed, store.RunDone:
+		reason = fmt.Sprintf("closed: the run %s", run.Status)
+	}
+	r.closeSet(ctx, set, surfs, reason)
+}
+
+// runEnded tells the surfaces that keep something per run (surfaces.RunEnder)
+// that run ended for good. Best effort.
+func (r *Runner) runEnded(ctx context.Context, surfs []surfaces.Surface, run store.Run) {
+	if !run.Status.Final() {
+		return
+	}
+	p := surfaces.RunProgress{RunID: run.ID, Title: run.Title, Step: string(run.Status), Final: true, CostUSD: run.CostUSD}
+	switch run.Status {
+	case store.RunDone:
+		p.Summary = run.FinalText
+	default:
+		p.Summary = run.Error
+	}
+	ctx = context.WithoutCancel(ctx)
+	for _, s := range surfs {
+		if e, ok := s.(surfaces.RunEnder); ok {
+			if err := e.RunEnded(ctx, p); err != nil {
+				r.log.Warn("tidy up after the run on surface", "surface", s.Name(), "run", run.ID, "err", err)
+			}
+		}
+	}
+}
+
+// timedOutReason says on a timed-out question what became of it.
+func timedOutReason(pol Policy) string {
+	action := pol.OnTimeout.Action
+	if action == "" {
+		action = "fail"
+	}
+	return fmt.Sprintf("timed out: no answer within %s (on_timeout: %s)", pol.QuestionTimeout, action)
+}
