@@ -2,198 +2,57 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/stdlib"
-
+	"github.com/orchestrator-dev/orchestrator/internal/pgtest"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
 
 // The store's tests run against SQLite and against PostgreSQL: TestPostgres
-// runs the tests of both as its subtests, whose open (store_test.go) opens
-// a PostgreSQL store. The database is ORCHESTRATOR_TEST_DATABASE_URL when
-// set, else a throwaway cluster started with Debian's server
-// binaries (package postgresql). Each test directory gets a schema of its
-// own, so tests run in parallel and a second open of the same directory
-// sees the same data, as a second process would.
-
-// EnvTestDatabaseURL names a PostgreSQL database the tests may fill with
-// schemas of their own instead of starting a cluster.
-const EnvTestDatabaseURL = "ORCHESTRATOR_TEST_DATABASE_URL"
-
-var pgTest struct {
-	start sync.Once // the first test that needs the database starts it
-	stop  func()    // TestMain stops it
-	url   string    // the database; "" when none could be had
-	err   string    // why not
-	mu    sync.Mutex
-	dirs  map[string]string // test directory → its schema's URL
-	count atomic.Int64
-}
+// runs them again as its subtests, whose open (store_test.go) opens a
+// PostgreSQL store: internal/pgtest's database (a throwaway cluster, or
+// ORCHESTRATOR_TEST_DATABASE_URL). Each test directory gets a schema of
+// its own, so tests run in parallel and a second open of the same
+// directory sees the same data, as a second process would.
 
 // TestMain stops the cluster the tests started, one per test binary.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if pgTest.stop != nil {
-		pgTest.stop()
-	}
+	pgtest.StopShared()
 	os.Exit(code)
 }
 
-// needPostgres starts the database on first use; t fails when there is
-// none.
-func needPostgres(t testing.TB) {
-	t.Helper()
-	pgTest.start.Do(func() {
-		stop, err := startPostgres()
-		pgTest.stop = stop
-		if err != nil {
-			pgTest.err = err.Error()
-		}
-	})
-	if pgTest.url == "" {
-		t.Fatalf("no PostgreSQL for the store's tests: %s", pgTest.err)
-	}
-}
-
-// startPostgres sets pgTest.url: ORCHESTRATOR_TEST_DATABASE_URL, or a
-// cluster in a temporary directory listening only on a unix socket there.
-// As root the server runs as the user postgres (it refuses to run as root).
-func startPostgres() (stop func(), err error) {
-	if u := os.Getenv(EnvTestDatabaseURL); u != "" {
-		pgTest.url = u
-		return nil, nil
-	}
-	bin, err := postgresBin(postgresBinGlob)
-	if err != nil {
-		return nil, err
-	}
-	start := time.Now()
-	dir, err := os.MkdirTemp("", "orchestrator-pg-")
-	if err != nil {
-		return nil, err
-	}
-	var runAs []string
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("running as root, PostgreSQL's server needs the user postgres: %v (apt-get install -y postgresql makes it)", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(dir, uid, gid); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-		runAs = []string{"runuser", "-u", "postgres", "--"}
-	}
-	run := func(name string, args ...string) error {
-		argv := append(append(append([]string{}, runAs...), filepath.Join(bin, name)), args...)
-		out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("%s: %v\n%s", strings.Join(argv, " "), err, out)
-		}
-		return nil
-	}
-	data := filepath.Join(dir, "data")
-	if err := run("initdb", "-D", data, "-A", "trust", "-U", "postgres", "--no-locale", "-E", "UTF8", "--no-sync"); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	opts := fmt.Sprintf("-k %s -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400", dir)
-	if err := run("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "-s", "start"); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	fmt.Fprintf(os.Stderr, "store tests: PostgreSQL cluster started in %v\n", time.Since(start).Round(time.Millisecond))
-	pgTest.url = "postgres://postgres@/postgres?host=" + url.QueryEscape(dir) + "&sslmode=disable"
-	return func() {
-		run("pg_ctl", "-D", data, "-m", "immediate", "-s", "stop")
-		os.RemoveAll(dir)
-	}, nil
-}
-
-// postgresBinGlob is where Debian's postgresql package puts initdb.
-const postgresBinGlob = "/usr/lib/postgresql/*/bin/initdb"
-
-// postgresBin finds the newest Debian PostgreSQL server's binaries (glob
-// matches their initdb).
-func postgresBin(glob string) (string, error) {
-	found, _ := filepath.Glob(glob)
-	sort.Slice(found, func(i, j int) bool {
-		vi, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(found[i]))))
-		vj, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(found[j]))))
-		return vi > vj
-	})
-	for _, initdb := range found {
-		bin := filepath.Dir(initdb)
-		if _, err := os.Stat(filepath.Join(bin, "pg_ctl")); err == nil {
-			return bin, nil
-		}
-	}
-	return "", fmt.Errorf("PostgreSQL's server binaries (initdb, pg_ctl under /usr/lib/postgresql/*/bin) are missing: install them with `apt-get install -y postgresql`, or set %s to a database the tests may use", EnvTestDatabaseURL)
+var pgTest struct {
+	mu   sync.Mutex
+	dirs map[string]string // test directory → its schema's URL
 }
 
 // onPostgres reports whether t runs under TestPostgres.
 func onPostgres(t testing.TB) bool { return strings.HasPrefix(t.Name(), "TestPostgres/") }
 
-// pgURL returns the URL of the schema of a test directory, creating the
-// schema on first use. The test fails when there is no database.
+// pgURL returns the URL of the schema of a test directory, made on first
+// use. The test fails when there is no database.
 func pgURL(t testing.TB, dir string) string {
 	t.Helper()
-	needPostgres(t)
 	pgTest.mu.Lock()
 	defer pgTest.mu.Unlock()
 	if u, ok := pgTest.dirs[dir]; ok {
 		return u
 	}
-	schema := fmt.Sprintf("t%d_%d", os.Getpid(), pgTest.count.Add(1))
-	db, err := sql.Open("pgx", pgTest.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`CREATE SCHEMA ` + schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		db, err := sql.Open("pgx", pgTest.url)
-		if err != nil {
-			return
-		}
-		defer db.Close()
-		db.Exec(`DROP SCHEMA ` + schema + ` CASCADE`)
-	})
-	u, err := url.Parse(pgTest.url)
-	if err != nil {
-		t.Fatalf("%s: %v", EnvTestDatabaseURL, err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	q.Set("application_name", schema) // finds this test's connections in pg_stat_activity
-	u.RawQuery = q.Encode()
+	u := pgtest.Schema(t)
 	if pgTest.dirs == nil {
 		pgTest.dirs = map[string]string{}
 	}
-	pgTest.dirs[dir] = u.String()
-	return u.String()
+	pgTest.dirs[dir] = u
+	return u
 }
-
-var _ = stdlib.GetDefaultDriver // the driver "pgx" of pgURL
 
 // pgTests are the store's tests that hold for any database; TestPostgres
 // runs them on PostgreSQL. The tests of SQLite's file (damage, creation by
@@ -226,7 +85,7 @@ var pgTests = []struct {
 
 // TestPostgres runs the store's tests on PostgreSQL.
 func TestPostgres(t *testing.T) {
-	needPostgres(t)
+	pgtest.Shared(t)
 	for _, tc := range pgTests {
 		t.Run(tc.name, tc.fn)
 	}
@@ -236,9 +95,9 @@ func TestPostgres(t *testing.T) {
 // the tests fail with the command that installs them.
 func TestPostgresBinMissingSaysHowToInstall(t *testing.T) {
 	t.Parallel()
-	_, err := postgresBin(filepath.Join(t.TempDir(), "*", "bin", "initdb"))
-	if err == nil || !strings.Contains(err.Error(), "apt-get install -y postgresql") || !strings.Contains(err.Error(), EnvTestDatabaseURL) {
-		t.Fatalf("postgresBin: %v", err)
+	_, err := pgtest.Bin(filepath.Join(t.TempDir(), "*", "bin", "initdb"))
+	if err == nil || !strings.Contains(err.Error(), "apt-get install -y postgresql") || !strings.Contains(err.Error(), pgtest.EnvURL) {
+		t.Fatalf("pgtest.Bin: %v", err)
 	}
 }
 
