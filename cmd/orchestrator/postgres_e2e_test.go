@@ -75,3 +75,28 @@ func TestPostgresStoreRunAnswerResume(t *testing.T) {
 		t.Fatalf("run in PostgreSQL: %+v, %v", run.Status, err)
 	}
 }
+
+// TestPostgresStoreApprovalThroughTheHook: with database_url the
+// orchestrator's hook (a process the agent CLI starts, with none of the
+// orchestrator's environment) finds the database and hands a person's
+// decision to the CLI, once.
+func TestPostgresStoreApprovalThroughTheHook(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, approvalRules("touch "+madeFile)...)
+	e.base = strings.Replace(e.base, "  timeout: 2m\n", "  timeout: 2m\n  allowed_tools: []\n", 1)
+	dbURL := pgtest.Schema(t)
+	e.writeConfig(fmt.Sprintf("\ndatabase_url: %q\n", dbURL))
+	code, out, _ := e.run("Allow once\n", "run", "--prompt", "make the file", "--surface", "terminal")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if !strings.Contains(out, "touch "+madeFile) {
+		t.Errorf("the terminal does not show the command:\n%s", out)
+	}
+	if !e.made() || e.toolResults() != 1 {
+		t.Errorf("the command ran: %v; tool results %d", e.made(), e.toolResults())
+	}
+	if _, err := os.Stat(filepath.Join(e.state, store.FileName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a SQLite database was made (%v)", err)
+	}
+}
