@@ -31,7 +31,7 @@ func OpenDatabase(ctx context.Context, dir, databaseURL string) (*Store, error) 
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	if !IsPostgresURL(databaseURL) {
+	if !isPostgresURL(databaseURL) {
 		return nil, errors.New("open store: database_url is neither empty nor a postgres:// URL")
 	}
 	cfg, err := pgx.ParseConfig(databaseURL)
@@ -49,8 +49,8 @@ func OpenDatabase(ctx context.Context, dir, databaseURL string) (*Store, error) 
 	return newStore(pool, d, dir, ""), nil
 }
 
-// IsPostgresURL reports whether a database_url names a PostgreSQL database.
-func IsPostgresURL(u string) bool {
+// isPostgresURL reports whether a database_url names a PostgreSQL database.
+func isPostgresURL(u string) bool {
 	return strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://")
 }
 

@@ -1,6 +1,7 @@
 // Package store is the orchestrator's durable state: runs, their turns, the
 // question sets the model asked and the answers people gave, in one SQLite
-// database under the state directory.
+// database under the state directory (Open) or in a PostgreSQL database
+// several processes share (OpenDatabase; dialect.go says what differs).
 //
 // Every state change is one transaction. The question-set state machine is
 //
