@@ -48,6 +48,7 @@ func ParseClawEnvelope(out []byte) (*Result, error) {
 	r.setBase(env.SessionID, obj)
 	r.Usage = decodeUsage(env.Usage)
 	r.TotalCostUSD = parseCost(env.EstimatedCost)
+	r.CostUSD = r.TotalCostUSD
 	if n, err := env.Iterations.Int64(); err == nil {
 		r.NumTurns = int(n)
 	}

@@ -217,6 +217,12 @@ type Request struct {
 	// caller answers with Process.Respond after Next yields the
 	// *ControlRequest.
 	CanUseTool func(ctx context.Context, req *ControlRequest) Permission
+	// MaxTurns, when above zero, is passed as --max-turns instead of
+	// Config.MaxTurns (a run raised its limit).
+	MaxTurns int
+	// MaxBudgetUSD, when above zero, is passed as --max-budget-usd: what
+	// the turn may spend (claude harness).
+	MaxBudgetUSD float64
 }
 
 func (e *Executor) validate(req Request) error {
@@ -265,8 +271,13 @@ func (e *Executor) args(req Request, mcpTemp string) []string {
 	if c.PermissionMode != "" {
 		a = append(a, "--permission-mode", c.PermissionMode)
 	}
-	if c.MaxTurns > 0 {
+	if req.MaxTurns > 0 {
+		a = append(a, "--max-turns", strconv.Itoa(req.MaxTurns))
+	} else if c.MaxTurns > 0 {
 		a = append(a, "--max-turns", strconv.Itoa(c.MaxTurns))
+	}
+	if req.MaxBudgetUSD > 0 {
+		a = append(a, "--max-budget-usd", strconv.FormatFloat(req.MaxBudgetUSD, 'f', -1, 64))
 	}
 	if req.Resume != "" {
 		a = append(a, "--resume", req.Resume)

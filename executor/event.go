@@ -140,9 +140,15 @@ type Result struct {
 	Text    string
 	HasText bool
 	// Errors is the `errors` list (error_during_execution, error_max_turns).
-	Errors         []string
-	NumTurns       int
-	TotalCostUSD   float64
+	Errors   []string
+	NumTurns int
+	// TotalCostUSD is the session's cost so far: on a resumed session the
+	// CLI counts the earlier calls too (measured on 2.1.330).
+	TotalCostUSD float64
+	// CostUSD is what this call of the CLI cost: the sum of the costUSD of
+	// model_usage_since_last_result, or TotalCostUSD when the line has none
+	// (older CLIs, claw).
+	CostUSD        float64
 	Usage          Usage
 	DurationMS     int64
 	StopReason     string

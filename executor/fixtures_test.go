@@ -2,6 +2,7 @@ package executor
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,6 +64,8 @@ func TestFixtureReplay(t *testing.T) {
 		"err_429_maxretries0.ndjson":                   {"9d576f6f-0d9d-49a6-a340-63b8a34a7381", StatusError, CategoryRateLimit, 1, false},
 		"err_429_once.ndjson":                          ok("2c3850b1-366f-4dd2-b353-08d7b8f7b0c6", 1),
 		"max_turns1.ndjson":                            {"a877d190-7e2b-423d-be2c-1a9150213863", StatusError, CategoryMaxTurns, 2, false},
+		"max_budget.ndjson":                            {"5b0e7c1d-2f3a-4b5c-8d6e-7f8091a2b3c4", StatusError, CategoryMaxBudget, 2, false},
+		"resume_cost.ndjson":                           ok("5b0e7c1d-2f3a-4b5c-8d6e-7f8091a2b3c4", 1),
 		"mcp_call.ndjson":                              {"a1c7e604-b881-4077-94c7-8d3b5941cb1e", StatusSuccess, "", 2, true},
 		"mcp_call_allowed.ndjson":                      {"e48300f5-1a54-48df-8c08-86bd5c61323b", StatusSuccess, "", 2, true},
 		"mcp_echo.ndjson":                              ok("c774e39c-9c9c-4b7f-b46f-63d357597014", 1),
@@ -158,6 +161,16 @@ func TestFixtureDetails(t *testing.T) {
 	o = sum("max_turns1.ndjson")
 	if !strings.Contains(o.Error, "Reached maximum number of turns") {
 		t.Errorf("max_turns1 error %q", o.Error)
+	}
+	o = sum("max_budget.ndjson")
+	if !strings.Contains(o.Error, "Reached maximum budget ($0.001)") || o.CostUSD != 0.0016 || o.TurnCostUSD != 0.0016 {
+		t.Errorf("max_budget error %q, cost %v / %v", o.Error, o.CostUSD, o.TurnCostUSD)
+	}
+	// Resumed: total_cost_usd counts the first call's two API calls again;
+	// the call's own cost is one API call's.
+	o = sum("resume_cost.ndjson")
+	if math.Abs(o.CostUSD-0.0024) > 1e-9 || o.TurnCostUSD != 0.0008 {
+		t.Errorf("resume_cost cost %v, this call %v; want 0.0024, 0.0008", o.CostUSD, o.TurnCostUSD)
 	}
 	o = sum("tool_bash_denied.ndjson")
 	if len(o.PermissionDenials) != 1 || o.PermissionDenials[0] != "Bash" {

@@ -17,6 +17,7 @@ const (
 	CategoryAuth            Category = "auth"              // 401/403, authentication, ANTHROPIC_API_KEY
 	CategoryAPI             Category = "api"               // any other error result
 	CategoryMaxTurns        Category = "max_turns"         // --max-turns reached
+	CategoryMaxBudget       Category = "max_budget"        // --max-budget-usd reached (subtype error_max_budget_usd)
 	CategorySessionNotFound Category = "session_not_found" // --resume of a session the CLI does not have
 	CategoryTimeout         Category = "timeout"           // Config.Timeout or the context's deadline
 	CategoryIdleTimeout     Category = "idle_timeout"      // no output for Config.IdleTimeout
@@ -71,7 +72,11 @@ type Outcome struct {
 	FinalText string  `json:"final_text"`
 	NumTurns  int     `json:"num_turns"`
 	CostUSD   float64 `json:"cost_usd"`
-	Usage     Usage   `json:"usage"`
+	// TurnCostUSD is what this call of the CLI cost (Result.CostUSD);
+	// CostUSD is the session's total so far, which on a resumed session
+	// counts earlier calls again.
+	TurnCostUSD float64 `json:"-"`
+	Usage       Usage   `json:"usage"`
 	// TerminalReason and APIErrorStatus come from the result line.
 	TerminalReason string `json:"terminal_reason,omitempty"`
 	APIErrorStatus int    `json:"api_error_status,omitempty"`
@@ -265,7 +270,7 @@ func (t *Tracker) Outcome(x Exit) Outcome {
 	r := t.result
 	if r != nil {
 		o.NumTurns = r.NumTurns
-		o.CostUSD = r.TotalCostUSD
+		o.CostUSD, o.TurnCostUSD = r.TotalCostUSD, r.CostUSD
 		o.Usage = r.Usage
 	}
 	switch {
@@ -280,7 +285,7 @@ func (t *Tracker) Outcome(x Exit) Outcome {
 		o.FinalText = lastText
 	case r != nil:
 		o.NumTurns = r.NumTurns
-		o.CostUSD = r.TotalCostUSD
+		o.CostUSD, o.TurnCostUSD = r.TotalCostUSD, r.CostUSD
 		o.Usage = r.Usage
 		o.TerminalReason = r.TerminalReason
 		o.APIErrorStatus = r.APIErrorStatus
@@ -390,6 +395,9 @@ func classifyResult(r *Result, text string) Category {
 	}
 	if r.Subtype == "error_max_turns" || r.TerminalReason == "max_turns" {
 		return CategoryMaxTurns
+	}
+	if r.Subtype == "error_max_budget_usd" || r.TerminalReason == "budget_exhausted" {
+		return CategoryMaxBudget
 	}
 	return CategoryAPI
 }

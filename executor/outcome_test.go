@@ -61,6 +61,7 @@ func TestOutcomeResults(t *testing.T) {
 			`{"type":"result","subtype":"error_max_turns","is_error":true,"result":"API Error: Request rejected (429). Your organization has exceeded the rate limit.","usage":{"input_tokens":1423,"output_tokens":0},"session_id":"abc123"}`,
 		}, StatusError, CategoryRateLimit, "429"},
 		{"max turns", []string{`{"type":"result","subtype":"error_max_turns","is_error":true,"session_id":"s","errors":["Reached maximum number of turns (1)"]}`}, StatusError, CategoryMaxTurns, "Reached maximum"},
+		{"max budget", []string{`{"type":"result","subtype":"error_max_budget_usd","is_error":true,"session_id":"s","terminal_reason":"budget_exhausted","errors":["Reached maximum budget ($0.001)"]}`}, StatusError, CategoryMaxBudget, "Reached maximum budget"},
 		{"session not found", []string{`{"type":"result","subtype":"error_during_execution","is_error":true,"session_id":"s","errors":["No conversation found with session ID: s"]}`}, StatusError, CategorySessionNotFound, "No conversation found"},
 		{"api status wins", []string{`{"type":"result","subtype":"success","is_error":true,"session_id":"s","api_error_status":401,"result":"boom"}`}, StatusError, CategoryAuth, "boom"},
 		{"no result", []string{initLine}, StatusIncomplete, CategoryNoResult, "without a result"},

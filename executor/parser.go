@@ -5,6 +5,7 @@ import (
 	stdjson "encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -280,6 +281,7 @@ func (p *Parser) result(raw []byte, sid string, w *wireLine) (Event, *ParseError
 		Errors:         strs(w.Errors),
 		NumTurns:       int(w.NumTurns.int()),
 		TotalCostUSD:   w.TotalCostUSD.f,
+		CostUSD:        sinceLastCost(w.SinceLast, w.TotalCostUSD.f),
 		Usage:          w.Usage.v.usage(),
 		DurationMS:     w.DurationMS.int(),
 		StopReason:     w.StopReason.s,
@@ -399,4 +401,26 @@ func clip(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
+}
+
+// sinceLastCost sums the per-model costUSD of a result's
+// model_usage_since_last_result; total when it is missing or unreadable.
+func sinceLastCost(raw jraw, total float64) float64 {
+	if len(raw) == 0 {
+		return total
+	}
+	var m map[string]struct {
+		CostUSD *float64 `json:"costUSD"`
+	}
+	if json.Unmarshal(raw, &m) != nil || len(m) == 0 {
+		return total
+	}
+	sum := 0.0
+	for _, u := range m {
+		if u.CostUSD == nil || *u.CostUSD < 0 || math.IsNaN(*u.CostUSD) || math.IsInf(*u.CostUSD, 0) {
+			return total
+		}
+		sum += *u.CostUSD
+	}
+	return sum
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -401,4 +402,33 @@ func FuzzParseLine(f *testing.F) {
 			neutral(t, p, line)
 		}
 	})
+}
+
+// TestResultCostOfThisCall: on a resumed session total_cost_usd counts the
+// session's earlier calls too (measured on 2.1.330); the call's own cost is
+// the sum of model_usage_since_last_result's costUSD.
+func TestResultCostOfThisCall(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, since string
+		want        float64
+	}{
+		{"since last result, two models", `,"model_usage_since_last_result":{"a":{"costUSD":0.0016},"b":{"costUSD":0.0004}}`, 0.002},
+		{"none: the total", ``, 0.0024},
+		{"not an object: the total", `,"model_usage_since_last_result":[1]`, 0.0024},
+		{"a model without a cost: the total", `,"model_usage_since_last_result":{"a":{"inputTokens":3}}`, 0.0024},
+		{"a negative cost: the total", `,"model_usage_since_last_result":{"a":{"costUSD":-1}}`, 0.0024},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			line := `{"type":"result","subtype":"success","is_error":false,"session_id":"s","result":"ok","total_cost_usd":0.0024` + tc.since + `}`
+			ev, err := (&Parser{}).ParseLine([]byte(line))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := ev.(*Result)
+			if r.TotalCostUSD != 0.0024 || math.Abs(r.CostUSD-tc.want) > 1e-12 {
+				t.Fatalf("total %v, this call %v; want 0.0024, %v", r.TotalCostUSD, r.CostUSD, tc.want)
+			}
+		})
+	}
 }

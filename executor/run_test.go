@@ -577,6 +577,11 @@ func TestArgs(t *testing.T) {
 	if got := plain.Args(Request{Prompt: "p", Resume: "r"}); strings.Join(got, " ") != "-p --output-format stream-json --verbose --resume r -- p" {
 		t.Errorf("plain args %q", got)
 	}
+	// A run's own limits: the request's turn limit wins over the config's,
+	// and what is left of its budget is passed as --max-budget-usd.
+	if got := e.Args(Request{Prompt: "p", Resume: "r", MaxTurns: 3, MaxBudgetUSD: 0.25}); !strings.Contains(strings.Join(got, " "), "--max-turns 3 --max-budget-usd 0.25 --resume r") {
+		t.Errorf("args with the request's limits %q", got)
+	}
 	for _, a := range plain.Args(Request{Prompt: "p"}) {
 		if a == "--dangerously-skip-permissions" {
 			t.Error("skip-permissions without opt-in")

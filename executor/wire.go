@@ -51,6 +51,7 @@ type wireLine struct {
 	Errors         jlist[jstr]           `json:"errors"`
 	NumTurns       jnum                  `json:"num_turns"`
 	TotalCostUSD   jnum                  `json:"total_cost_usd"`
+	SinceLast      jraw                  `json:"model_usage_since_last_result"`
 	Usage          jobj[wireUsage]       `json:"usage"`
 	DurationMS     jnum                  `json:"duration_ms"`
 	StopReason     jstr                  `json:"stop_reason"`

@@ -2,6 +2,7 @@ package specs
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -31,6 +32,7 @@ type frontmatter struct {
 	MCPConfig       text             `yaml:"mcp_config"`
 	PermissionMode  text             `yaml:"permission_mode"`
 	MaxTurns        positiveInt      `yaml:"max_turns"`
+	MaxCostUSD      positiveDollars  `yaml:"max_cost_usd"`
 	Timeout         positiveDuration `yaml:"timeout"`
 	IdleTimeout     positiveDuration `yaml:"idle_timeout"`
 	Answers         answerList       `yaml:"answers"`
@@ -76,6 +78,7 @@ func (f *frontmatter) fill(s *Spec, d *yamlfile.Decoder) {
 		DisallowedTools: strs(f.DisallowedTools),
 		MCPConfig:       s.path(string(f.MCPConfig), "mcp_config", bad),
 		MaxTurns:        int(f.MaxTurns),
+		MaxCostUSD:      float64(f.MaxCostUSD),
 		Timeout:         time.Duration(f.Timeout),
 		IdleTimeout:     time.Duration(f.IdleTimeout),
 	}
@@ -204,6 +207,25 @@ func (p *positiveInt) UnmarshalYAML(n *yaml.Node) error {
 		return fmt.Errorf("must be positive, not %d", i)
 	}
 	*p = positiveInt(i)
+	return nil
+}
+
+// positiveDollars is an amount of US dollars above zero ("2", "0.50").
+type positiveDollars float64
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (p *positiveDollars) UnmarshalYAML(n *yaml.Node) error {
+	var f float64
+	if t := n.ShortTag(); t != "!!int" && t != "!!float" {
+		return &yaml.TypeError{Errors: []string{"not a number"}} // worded by the decoder
+	}
+	if err := n.Decode(&f); err != nil {
+		return err
+	}
+	if !(f > 0) || math.IsInf(f, 0) {
+		return fmt.Errorf("must be a positive amount of dollars, not %s", n.Value)
+	}
+	*p = positiveDollars(f)
 	return nil
 }
 
@@ -379,7 +401,7 @@ type onTimeout OnTimeout
 
 // DecodeNode implements yamlfile.NodeDecoder.
 func (o *onTimeout) DecodeNode(d *yamlfile.Decoder, n *yaml.Node, key string) {
-	actions := OnTimeoutFail + ", " + OnTimeoutDefault + ", " + OnTimeoutSkip
+	actions := OnTimeoutFail + ", " + OnTimeoutDefault + ", " + OnTimeoutDecide + ", " + OnTimeoutSkip
 	var (
 		v struct {
 			Action text `yaml:"action"`
@@ -415,7 +437,7 @@ func (o *onTimeout) DecodeNode(d *yamlfile.Decoder, n *yaml.Node, key string) {
 		return
 	}
 	switch action := string(v.Action); action {
-	case OnTimeoutFail, OnTimeoutSkip:
+	case OnTimeoutFail, OnTimeoutDecide, OnTimeoutSkip:
 		if v.Option != "" {
 			d.Errorf(optNode.Line, optionKey, "only on_timeout action default takes an option")
 			return

@@ -47,7 +47,7 @@
 //   - workdir: where the agent runs; a relative path is relative to the
 //     directory of the spec file, and a leading "~/" is the home directory.
 //   - model, allowed_tools, disallowed_tools, mcp_config, permission_mode,
-//     max_turns, timeout, idle_timeout: the agent settings; each one set
+//     max_turns, max_cost_usd, timeout, idle_timeout: the agent settings; each one set
 //     overrides the config's (see Agent). mcp_config is a file, found like
 //     workdir.
 //   - answers: questions answered in advance, a mapping from a question's
@@ -59,8 +59,15 @@
 //     unanswered, as a name or a one-key mapping with overrides like an item
 //     of surfaces; it must not be one of surfaces.
 //   - on_timeout: what to do at question_timeout: "fail" (the run fails),
-//     "skip" (the model is told nobody answered), or
-//     {action: default, option: Label} (the named option is chosen).
+//     {action: default, option: Label} (the named option is chosen, and
+//     the model is told it was the default), "decide" (the model is told
+//     nobody answered and decides itself, saying what it chose) or "skip"
+//     (the model is told nobody answered and leaves out what depends on
+//     the question, saying what it left out). The exact texts are in the
+//     README's "When nobody answers".
+//   - max_cost_usd: dollars the run may spend (passed to the CLI as
+//     --max-budget-usd, for what is left); at that limit, or at max_turns,
+//     the run asks whether to go on (see the README's "Budgets").
 //   - the sections of Sections, such as git (see Git).
 //
 // The frontmatter is decoded by the decoder the configuration uses
@@ -91,6 +98,7 @@ import (
 const (
 	OnTimeoutFail    = "fail"
 	OnTimeoutDefault = "default"
+	OnTimeoutDecide  = "decide"
 	OnTimeoutSkip    = "skip"
 )
 
@@ -147,8 +155,11 @@ type Agent struct {
 	MCPConfig      string
 	PermissionMode string
 	MaxTurns       int
-	Timeout        time.Duration
-	IdleTimeout    time.Duration
+	// MaxCostUSD is what the run may spend before it asks whether to go
+	// on (max_cost_usd); 0 leaves the config's.
+	MaxCostUSD  float64
+	Timeout     time.Duration
+	IdleTimeout time.Duration
 }
 
 // SurfaceRef names a surface a spec asks on, with the spec's overrides.
@@ -172,7 +183,8 @@ type PresetAnswer struct {
 
 // OnTimeout is what happens when a question is not answered in time.
 type OnTimeout struct {
-	// Action is OnTimeoutFail, OnTimeoutDefault or OnTimeoutSkip; empty
+	// Action is OnTimeoutFail, OnTimeoutDefault, OnTimeoutDecide or
+	// OnTimeoutSkip; empty
 	// when not set.
 	Action string
 	// Option is the label of the option chosen by OnTimeoutDefault.

@@ -119,6 +119,24 @@ Update things.
 			want: Spec{Name: "s", OnTimeout: OnTimeout{Action: "skip"}, Body: "T"},
 		},
 		{
+			name: "on_timeout decide",
+			path: "s.md",
+			data: "---\non_timeout: decide\n---\nT\n",
+			want: Spec{Name: "s", OnTimeout: OnTimeout{Action: "decide"}, Body: "T"},
+		},
+		{
+			name: "max_cost_usd",
+			path: "s.md",
+			data: "---\nmax_cost_usd: 2.50\nmax_turns: 30\n---\nT\n",
+			want: Spec{Name: "s", Agent: Agent{MaxCostUSD: 2.5, MaxTurns: 30}, Body: "T"},
+		},
+		{
+			name: "max_cost_usd whole dollars",
+			path: "s.md",
+			data: "---\nmax_cost_usd: 3\n---\nT\n",
+			want: Spec{Name: "s", Agent: Agent{MaxCostUSD: 3}, Body: "T"},
+		},
+		{
 			name: "on_timeout fail as a mapping",
 			path: "s.md",
 			data: "---\non_timeout: {action: fail}\n---\nT\n",
@@ -224,6 +242,10 @@ func TestParseErrors(t *testing.T) {
 		{name: "bad permission mode", data: "---\npermission_mode: yolo\n---\nT\n", line: 2, key: "permission_mode", msg: "want one of default, acceptEdits"},
 		{name: "max_turns zero", data: "---\nmax_turns: 0\n---\nT\n", line: 2, key: "max_turns", msg: "must be positive"},
 		{name: "max_turns fraction", data: "---\nmax_turns: 1.5\n---\nT\n", line: 2, key: "max_turns", msg: "whole number"},
+		{name: "max_cost_usd zero", data: "---\nmax_cost_usd: 0\n---\nT\n", line: 2, key: "max_cost_usd", msg: "must be a positive amount of dollars"},
+		{name: "max_cost_usd negative", data: "---\nmax_cost_usd: -1.5\n---\nT\n", line: 2, key: "max_cost_usd", msg: "must be a positive amount of dollars"},
+		{name: "max_cost_usd with a dollar sign", data: "---\nmax_cost_usd: $5\n---\nT\n", line: 2, key: "max_cost_usd", msg: "found a string"},
+		{name: "max_cost_usd infinite", data: "---\nmax_cost_usd: .inf\n---\nT\n", line: 2, key: "max_cost_usd", msg: "must be a positive amount of dollars"},
 		{name: "duration without unit", data: "---\ntimeout: 30\n---\nT\n", line: 2, key: "timeout", msg: `duration "30" has no unit`},
 		{name: "zero duration", data: "---\nquestion_timeout: 0s\n---\nT\n", line: 2, key: "question_timeout", msg: "must be positive"},
 		{name: "reminder after timeout", data: "---\nquestion_timeout: 1h\nremind_every: 1h\n---\nT\n", line: 3, key: "remind_every", msg: "shorter than question_timeout"},
@@ -239,7 +261,7 @@ func TestParseErrors(t *testing.T) {
 		{name: "option for fail", data: "---\non_timeout: {action: fail, option: x}\n---\nT\n", line: 2, key: "on_timeout.option", msg: "only on_timeout action default"},
 		{name: "on_timeout without action", data: "---\non_timeout: {option: x}\n---\nT\n", line: 2, key: "on_timeout.action", msg: "missing"},
 		{name: "on_timeout unknown key", data: "---\non_timeout: {action: fail, when: x}\n---\nT\n", line: 2, key: "on_timeout.when", msg: "unknown key"},
-		{name: "on_timeout as a list", data: "---\non_timeout: [fail]\n---\nT\n", line: 2, key: "on_timeout", msg: "want one of fail, default, skip, or {action: default, option: …}, found a list"},
+		{name: "on_timeout as a list", data: "---\non_timeout: [fail]\n---\nT\n", line: 2, key: "on_timeout", msg: "want one of fail, default, decide, skip, or {action: default, option: …}, found a list"},
 		{name: "missing body", data: "---\nname: x\n---\n\n  \n", line: 3, msg: "missing body"},
 	}
 	for _, tt := range tests {
@@ -364,6 +386,10 @@ func TestLoadDirExamples(t *testing.T) {
 	}
 	if notes.Schedule != "" || len(notes.Answers) != 3 || notes.Answers[2].Answer != "Added, Changed, Fixed" {
 		t.Errorf("release-notes = %+v", notes)
+	}
+	// The examples show each on_timeout that lets the run go on, and a budget.
+	if deps.Agent.MaxCostUSD != 3 || notes.OnTimeout.Action != OnTimeoutDecide {
+		t.Errorf("nightly-deps max_cost_usd = %v, release-notes on_timeout = %+v", deps.Agent.MaxCostUSD, notes.OnTimeout)
 	}
 	for _, s := range specs {
 		if s.Body == "" || s.WorkDir == "" && s.Name != "add-login-page" { // the demo spec runs where it is started

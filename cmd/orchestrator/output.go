@@ -39,7 +39,7 @@ const (
 	evToolUse      eventKind = "tool_use"      // tool, text: a one-line summary of its input
 	evCost         eventKind = "cost"          // cost_usd: the turn's cost so far
 	evTurnFinished eventKind = "turn_finished" // turn: with its outcome
-	evQuestion     eventKind = "question"      // question_set asked on surfaces
+	evQuestion     eventKind = "question"      // question_set asked on surfaces; text: why the run asks, at a budget or turn limit
 	evAnswer       eventKind = "answer"        // question_set with its response
 	evReminder     eventKind = "reminder"      // question_set reminded on surfaces
 	evEscalated    eventKind = "escalated"     // question_set also asked on surfaces

@@ -304,7 +304,7 @@ func (p *progress) observe(ev runner.Event) {
 	case runner.EventTurnFinished:
 		p.stopTicker()
 		if o := ev.Outcome; o != nil {
-			msg := fmt.Sprintf("  turn %d finished in %s, $%.4f", ev.Turn, since(o.Duration), o.CostUSD)
+			msg := fmt.Sprintf("  turn %d finished in %s, $%.4f", ev.Turn, since(o.Duration), o.TurnCostUSD)
 			if o.Category != "" {
 				msg += fmt.Sprintf(" — %s: %s", o.Category, oneLine(o.Error))
 			}
@@ -329,7 +329,10 @@ func (p *progress) observe(ev runner.Event) {
 		}
 	case runner.EventQuestion:
 		p.stopTicker()
-		if ev.Set != nil {
+		switch {
+		case ev.Set != nil && ev.Text != "": // the run asks whether to go on (a budget or turn limit)
+			p.line("? %s; asking whether to go on (set %s) on %s", questions.Printable(ev.Text), ev.Set.ID, strings.Join(orNone(ev.Surfaces), ", "))
+		case ev.Set != nil:
 			p.line("? the model asks %d question(s) (set %s) on %s", len(ev.Set.Questions), ev.Set.ID, strings.Join(orNone(ev.Surfaces), ", "))
 		}
 	case runner.EventAnswer:
@@ -439,6 +442,16 @@ func (p *progress) failed(run store.Run) {
 		return
 	}
 	p.line("✘ run %s failed: %s", run.ID, questions.Printable(run.Error))
+	p.summary()
+}
+
+func (p *progress) stoppedAtLimit(run store.Run) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.asJSON {
+		return
+	}
+	p.line("■ run %s stopped, $%.4f: %s", run.ID, run.CostUSD, questions.Printable(run.Error))
 	p.summary()
 }
 

@@ -258,6 +258,9 @@ func (m *Main) drive(ctx context.Context, r *runner.Runner, p *progress, runID s
 		return silentExit(exitFailed)
 	case store.RunCancelled:
 		return silentExit(exitCancelled)
+	case store.RunStopped:
+		p.stoppedAtLimit(run)
+		return silentExit(exitStopped)
 	default:
 		return fmt.Errorf("run %s stopped in status %s", run.ID, run.Status)
 	}

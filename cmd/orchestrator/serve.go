@@ -70,7 +70,7 @@ func (m *Main) runServe(ctx context.Context) error {
 			return configError(fmt.Errorf("surface %s: %w", name, err))
 		}
 	}
-	resumer, err := m.mountWeb(ctx, st)
+	resumer, err := m.mountWeb(ctx, st, ss)
 	if err != nil {
 		return err
 	}

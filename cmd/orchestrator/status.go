@@ -25,6 +25,8 @@ active runs (running, waiting, interrupted) — every run with --all — the
 questions waiting for an answer with their IDs and surfaces, and when the
 scheduled specs in specs.dir run next: a spec whose previous run still runs
 or waits is skipped by the scheduler, and status says so instead of a time.
+Each spec's runs are summed up: how many, what they cost, how the newest
+ended.
 --spec NAME shows only that spec's runs, questions and schedule.`,
 		Annotations: noSurfacesAnnotation(),
 		Args:        cobra.NoArgs,
@@ -53,6 +55,15 @@ type statusSkipped struct {
 	Status string `json:"status"`
 }
 
+// statusSpec is what a spec's runs cost, all together, and how its newest
+// run stands.
+type statusSpec struct {
+	Spec       string  `json:"spec"`
+	Runs       int     `json:"runs"`
+	CostUSD    float64 `json:"cost_usd"`
+	LastStatus string  `json:"last_status"`
+}
+
 // statusReport is the output of status --json (docs/json.md).
 type statusReport struct {
 	V            int              `json:"v"`
@@ -60,6 +71,7 @@ type statusReport struct {
 	Runs         []jsonRun        `json:"runs"`
 	QuestionSets []jsonSet        `json:"question_sets"`
 	Schedule     []statusNext     `json:"schedule"`
+	Specs        []statusSpec     `json:"specs"`
 	Worktrees    []statusWorktree `json:"worktrees"` // gc.go
 }
 
@@ -80,7 +92,7 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool, spec string) err
 	if err != nil {
 		return err
 	}
-	rep := statusReport{V: jsonVersion, Serve: probeServe(st.Dir()), Runs: []jsonRun{}, QuestionSets: []jsonSet{}, Schedule: []statusNext{}}
+	rep := statusReport{V: jsonVersion, Serve: probeServe(st.Dir()), Runs: []jsonRun{}, QuestionSets: []jsonSet{}, Schedule: []statusNext{}, Specs: []statusSpec{}}
 	for _, r := range runs {
 		rep.Runs = append(rep.Runs, newJSONRun(r))
 	}
@@ -124,6 +136,13 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool, spec string) err
 		}
 		next := sched.Next(now).UTC()
 		rep.Schedule = append(rep.Schedule, statusNext{Spec: sp.Name, Next: &next})
+	}
+	costs, err := st.SpecCosts(ctx, spec)
+	if err != nil {
+		return err
+	}
+	for _, c := range costs {
+		rep.Specs = append(rep.Specs, statusSpec{Spec: c.Spec, Runs: c.Runs, CostUSD: c.CostUSD, LastStatus: string(c.LastStatus)})
 	}
 	if rep.Worktrees, err = keptWorktrees(ctx, st); err != nil {
 		return err
@@ -207,6 +226,14 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool, spec string) err
 				continue
 			}
 			fmt.Fprintf(w, "%s\t%s\n", s.Spec, s.Next.Local().Format(time.RFC3339))
+		}
+		w.Flush()
+	}
+	if len(rep.Specs) > 0 {
+		fmt.Fprintln(m.Stdout)
+		fmt.Fprintln(w, "SPEC\tRUNS\tCOST\tLAST RUN")
+		for _, s := range rep.Specs {
+			fmt.Fprintf(w, "%s\t%d\t$%.4f\t%s\n", s.Spec, s.Runs, s.CostUSD, s.LastStatus)
 		}
 		w.Flush()
 	}

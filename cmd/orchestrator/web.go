@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -77,14 +79,16 @@ func (r *webResumer) Resume(ctx context.Context, runID, by string) error {
 
 // mountWeb adds the web inbox to serve's handlers when serve.web.enabled.
 // The returned resumer is given the daemon once it exists.
-func (m *Main) mountWeb(ctx context.Context, st *store.Store) (*webResumer, error) {
+func (m *Main) mountWeb(ctx context.Context, st *store.Store, ss *surfaceSet) (*webResumer, error) {
 	res := &webResumer{st: st, ctx: ctx}
 	wc := m.Config.Serve.Web
 	if !wc.Enabled {
 		return res, nil
 	}
 	cfg := web.Config{
-		Backend:        &webstore.Backend{Store: st},
+		Backend: &webstore.Backend{Store: st, IssueURL: func(ctx context.Context, runID string) (string, error) {
+			return m.runIssueURL(ctx, st, ss, runID)
+		}},
 		Allow:          wc.Allow,
 		AnswerMaxBytes: m.Config.Run.AnswerMaxBytes.Int(),
 		Done:           ctx.Done(),
@@ -107,4 +111,46 @@ func (m *Main) mountWeb(ctx context.Context, st *store.Store) (*webResumer, erro
 	}
 	m.handlers["/"] = srv.Handler()
 	return res, nil
+}
+
+// runIssueURL is the address of the GitHub issue a run's questions are
+// asked in, "" when it asks on no GitHub issue.
+func (m *Main) runIssueURL(ctx context.Context, st *store.Store, ss *surfaceSet, runID string) (string, error) {
+	run, err := st.Run(ctx, runID)
+	if err != nil || !slices.Contains(run.Surfaces, "github") {
+		return "", err
+	}
+	sp, _ := m.specOf(run)
+	sfs, err := ss.surfacesFor(run, sp)
+	if err != nil {
+		return "", err
+	}
+	for _, sf := range sfs {
+		gs, ok := sf.(interface {
+			RunIssue(ctx context.Context, runID string) (int, error)
+			Repo() string
+		})
+		if !ok {
+			continue
+		}
+		n, err := gs.RunIssue(ctx, runID)
+		if err != nil || n == 0 {
+			return "", err
+		}
+		return fmt.Sprintf("%s/%s/issues/%d", githubWebRoot(m.Config.Surfaces.GitHub.BaseURL), gs.Repo(), n), nil
+	}
+	return "", nil
+}
+
+// githubWebRoot is the web address of the GitHub whose REST API root is
+// apiBase: https://github.com for https://api.github.com/ (the default), and
+// https://HOST for GitHub Enterprise Server's https://HOST/api/v3/.
+func githubWebRoot(apiBase string) string {
+	u, err := url.Parse(apiBase)
+	if apiBase == "" || err != nil || u.Host == "api.github.com" {
+		return "https://github.com"
+	}
+	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/api/v3")
+	u.RawQuery, u.Fragment = "", ""
+	return strings.TrimSuffix(u.String(), "/")
 }

@@ -84,3 +84,17 @@ func TestServeWithoutWebServesNoInbox(t *testing.T) {
 		t.Fatalf("serve exited %d", c)
 	}
 }
+
+func TestGitHubWebRootFromTheAPIRoot(t *testing.T) {
+	for api, want := range map[string]string{
+		"":                                   "https://github.com",
+		"https://api.github.com/":            "https://github.com",
+		"https://ghe.example.com/api/v3/":    "https://ghe.example.com",
+		"http://127.0.0.1:8080/":             "http://127.0.0.1:8080",
+		"https://ghe.example.com/api/v3?x#y": "https://ghe.example.com",
+	} {
+		if got := githubWebRoot(api); got != want {
+			t.Errorf("githubWebRoot(%q) = %q, want %q", api, got, want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -182,6 +183,7 @@ func (m *Main) newRunner(st *store.Store, observe func(runner.Event)) (*runner.R
 			if err != nil {
 				return runner.Resolved{}, err
 			}
+			pol.MaxTurns = c.MaxTurns // the turn limit the agent was given
 			return runner.Resolved{Agent: agent, Surfaces: surfs, Policy: pol, Approvals: apol}, nil
 		},
 		Observe:   observe,
@@ -202,15 +204,18 @@ func (m *Main) newRunner(st *store.Store, observe func(runner.Event)) (*runner.R
 	return r, ss, err
 }
 
-// policyOf turns a spec's question settings into the runner's policy.
+// policyOf turns a spec's question settings, and its max_cost_usd or else
+// the config's, into the runner's policy.
 func (m *Main) policyOf(sp *specs.Spec, ss *surfaceSet) (runner.Policy, error) {
+	a := m.Config.Agent
 	if sp == nil {
-		return runner.Policy{}, nil
+		return runner.Policy{MaxCostUSD: a.MaxCostUSD}, nil
 	}
 	p := runner.Policy{
 		QuestionTimeout: sp.QuestionTimeout,
 		RemindEvery:     sp.RemindEvery,
 		OnTimeout:       runner.OnTimeout{Action: sp.OnTimeout.Action, Option: sp.OnTimeout.Option},
+		MaxCostUSD:      cmp.Or(sp.Agent.MaxCostUSD, a.MaxCostUSD),
 	}
 	for _, a := range sp.Answers {
 		p.Presets = append(p.Presets, runner.Preset{Match: a.Match, Answer: a.Answer})

@@ -81,6 +81,10 @@ type Agent struct {
 	StrictMCPConfig bool `yaml:"strict_mcp_config"`
 	// MaxTurns is passed as --max-turns when above zero.
 	MaxTurns int `yaml:"max_turns"`
+	// MaxCostUSD is what one run may spend, in US dollars, before it asks
+	// its surfaces whether to go on (passed as --max-budget-usd for what
+	// is left); 0 means no limit.
+	MaxCostUSD float64 `yaml:"max_cost_usd"`
 	// Timeout bounds one whole agent turn (one CLI process); 0 means none.
 	Timeout Duration `yaml:"timeout"`
 	// IdleTimeout ends a turn whose CLI printed nothing for this long;

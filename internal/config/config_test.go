@@ -268,6 +268,8 @@ func TestParse_Errors(t *testing.T) {
 			[]string{`f.yaml:3: log.level: duplicate key (first set on line 2)`}},
 		{"wrong type int", "agent:\n  max_turns: lots\n",
 			[]string{`f.yaml:2: agent.max_turns: want an integer, found a string "lots"`}},
+		{"max_cost_usd as a string", "agent:\n  max_cost_usd: $5\n",
+			[]string{`f.yaml:2: agent.max_cost_usd: want a number, found a string "$5"`}},
 		{"wrong type bool", "surfaces:\n  terminal:\n    enabled: maybe\n",
 			[]string{`f.yaml:3: surfaces.terminal.enabled: want true or false, found a string "maybe"`}},
 		{"list for string", "agent:\n  model: [a, b]\n",
@@ -495,6 +497,8 @@ func TestValidate(t *testing.T) {
 			"agent.timeout: must not be negative",
 			"agent.max_line_bytes: must be at least 64KiB, got 1KiB",
 			"agent.env.A=B: not a valid environment variable name"}},
+		{"max_cost_usd negative", func(c *Config) { c.Agent.MaxCostUSD = -0.5 }, []string{
+			"agent.max_cost_usd: must be a positive amount of dollars, or 0 for no limit"}},
 		{"mcp servers", func(c *Config) {
 			c.Agent.MCPServers = map[string]any{
 				"a": map[string]any{"command": "x"},

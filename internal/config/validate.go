@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"slices"
@@ -54,6 +55,9 @@ func (c *Config) Validate() error {
 	v.nonEmptyItems("agent.allowed_tools", a.AllowedTools)
 	v.nonEmptyItems("agent.disallowed_tools", a.DisallowedTools)
 	v.nonNegative("agent.max_turns", int64(a.MaxTurns))
+	if a.MaxCostUSD < 0 || math.IsInf(a.MaxCostUSD, 0) || math.IsNaN(a.MaxCostUSD) {
+		v.add("agent.max_cost_usd", "must be a positive amount of dollars, or 0 for no limit")
+	}
 	v.nonNegative("agent.timeout", int64(a.Timeout))
 	v.nonNegative("agent.idle_timeout", int64(a.IdleTimeout))
 	if a.MaxLineBytes < 64<<10 {

@@ -422,15 +422,27 @@ func (d *Daemon) shutdown(cancelRuns context.CancelFunc, srv *http.Server) error
 			len(left), d.cfg.ShutdownTimeout, strings.Join(left, ", ")))
 	}
 	if srv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), httpGrace)
 		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
+		switch err := srv.Shutdown(ctx); {
+		case err == nil:
+		case errors.Is(err, context.DeadlineExceeded):
+			// A request still open after the grace is a long-lived one (a
+			// browser's live run view, a slow client): closing it is the
+			// normal end of serving, not a failure.
+			d.log.Info("closing the HTTP connections still open", "grace", httpGrace)
+			srv.Close()
+		default:
 			srv.Close()
 			errs = append(errs, fmt.Errorf("serve: http shutdown: %w", err))
 		}
 	}
 	return errors.Join(errs...)
 }
+
+// httpGrace is how long shutdown lets open HTTP requests finish before it
+// closes their connections.
+const httpGrace = 2 * time.Second
 
 // takeUpRuns drives, each in its own goroutine, every run a previous
 // process left waiting, interrupted or running.

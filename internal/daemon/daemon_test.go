@@ -899,3 +899,37 @@ func TestMetricsByKind(t *testing.T) {
 		}
 	}
 }
+
+func TestShutdownClosesAStreamLeftOpen(t *testing.T) {
+	t.Parallel()
+	st := openStore(t, t.TempDir())
+	f := newFakeRuns(st, "")
+	streaming := make(chan struct{})
+	// Like the web inbox's live run view: the response streams until the
+	// client goes away.
+	stream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, ": open\n\n")
+		w.(http.Flusher).Flush()
+		close(streaming)
+		<-r.Context().Done()
+	})
+	d, err := New(Config{Runs: f, Store: st, Listen: "127.0.0.1:0",
+		Handlers: map[string]http.Handler{"GET /events": stream}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, d)
+	resp, err := http.Get("http://" + d.Addr() + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	<-streaming
+	if err := s.stop(t); err != nil {
+		t.Errorf("Run = %v, want nil: a stream left open is closed, not a failure", err)
+	}
+	// The server closed the connection: reading the stream ends instead
+	// of hanging.
+	io.ReadAll(resp.Body)
+}

@@ -72,7 +72,7 @@ type seenSet struct {
 }
 
 // Label values of orchestrator_runs_total{outcome} that exist from the start.
-var runOutcomes = []store.RunStatus{store.RunDone, store.RunFailed, store.RunCancelled}
+var runOutcomes = []store.RunStatus{store.RunDone, store.RunFailed, store.RunCancelled, store.RunStopped}
 
 // NewMetrics returns the metrics in a new registry. With st, the pending
 // questions gauge counts the store's unanswered questions (all processes),

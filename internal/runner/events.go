@@ -18,7 +18,7 @@ const (
 	EventToolUse      EventKind = "tool_use" // Tool and a one-line summary in Text
 	EventCost         EventKind = "cost"     // the turn's total cost so far
 	EventTurnFinished EventKind = "turn_finished"
-	EventQuestion     EventKind = "question"  // Set asked on Surfaces
+	EventQuestion     EventKind = "question"  // Set asked on Surfaces; Text, when set, says why the run itself asks (a budget or turn limit, limit.go)
 	EventAnswer       EventKind = "answer"    // Response stored for Set
 	EventReminder     EventKind = "reminder"  // a reminder went out for Set
 	EventEscalated    EventKind = "escalated" // Set is now also asked on Surfaces

@@ -260,6 +260,11 @@ func (r *Runner) correct(ctx context.Context, d *drive, run store.Run, last stor
 // resumeWithAnswer hands an answered set to the model, exactly once: the set
 // is claimed in the transaction that records the turn, before the CLI starts.
 func (r *Runner) resumeWithAnswer(ctx context.Context, d *drive, run store.Run, rec store.SetRecord) error {
+	if limit, err := r.isLimitSet(ctx, run.ID, rec.Set.ID); err != nil {
+		return err
+	} else if limit {
+		return r.afterLimit(ctx, d, run, rec)
+	}
 	prompt := answerPrompt(rec.Set, rec.Response, r.cfg.Limits.AnswerMaxBytes)
 	if p, ok := r.toolAnswerPrompt(ctx, rec.Set); ok {
 		prompt = p // the hook hands the answer over (approvals.go)

@@ -110,7 +110,7 @@ func (pp *progressPump) fold(ev Event, now time.Time) {
 		pp.turnCost = ev.CostUSD
 	case EventTurnFinished:
 		if ev.Outcome != nil {
-			pp.spent += ev.Outcome.CostUSD
+			pp.spent += ev.Outcome.TurnCostUSD
 		}
 		pp.turnCost = 0
 		p.Step = fmt.Sprintf("turn %d finished", ev.Turn)
@@ -154,6 +154,8 @@ func (pp *progressPump) finish(run store.Run, err error, now time.Time) {
 		p.Step, p.Summary = "failed", run.Error
 	case run.Status == store.RunCancelled:
 		p.Step, p.Summary = "cancelled", run.Error
+	case run.Status == store.RunStopped:
+		p.Step, p.Summary = "stopped", run.Error
 	case run.Status == store.RunWaiting:
 		p.Step = "waiting for an answer"
 	default:

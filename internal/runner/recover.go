@@ -37,7 +37,7 @@ func (r *Runner) recover(ctx context.Context, d *drive, run store.Run, t store.T
 	if t.TranscriptPath != "" {
 		if out, col, ok := replay(t.TranscriptPath); ok {
 			r.log.Info("recovered a finished turn from its transcript", "run", run.ID, "turn", t.Seq)
-			return r.finish(ctx, run, t, out, col)
+			return r.finish(ctx, d, run, t, out, col)
 		}
 	}
 	delivered := false

@@ -17,6 +17,8 @@
 //	last turn interrupted       → resume with "continue"
 //	last turn hit a rate limit  → wait, then resume with "continue"
 //	last turn's marker invalid  → resume with a correction prompt
+//	last turn stopped at max_cost_usd or max_turns
+//	                            → (its set asks whether to go on, limit.go)
 //	last turn succeeded         → done
 //	otherwise                   → failed
 package runner

@@ -41,7 +41,14 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 	if t.Kind == store.TurnAnswer {
 		r.cfg.Failpoint("claimed")
 	}
-	req := executor.Request{Prompt: t.Prompt, WorkDir: workdir, TranscriptPath: t.TranscriptPath}
+	req := executor.Request{Prompt: t.Prompt, WorkDir: workdir, TranscriptPath: t.TranscriptPath, MaxTurns: d.Policy.MaxTurns}
+	if d.Policy.MaxCostUSD > 0 {
+		turns, err := r.cfg.Store.Turns(ctx, run.ID)
+		if err != nil {
+			return err
+		}
+		req.MaxBudgetUSD = budgetLeft(d.Policy, run.ID, turns)
+	}
 	native, err := r.approvalsOn(ctx, d, run) // approvals.go
 	if err != nil {
 		return err
@@ -103,7 +110,7 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 			out.Error = "the run was cancelled during this turn"
 		}
 		r.log.Info("stopped the agent: the run was cancelled", "run", run.ID, "turn", t.Seq)
-		return r.finish(ctx, run, t, out, col)
+		return r.finish(ctx, d, run, t, out, col)
 	}
 	if out.Category == executor.CategoryCancelled && ctx.Err() != nil {
 		// Stopped by us (shutdown, ^C): leave the turn unfinished. Whoever
@@ -111,18 +118,19 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 		// the prompt got there.
 		return ctx.Err()
 	}
-	return r.finish(ctx, run, t, out, col)
+	return r.finish(ctx, d, run, t, out, col)
 }
 
-// finish stores a turn's outcome, with the questions it asked, in one
-// transaction.
-func (r *Runner) finish(ctx context.Context, run store.Run, t store.Turn, out executor.Outcome, col *questions.TurnCollector) error {
+// finish stores a turn's outcome, with the questions it asked (or, for a
+// turn stopped at the run's limits, the question whether to go on; see
+// limit.go), in one transaction.
+func (r *Runner) finish(ctx context.Context, d *drive, run store.Run, t store.Turn, out executor.Outcome, col *questions.TurnCollector) error {
 	ctx = context.WithoutCancel(ctx) // the turn happened: record it whatever else is going on
 	res := store.TurnResult{
 		Status:       out.Status,
 		Category:     out.Category,
 		Error:        out.Error,
-		CostUSD:      out.CostUSD,
+		CostUSD:      out.TurnCostUSD, // the session's total counts earlier turns again
 		InputTokens:  int64(out.Usage.InputTokens),
 		OutputTokens: int64(out.Usage.OutputTokens),
 		NumTurns:     out.NumTurns,
@@ -143,16 +151,36 @@ func (r *Runner) finish(ctx context.Context, run store.Run, t store.Turn, out ex
 		}
 	}
 	if asked != nil {
-		n, err := r.cfg.Store.QuestionSets(ctx, store.SetFilter{RunID: run.ID})
+		sets, err := r.cfg.Store.QuestionSets(ctx, store.SetFilter{RunID: run.ID})
 		if err != nil {
 			return err
 		}
-		if len(n) >= r.cfg.Limits.MaxQuestionRounds {
+		turns, err := r.cfg.Store.Turns(ctx, run.ID)
+		if err != nil {
+			return err
+		}
+		limits, n := limitSetIDs(run.ID, turns), 0 // the run's own questions are not the model's rounds
+		for _, s := range sets {
+			if !limits[s.Set.ID] {
+				n++
+			}
+		}
+		if n >= r.cfg.Limits.MaxQuestionRounds {
 			if err := r.cfg.Store.FinishTurn(ctx, run.ID, t.Seq, res, nil, nil); err != nil {
 				return err
 			}
 			return r.fail(ctx, run, fmt.Sprintf("the model asked more than %d rounds of questions (run.max_question_rounds)", r.cfg.Limits.MaxQuestionRounds))
 		}
+	}
+	if isLimit(out.Category) {
+		set, err := r.limitSet(ctx, d.Policy, run, t.Seq, out)
+		if err != nil {
+			return err
+		}
+		asked = &set
+	}
+	if asked != nil {
+		markDefault(asked, d.Policy)
 	}
 	if err := r.cfg.Store.FinishTurn(ctx, run.ID, t.Seq, res, asked, run.Surfaces); err != nil {
 		return err
@@ -183,7 +211,7 @@ func (r *Runner) progress(runID string, turn int, ev executor.Event, started tim
 			}
 		}
 	case *executor.Result:
-		r.emit(Event{Kind: EventCost, RunID: runID, Turn: turn, CostUSD: ev.TotalCostUSD, Elapsed: r.cfg.Now().Sub(started)})
+		r.emit(Event{Kind: EventCost, RunID: runID, Turn: turn, CostUSD: ev.CostUSD, Elapsed: r.cfg.Now().Sub(started)})
 	}
 }
 

@@ -26,6 +26,15 @@ type Policy struct {
 	// unanswered for another RemindEvery.
 	EscalateTo surfaces.Surface
 	OnTimeout  OnTimeout
+	// MaxCostUSD, when set, is what the run may spend before it asks its
+	// surfaces whether to go on; each Continue grants as much again (see
+	// limit.go). It is passed to the CLI as --max-budget-usd, for what is
+	// left.
+	MaxCostUSD float64
+	// MaxTurns, when set, is passed to the CLI as --max-turns on every
+	// turn; a turn that reaches it makes the run ask whether to go on with
+	// as many again.
+	MaxTurns int
 }
 
 // Preset is an answer given in advance: Match is a question's header or
@@ -35,9 +44,11 @@ type Preset struct {
 	Answer string
 }
 
-// OnTimeout says what a question timeout does: "fail" the run (default),
-// answer with the "default" Option, or "skip" (tell the model nobody
-// answered and let it decide).
+// OnTimeout says what a question timeout does: "fail" the run (the
+// default), answer with the "default" Option, "decide" (the model is told
+// nobody answered and decides itself) or "skip" (the model is told nobody
+// answered and leaves out what depends on the answer). The texts the model
+// gets are TimeoutText's; README "When nobody answers" quotes them.
 type OnTimeout struct {
 	Action string
 	Option string
@@ -101,7 +112,13 @@ func (r *Runner) wait(ctx context.Context, d *drive, run store.Run, rec store.Se
 		surfs = append(surfs, pol.EscalateTo)
 	}
 	ask := unanswered(rec.Set, rec.Response)
-	r.emit(Event{Kind: EventQuestion, RunID: run.ID, Set: &ask, Surfaces: names(surfs)})
+	why := ""
+	if limit, err := r.isLimitSet(ctx, run.ID, rec.Set.ID); err != nil {
+		return err
+	} else if limit {
+		why = rec.Set.Context
+	}
+	r.emit(Event{Kind: EventQuestion, RunID: run.ID, Set: &ask, Surfaces: names(surfs), Text: why})
 	answers := r.answers(run.ID)
 	gone := false    // every surface said it cannot take an answer any more
 	var failures int // rounds in a row in which every surface failed
@@ -460,24 +477,77 @@ func (r *Runner) policyEvent(ctx context.Context, run store.Run, rec *store.SetR
 	return false, nil
 }
 
+// markDefault marks, in the options people are shown, the one on_timeout
+// default chooses when nobody answers in time: " (chosen if nobody answers
+// within 12h0m0s)" after its description.
+func markDefault(set *questions.Set, pol Policy) {
+	if pol.OnTimeout.Action != "default" || pol.QuestionTimeout <= 0 {
+		return
+	}
+	for i, q := range set.Questions {
+		a, err := questions.ParseQuestionAnswer(q, pol.OnTimeout.Option)
+		if err != nil || len(a.Labels) == 0 {
+			continue
+		}
+		opts := slices.Clone(q.Options)
+		for j, o := range opts {
+			if slices.Contains(a.Labels, o.Label) {
+				opts[j].Description = strings.TrimSpace(o.Description + fmt.Sprintf(" (chosen if nobody answers within %s)", pol.QuestionTimeout))
+			}
+		}
+		set.Questions[i].Options = opts
+	}
+}
+
+// TimeoutText is what the model is told, as the answer to a question nobody
+// answered within wait, for on_timeout action ("default", "decide" or
+// "skip"; "default" when its option is not one of the question's reads as
+// "decide"). option is on_timeout's option. The README ("When nobody
+// answers") quotes these texts.
+func TimeoutText(action, option string, wait time.Duration) string {
+	switch action {
+	case "default":
+		return fmt.Sprintf("Nobody answered within %s, so the spec's default option %q was chosen for them (on_timeout: default). Go on with it, and say in your reply that the default was used.", wait, option)
+	case "skip":
+		return fmt.Sprintf("Nobody answered within %s (on_timeout: skip). Do not do what depends on this answer: leave it out, go on with the rest of the task, and say in your reply what you left out.", wait)
+	}
+	return fmt.Sprintf("Nobody answered within %s (on_timeout: decide). Decide yourself, go on with the task, and say in your reply what you decided and why.", wait)
+}
+
 func (r *Runner) timeout(ctx context.Context, run store.Run, rec store.SetRecord, surfs []surfaces.Surface, pol Policy) error {
 	open := unanswered(rec.Set, rec.Response)
 	ids := make([]string, 0, len(open.Questions))
 	for _, q := range open.Questions {
 		ids = append(ids, q.ID)
 	}
-	switch pol.OnTimeout.Action {
-	case "default", "skip":
-		resp := questions.Response{SetID: rec.Set.ID, By: fmt.Sprintf("nobody (no answer within %s; on_timeout: %s)", pol.QuestionTimeout, pol.OnTimeout.Action),
+	action := pol.OnTimeout.Action
+	limit, err := r.isLimitSet(ctx, run.ID, rec.Set.ID)
+	if err != nil {
+		return err
+	}
+	switch action {
+	case "default", "decide", "skip":
+		resp := questions.Response{SetID: rec.Set.ID, By: fmt.Sprintf("nobody (no answer within %s; on_timeout: %s)", pol.QuestionTimeout, action),
 			Surface: "timeout", At: r.cfg.Now()}
 		for _, q := range open.Questions {
 			var a questions.Answer
-			var err error
-			if pol.OnTimeout.Action == "default" {
+			var err error = errors.New("no default")
+			if action == "default" {
 				a, err = questions.ParseQuestionAnswer(q, pol.OnTimeout.Option)
 			}
-			if pol.OnTimeout.Action == "skip" || err != nil {
-				a = questions.Answer{QuestionID: q.ID, Text: fmt.Sprintf("Nobody answered within %s. Decide yourself, and say what you chose and why.", pol.QuestionTimeout)}
+			switch {
+			case limit && err != nil:
+				// Whether to spend more is not the model's to decide: a
+				// budget question nobody answered stops the run.
+				a = questions.Answer{QuestionID: q.ID, Labels: []string{limitStop}}
+			case err == nil && len(a.Labels) > 0:
+				a.Text = TimeoutText("default", pol.OnTimeout.Option, pol.QuestionTimeout)
+			case err == nil: // a free-text question: the option is the answer
+				a.Text = pol.OnTimeout.Option + "\n\n" + TimeoutText("default", pol.OnTimeout.Option, pol.QuestionTimeout)
+			case action == "skip":
+				a = questions.Answer{QuestionID: q.ID, Text: TimeoutText("skip", "", pol.QuestionTimeout)}
+			default:
+				a = questions.Answer{QuestionID: q.ID, Text: TimeoutText("decide", "", pol.QuestionTimeout)}
 			}
 			resp.Answers = append(resp.Answers, a)
 		}

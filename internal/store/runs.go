@@ -13,8 +13,9 @@ import (
 type RunStatus string
 
 // Run statuses. Running and Waiting runs are "active"; Interrupted runs were
-// stopped (shutdown, cancel, crash) and can be resumed; Done, Failed and
-// Cancelled are final.
+// stopped (shutdown, cancel, crash) and can be resumed; Done, Failed,
+// Cancelled and Stopped are final. Stopped: a person chose to stop at the
+// run's budget or turn limit (neither a failure nor a cancel).
 const (
 	RunRunning     RunStatus = "running"
 	RunWaiting     RunStatus = "waiting"
@@ -22,11 +23,12 @@ const (
 	RunDone        RunStatus = "done"
 	RunFailed      RunStatus = "failed"
 	RunCancelled   RunStatus = "cancelled"
+	RunStopped     RunStatus = "stopped"
 )
 
 // Final reports whether no more work will happen on a run in this status.
 func (s RunStatus) Final() bool {
-	return s == RunDone || s == RunFailed || s == RunCancelled
+	return s == RunDone || s == RunFailed || s == RunCancelled || s == RunStopped
 }
 
 // Run is one task given to the agent: a spec or a prompt, carried through as
@@ -291,4 +293,40 @@ func (s *Store) CancelRun(ctx context.Context, id, reason string) error {
 	}
 	s.changed()
 	return nil
+}
+
+// SpecCost is what the runs of one spec cost, all together.
+type SpecCost struct {
+	Spec    string
+	Runs    int
+	CostUSD float64
+	// LastStatus is the status of the spec's newest run.
+	LastStatus RunStatus
+}
+
+// SpecCosts sums the cost of the runs of each spec (of spec only, when set),
+// by spec name.
+func (s *Store) SpecCosts(ctx context.Context, spec string) ([]SpecCost, error) {
+	q := `SELECT spec, COUNT(*), COALESCE(SUM(cost_usd), 0),
+		(SELECT r2.status FROM runs r2 WHERE r2.spec = runs.spec ORDER BY r2.created_at DESC, r2.id LIMIT 1)
+		FROM runs WHERE spec <> ''`
+	var args []any
+	if spec != "" {
+		q += ` AND spec = ?`
+		args = append(args, spec)
+	}
+	rows, err := s.db.QueryContext(ctx, q+` GROUP BY spec ORDER BY spec`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("spec costs: %w", err)
+	}
+	defer rows.Close()
+	var out []SpecCost
+	for rows.Next() {
+		var c SpecCost
+		if err := rows.Scan(&c.Spec, &c.Runs, &c.CostUSD, &c.LastStatus); err != nil {
+			return nil, fmt.Errorf("spec costs: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -532,5 +533,41 @@ func TestLostTurnCategoriesAreTyped(t *testing.T) {
 			t.Errorf("%s: status %q category %q (%v), want %q %q", tc.run, last.Result.Status, last.Result.Category, err,
 				executor.StatusIncomplete, tc.want)
 		}
+	}
+}
+
+func TestSpecCostsSumEachSpecsRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	for i, r := range []struct {
+		id, spec string
+		cost     float64
+		status   RunStatus
+	}{
+		{"r1", "nightly", 0.5, RunDone}, {"r2", "nightly", 0.25, RunStopped}, {"r3", "weekly", 1, RunFailed}, {"r4", "", 9, RunDone},
+	} {
+		s.now = func() time.Time { return time.Unix(int64(1000+i), 0) }
+		if _, err := s.CreateRun(ctx, Run{ID: r.id, Spec: r.spec, Prompt: "p"}); err != nil {
+			t.Fatal(err)
+		}
+		turn, err := s.BeginTurn(ctx, Turn{RunID: r.id, Kind: TurnStart, Prompt: "p", SessionID: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FinishTurn(ctx, r.id, turn.Seq, TurnResult{Status: "success", CostUSD: r.cost}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.UpdateRun(ctx, r.id, RunUpdate{Status: r.status}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.SpecCosts(ctx, "")
+	want := []SpecCost{{Spec: "nightly", Runs: 2, CostUSD: 0.75, LastStatus: RunStopped}, {Spec: "weekly", Runs: 1, CostUSD: 1, LastStatus: RunFailed}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("SpecCosts = %+v, %v; want %+v", got, err, want)
+	}
+	if got, err := s.SpecCosts(ctx, "weekly"); err != nil || len(got) != 1 || got[0].Spec != "weekly" {
+		t.Fatalf("SpecCosts(weekly) = %+v, %v", got, err)
 	}
 }

@@ -288,7 +288,7 @@ func (s *Store) notPending(ctx context.Context, conn conn, ids []string) ([]stri
 	if err := query(`SELECT id FROM question_sets WHERE state <> ?`, []any{SetPending}, sets, func(id string) string { return id }); err != nil {
 		return nil, err
 	}
-	if err := query(`SELECT id FROM runs WHERE status IN (?, ?, ?)`, []any{RunDone, RunFailed, RunCancelled}, runs, runKey); err != nil {
+	if err := query(`SELECT id FROM runs WHERE status IN (?, ?, ?, ?)`, []any{RunDone, RunFailed, RunCancelled, RunStopped}, runs, runKey); err != nil {
 		return nil, err
 	}
 	return done, nil

@@ -117,7 +117,7 @@ func (s *Server) funcs() template.FuncMap {
 }
 
 func final(status string) bool {
-	return status == "done" || status == "failed" || status == "cancelled"
+	return status == "done" || status == "failed" || status == "cancelled" || status == "stopped"
 }
 
 func answerText(a questions.Answer) string {
@@ -237,7 +237,7 @@ func (s *Server) answerForm(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-var runStatuses = []string{"running", "waiting", "interrupted", "done", "failed", "cancelled"}
+var runStatuses = []string{"running", "waiting", "interrupted", "done", "failed", "cancelled", "stopped"}
 
 func (s *Server) filteredRuns(r *http.Request) ([]Run, error) {
 	runs, err := s.cfg.Backend.Runs(r.Context())

@@ -90,7 +90,7 @@ type Run struct {
 	ID        string
 	Spec      string
 	Title     string
-	Status    string // running, waiting, interrupted, done, failed, cancelled
+	Status    string // running, waiting, interrupted, done, failed, cancelled, stopped
 	WorkDir   string
 	Surfaces  []string
 	SessionID string

@@ -158,8 +158,15 @@ func truncate(s string, n int) string {
 // marker: readable on its own, with how to answer.
 func renderSet(set questions.Set) string {
 	var b strings.Builder
+	approval := questions.KindOf(set) == questions.KindApproval
 	if t := cleanLine(set.Title); t != "" {
 		fmt.Fprintf(&b, "### ❓ %s\n\n", truncate(t, 200))
+	} else if approval {
+		tool := "a tool"
+		if set.Tool != nil && cleanLine(set.Tool.Tool) != "" {
+			tool = "`" + strings.ReplaceAll(truncate(cleanLine(set.Tool.Tool), 100), "`", "'") + "`"
+		}
+		fmt.Fprintf(&b, "### 🔐 Approval needed: the agent wants to use %s\n\n", tool)
 	} else {
 		b.WriteString("### ❓ The agent has a question\n\n")
 	}
@@ -174,7 +181,24 @@ func renderSet(set questions.Set) string {
 		writeQuestion(&b, q)
 	}
 	b.WriteString("\n---\n\n")
-	b.WriteString(howToAnswer(set))
+	if approval {
+		b.WriteString(howToApprove(set))
+	} else {
+		b.WriteString(howToAnswer(set))
+	}
+	return b.String()
+}
+
+// howToApprove explains how to reply to an approval: with one of its three
+// options, or a refusal with the reason the model is told.
+func howToApprove(set questions.Set) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**How to answer:** reply `%s`, `%s` or `%s` (or its number). To refuse with a reason the agent is told, reply `Deny: the reason`.",
+		questions.AllowOnce, questions.AllowForRun, questions.Deny)
+	if len(set.Questions) > 0 && set.Questions[0].ID != "" {
+		fmt.Fprintf(&b, " When several questions are waiting here, name this one: `/answer %s %s`.", set.Questions[0].ID, questions.AllowOnce)
+	}
+	b.WriteString(" Only people with write access to the repository can answer; the first valid answer is taken.\n")
 	return b.String()
 }
 

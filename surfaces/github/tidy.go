@@ -299,7 +299,7 @@ func looksLikeAnswer(set questions.Set, body string) bool {
 		if line == "" {
 			continue
 		}
-		if _, v, ok := strings.Cut(line, ":"); ok && namesQuestion(line, questionIDs(set)) {
+		if k, v, ok := strings.Cut(line, ":"); ok && namesQuestionKey(set, strings.TrimSpace(k)) {
 			line = strings.TrimSpace(v)
 		}
 		if !choosesOption(set, line) {
@@ -319,8 +319,31 @@ func choosesOption(set questions.Set, line string) bool {
 	if numbersRE.MatchString(line) {
 		return true
 	}
+	other := strings.HasPrefix(strings.ToLower(line), "other:")
 	for _, q := range set.Questions {
-		if a, err := questions.ParseQuestionAnswer(q, line); err == nil && len(a.Labels) > 0 && a.Text == "" {
+		if other && q.AcceptsFreeText() {
+			return true // "other: …", the free-text form beside options
+		}
+		// An option's label, perhaps with words after it ("Deny: the
+		// reason" refuses an approval with its reason).
+		if a, err := questions.ParseQuestionAnswer(q, line); err == nil && len(a.Labels) > 0 {
+			return true
+		}
+		for _, o := range q.Options {
+			if rest, ok := cutPrefixFold(line, o.Label); ok && (rest == "" || rest[0] == ':') {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// namesQuestionKey reports whether k, the part of a line before its colon,
+// names a question of set the way answers may: its ID, its header or its
+// number ("q7f3a: 2", "Auth: OAuth2", "1: 2").
+func namesQuestionKey(set questions.Set, k string) bool {
+	for i, q := range set.Questions {
+		if strings.EqualFold(k, q.ID) || (q.Header != "" && strings.EqualFold(k, strings.TrimSpace(q.Header))) || k == strconv.Itoa(i+1) {
 			return true
 		}
 	}
@@ -454,4 +477,12 @@ func renderRunEnded(p surfaces.RunProgress) string {
 		b.WriteString(truncate(sum, 4000))
 	}
 	return b.String()
+}
+
+// cutPrefixFold is strings.CutPrefix, ignoring case.
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if len(s) < len(prefix) || !strings.EqualFold(s[:len(prefix)], prefix) {
+		return s, false
+	}
+	return s[len(prefix):], true
 }

@@ -91,6 +91,10 @@ func TestAnswerAttemptClassification(t *testing.T) {
 		{other, "MPL-2.0 please", false},
 		{other, "/answer " + other.Questions[0].ID + " MPL-2.0 please", true},
 		{free, "the real answer", true}, // a question asking for words takes any reply
+		{other, "other: MPL-2.0", true}, // the free-text form beside options
+		{single, single.Questions[0].Header + ": 2", true},
+		{single, "1: sqlite", true},
+		{single, "Postgres: yes please", true}, // a label, then words
 	} {
 		if got := looksLikeAnswer(tc.set, tc.body); got != tc.want {
 			t.Errorf("looksLikeAnswer(%s, %q) = %v, want %v", tc.set.Questions[0].Header, tc.body, got, tc.want)

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -39,11 +40,80 @@ type Backend struct {
 	Offerer Offerer
 	// MaxRuns bounds the runs listed; default 500.
 	MaxRuns int
+	// IssueURL, when set, finds the address of the GitHub issue a run's
+	// questions are asked in ("" when it has none). A run page links it,
+	// next to the pull request of the run's delivery.
+	IssueURL func(ctx context.Context, runID string) (string, error)
+
+	// What IssueURL said, per run: an address is kept, a miss is asked
+	// again after issueRetry (the live page reads the run twice a second).
+	issueMu sync.Mutex
+	issues  map[string]issueLookup
 
 	// A live run page reads the run twice a second: what was read of each
 	// transcript is kept while the file does not change.
 	mu    sync.Mutex
 	cache map[string]cachedTranscript
+}
+
+type issueLookup struct {
+	url string
+	at  time.Time
+}
+
+// issueRetry is how long a run without an issue address waits before it is
+// looked up again.
+const issueRetry = time.Minute
+
+// links are a run's links: the GitHub issue its questions are asked in and
+// the pull request of its delivery. A link that cannot be found is left out:
+// the page is still worth showing.
+func (b *Backend) links(ctx context.Context, runID string) []web.Link {
+	var out []web.Link
+	if u := b.issueURL(ctx, runID); u != "" {
+		out = append(out, web.Link{Label: "GitHub issue", URL: u})
+	}
+	if d, ok, err := b.Store.Delivery(ctx, runID); err == nil && ok && webURL(d.PRURL) {
+		label := "pull request"
+		if d.PRNumber > 0 {
+			label = fmt.Sprintf("pull request #%d", d.PRNumber)
+		}
+		out = append(out, web.Link{Label: label, URL: d.PRURL})
+	}
+	return out
+}
+
+func (b *Backend) issueURL(ctx context.Context, runID string) string {
+	if b.IssueURL == nil {
+		return ""
+	}
+	b.issueMu.Lock()
+	l, ok := b.issues[runID]
+	b.issueMu.Unlock()
+	if ok && (l.url != "" || time.Since(l.at) < issueRetry) {
+		return l.url
+	}
+	u, err := b.IssueURL(ctx, runID)
+	if err != nil || !webURL(u) {
+		u = ""
+	}
+	b.issueMu.Lock()
+	defer b.issueMu.Unlock()
+	if b.issues == nil {
+		b.issues = make(map[string]issueLookup)
+	}
+	if len(b.issues) >= maxCached {
+		clear(b.issues)
+	}
+	b.issues[runID] = issueLookup{url: u, at: time.Now()}
+	return u
+}
+
+// webURL reports whether u is an absolute http(s) address, the only kind a
+// run page links.
+func webURL(u string) bool {
+	p, err := url.Parse(u)
+	return err == nil && (p.Scheme == "https" || p.Scheme == "http") && p.Host != ""
 }
 
 type cachedTranscript struct {
@@ -159,7 +229,7 @@ func (b *Backend) Run(ctx context.Context, id string) (web.RunDetail, error) {
 	if err != nil {
 		return web.RunDetail{}, err
 	}
-	d := web.RunDetail{Run: wr}
+	d := web.RunDetail{Run: wr, Links: b.links(ctx, r.ID)}
 	bySeq := map[int][]store.SetRecord{}
 	for _, s := range sets {
 		bySeq[s.Set.Turn] = append(bySeq[s.Set.Turn], s)

@@ -204,3 +204,54 @@ func TestOfferKeepsAPartialAnswerAndTheSetStaysPending(t *testing.T) {
 		t.Fatalf("qa = %+v, want alice's JWT", a)
 	}
 }
+
+// TestRunLinksTheIssueAndThePullRequest: a run page links the GitHub issue
+// its questions are asked in (looked up once, not at every live refresh)
+// and the pull request of its delivery; an address that is not http(s) is
+// never linked.
+func TestRunLinksTheIssueAndThePullRequest(t *testing.T) {
+	b, st := waitingRun(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	lookups := 0
+	b.IssueURL = func(_ context.Context, runID string) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		lookups++
+		if runID != "r1" {
+			return "", errors.New("unknown run")
+		}
+		return "https://github.com/acme/app/issues/7", nil
+	}
+	d, err := b.Run(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Links) != 1 || d.Links[0] != (web.Link{Label: "GitHub issue", URL: "https://github.com/acme/app/issues/7"}) {
+		t.Fatalf("links without a delivery = %+v", d.Links)
+	}
+	if err := st.SaveDelivery(ctx, store.Delivery{RunID: "r1", Worktree: "wt", Branch: "orchestrator/r1",
+		State: store.DeliveryOpened, PRNumber: 9, PRURL: "https://github.com/acme/app/pull/9"}); err != nil {
+		t.Fatal(err)
+	}
+	d, err = b.Run(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Links) != 2 || d.Links[1] != (web.Link{Label: "pull request #9", URL: "https://github.com/acme/app/pull/9"}) {
+		t.Fatalf("links = %+v", d.Links)
+	}
+	if lookups != 1 {
+		t.Errorf("the issue was looked up %d times, want once", lookups)
+	}
+	if err := st.SaveDelivery(ctx, store.Delivery{RunID: "r1", Worktree: "wt", Branch: "orchestrator/r1",
+		State: store.DeliveryOpened, PRNumber: 9, PRURL: "javascript:alert(1)"}); err != nil {
+		t.Fatal(err)
+	}
+	b.IssueURL = func(context.Context, string) (string, error) { return "", nil }
+	b.issues = nil
+	d, err = b.Run(ctx, "r1")
+	if err != nil || len(d.Links) != 0 {
+		t.Fatalf("links = %+v, %v; want none", d.Links, err)
+	}
+}

@@ -1,0 +1,145 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/orchestrator-dev/orchestrator/executor"
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/questions"
+)
+
+// A turn that stops on the run's budget (max_cost_usd, the CLI's
+// --max-budget-usd) or turn limit (max_turns) does not fail the run: the run
+// asks its surfaces whether to go on, as one question set stored with the
+// turn, so presets, reminders, timeouts and every surface apply as to the
+// model's questions. Continue resumes the session with LimitPrompt and as
+// much budget and as many turns again; Stop ends the run stopped.
+const (
+	limitHeader   = "Budget"
+	limitContinue = "Continue"
+	limitStop     = "Stop"
+)
+
+// isLimit reports whether a turn's category is a stop at the run's limits.
+func isLimit(c executor.Category) bool {
+	return c == executor.CategoryMaxTurns || c == executor.CategoryMaxBudget
+}
+
+// limitSetIDs are the IDs of the run's question sets that ask whether to go
+// on after a limit stop: the sets of the turns that stopped on one.
+func limitSetIDs(runID string, turns []store.Turn) map[string]bool {
+	ids := map[string]bool{}
+	for _, t := range turns {
+		if t.Finished && isLimit(t.Result.Category) {
+			ids[questions.SetID(runID, t.Seq)] = true
+		}
+	}
+	return ids
+}
+
+func (r *Runner) isLimitSet(ctx context.Context, runID, setID string) (bool, error) {
+	turns, err := r.cfg.Store.Turns(ctx, runID)
+	if err != nil {
+		return false, err
+	}
+	return limitSetIDs(runID, turns)[setID], nil
+}
+
+// limitSet is the question a turn that stopped on a limit leaves: "Spent $X
+// over N turns on SPEC; continue with another $Y / M turns?".
+func (r *Runner) limitSet(ctx context.Context, pol Policy, run store.Run, seq int, out executor.Outcome) (questions.Set, error) {
+	turns, err := r.cfg.Store.Turns(ctx, run.ID)
+	if err != nil {
+		return questions.Set{}, err
+	}
+	n := out.NumTurns
+	for _, t := range turns {
+		if t.Finished && t.Seq != seq {
+			n += t.Result.NumTurns
+		}
+	}
+	spent := run.CostUSD + out.TurnCostUSD
+	name := run.Spec
+	if name == "" {
+		name = strconv.Quote(run.Title)
+	}
+	var more []string
+	if pol.MaxCostUSD > 0 {
+		more = append(more, dollars(pol.MaxCostUSD))
+	}
+	if pol.MaxTurns > 0 {
+		more = append(more, fmt.Sprintf("%d turn%s", pol.MaxTurns, map[bool]string{true: "s"}[pol.MaxTurns != 1]))
+	}
+	if len(more) == 0 {
+		more = append(more, "the same limits")
+	}
+	another := strings.Join(more, " / ")
+	why := "budget"
+	if out.Category == executor.CategoryMaxTurns {
+		why = "turn limit"
+	}
+	q := questions.Question{
+		Header: limitHeader,
+		Text:   fmt.Sprintf("Spent %s over %d turns on %s; continue with another %s?", dollars(spent), n, name, another),
+		Options: []questions.Option{
+			{Label: limitContinue, Description: "Resume the session with another " + another},
+			{Label: limitStop, Description: "End the run as stopped"},
+		},
+	}
+	set := questions.NewSet(run.ID, seq, []questions.Question{q})
+	set.Title = run.Title
+	set.Context = fmt.Sprintf("The agent stopped at the run's %s: %s", why, out.Error)
+	return set, nil
+}
+
+func dollars(v float64) string { return "$" + strconv.FormatFloat(v, 'f', -1, 64) }
+
+// LimitPrompt is the prompt that resumes a session after a person chose
+// Continue at a limit stop. It names the question set (as every answer
+// prompt does, for recovery after a crash).
+func LimitPrompt(setID string) string {
+	return fmt.Sprintf("[answers to question set %s]\nYour last turn was stopped at the run's budget or turn limit, and a person chose to continue with more. Continue the task from where you left off.", setID)
+}
+
+// afterLimit carries out the answer to a limit set: Continue resumes the
+// session (the turn claims the set, as an answer turn), Stop ends the run.
+func (r *Runner) afterLimit(ctx context.Context, d *drive, run store.Run, rec store.SetRecord) error {
+	choice := ""
+	if len(rec.Response.Answers) > 0 && len(rec.Response.Answers[0].Labels) > 0 {
+		choice = rec.Response.Answers[0].Labels[0]
+	}
+	if choice == limitContinue {
+		return r.turn(ctx, d, run, store.Turn{Kind: store.TurnAnswer, SetID: rec.Set.ID, Prompt: LimitPrompt(rec.Set.ID), SessionID: run.SessionID, Resume: true})
+	}
+	q := ""
+	if len(rec.Set.Questions) > 0 {
+		q = rec.Set.Questions[0].Text
+	}
+	msg := fmt.Sprintf("%s chose %s at %q (question set %s)", questions.Printable(rec.Response.By), orUnknown(choice), questions.Printable(q), rec.Set.ID)
+	ctx = context.WithoutCancel(ctx)
+	return r.cfg.Store.UpdateRun(ctx, run.ID, store.RunUpdate{Status: store.RunStopped, Error: &msg})
+}
+
+// budgetLeft is what the next turn may spend: the run's max_cost_usd, plus
+// as much again from what had been spent at each limit stop answered
+// Continue, less what was spent since. It is at least a cent's hundredth,
+// so the CLI always gets a limit (it then stops after one API call, and
+// the run asks again).
+func budgetLeft(pol Policy, runID string, turns []store.Turn) float64 {
+	limits := limitSetIDs(runID, turns)
+	var spent, base float64
+	for _, t := range turns {
+		if t.Kind == store.TurnAnswer && limits[t.SetID] {
+			base = spent
+		}
+		spent += t.Result.CostUSD
+	}
+	left := base + pol.MaxCostUSD - spent
+	if left < 0.0001 {
+		left = 0.0001
+	}
+	return left
+}
