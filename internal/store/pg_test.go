@@ -71,6 +71,7 @@ var pgTests = []struct {
 	{"TestReopenKeepsStateAndAbandon", TestReopenKeepsStateAndAbandon},
 	{"TestWaitRunFinalSeesAnotherProcessCancel", TestWaitRunFinalSeesAnotherProcessCancel},
 	{"TestLostTurnCategoriesAreTyped", TestLostTurnCategoriesAreTyped},
+	{"TestSpecCostsSumEachSpecsRuns", TestSpecCostsSumEachSpecsRuns},
 	{"TestToolDecisionExactlyOnce", TestToolDecisionExactlyOnce},
 	{"TestToolDecisionDenyReasonAndRunRule", TestToolDecisionDenyReasonAndRunRule},
 	{"TestToolDecisionAskToolAnswers", TestToolDecisionAskToolAnswers},
@@ -281,5 +282,55 @@ func testNotifyWakesAnotherInstanceAndSurvivesALostListener(t *testing.T) {
 	answer(set2)
 	if err := <-got; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// sqliteOnly are the store's tests that TestPostgres does not run: SQLite's
+// file (damage, creation by several processes), the lock files (the same
+// for both), and the tests of this file's own machinery.
+var sqliteOnly = map[string]bool{
+	"TestOpenRefusesADamagedFile":            true,
+	"TestOpenConcurrentlyOnANewDirectory":    true,
+	"TestRunDriven":                          true,
+	"TestLockRun":                            true,
+	"TestPostgres":                           true,
+	"TestPostgresBinMissingSaysHowToInstall": true,
+	"TestOpenDatabaseRefusesABadURL":         true,
+	"TestEveryTestRunsOnPostgres":            true,
+}
+
+// TestEveryTestRunsOnPostgres: a new test of the store runs on PostgreSQL
+// too, unless it is listed as SQLite's own: adding it to one list or the
+// other is not forgotten.
+func TestEveryTestRunsOnPostgres(t *testing.T) {
+	t.Parallel()
+	onPG := map[string]bool{}
+	for _, tc := range pgTests {
+		onPG[tc.name] = true
+	}
+	files, err := filepath.Glob("*_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			name, ok := strings.CutPrefix(line, "func Test")
+			if !ok || !strings.Contains(name, "(t *testing.T)") {
+				continue
+			}
+			name = "Test" + name[:strings.Index(name, "(")]
+			found++
+			if !onPG[name] && !sqliteOnly[name] {
+				t.Errorf("%s (%s) is neither in pgTests nor in sqliteOnly", name, f)
+			}
+		}
+	}
+	if found < len(sqliteOnly) {
+		t.Fatalf("found %d tests in %v", found, files)
 	}
 }
