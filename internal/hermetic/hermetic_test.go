@@ -169,8 +169,8 @@ func TestTheCheckFindsAClimb(t *testing.T) {
 	dir := filepath.Join(root, "cmd", "orchestrator")
 	src := `package x
 import "path/filepath"
-const a = "../../../shared/fixtures"
-var b = filepath.Join("..", "..", "..", "shared", name)
+const a = "../../../beside/fixtures"
+var b = filepath.Join("..", "..", "..", "beside", name)
 var c = "a/../../../../../up"
 var ok1 = filepath.Join("..", "..", "executor", "testdata")
 var ok2 = "waiting..."

@@ -533,12 +533,6 @@ func isAnswerKey(s string) bool {
 	return true
 }
 
-// keyedLines returns the lines of text that name a question of set by its
-// ID ("QID: answer").
-func keyedLines(set questions.Set, text string) []string {
-	return keyedLinesIDs(questionIDs(set), text)
-}
-
 // questionIDs returns the IDs of the questions of set.
 func questionIDs(set questions.Set) []string {
 	ids := make([]string, 0, len(set.Questions))

@@ -114,7 +114,7 @@ func FuzzAnswerText(f *testing.F) {
 		}
 		set := surfacetest.TwoQuestions("fuzz")
 		questions.ParseAnswer(set, out) // must not panic
-		keyedLines(set, out)
+		keyedLinesIDs(questionIDs(set), out)
 	})
 }
 
