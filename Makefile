@@ -32,7 +32,7 @@ FUZZ_TARGETS := \
 	./surfaces/discord:FuzzParseCustomID \
 	./internal/web:FuzzMarkdownIsInert
 
-.PHONY: all build test vet fuzz bench demo claude chromium clean
+.PHONY: all build test vet fuzz bench demo claude chromium postgresql clean
 
 all: build
 
@@ -63,6 +63,20 @@ chromium:
 	$$sudo apt-get update -q && $$sudo apt-get install -y -q chromium || { echo "could not install chromium; run: apt-get install -y chromium" >&2; exit 1; }; \
 	command -v chromium >/dev/null || { echo "chromium is still missing after apt-get install" >&2; exit 1; }
 
+# postgresql installs the PostgreSQL server the store's tests start a
+# throwaway cluster of (Debian's package: initdb and pg_ctl under
+# /usr/lib/postgresql/*/bin) when it is missing;
+# ORCHESTRATOR_TEST_DATABASE_URL may name a database to use instead.
+# Without root, sudo is used.
+postgresql:
+	@if [ -n "$${ORCHESTRATOR_TEST_DATABASE_URL:-}" ] || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then exit 0; fi; \
+	echo "installing postgresql: the store's tests need it"; \
+	command -v apt-get >/dev/null || { echo "PostgreSQL is missing and apt-get is not here: install PostgreSQL's server, or set ORCHESTRATOR_TEST_DATABASE_URL to a database the tests may use" >&2; exit 1; }; \
+	sudo=; if [ "$$(id -u)" != 0 ]; then \
+		command -v sudo >/dev/null || { echo "postgresql is missing; as root run: apt-get install -y postgresql" >&2; exit 1; }; sudo=sudo; fi; \
+	$$sudo apt-get update -q && $$sudo apt-get install -y -q postgresql || { echo "could not install postgresql; run: apt-get install -y postgresql" >&2; exit 1; }; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { echo "initdb is still missing after apt-get install" >&2; exit 1; }
+
 vet:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
@@ -72,7 +86,7 @@ vet:
 fuzz:
 	@bash scripts/fuzz.sh "$(GO)" "$(FUZZTIME)" $(FUZZ_TARGETS)
 
-test: $(CLAUDE) chromium vet
+test: $(CLAUDE) chromium postgresql vet
 	$(GO) test -race -count=1 -timeout=20m ./...
 	$(MAKE) --no-print-directory fuzz
 

@@ -71,10 +71,16 @@ func (m *Main) hookVerdict(ctx context.Context, stateDir, runID string) (approva
 	if !filepath.IsAbs(stateDir) {
 		return approvals.Verdict{}, fmt.Errorf("--state %q is not an absolute path", stateDir)
 	}
-	if _, err := os.Stat(filepath.Join(stateDir, store.FileName)); err != nil {
-		return approvals.Verdict{}, fmt.Errorf("no orchestrator state in %s: %w", stateDir, err)
+	dbURL, err := readHookDatabaseURL(stateDir)
+	if err != nil {
+		return approvals.Verdict{}, err
 	}
-	st, err := store.Open(ctx, stateDir)
+	if dbURL == "" {
+		if _, err := os.Stat(filepath.Join(stateDir, store.FileName)); err != nil {
+			return approvals.Verdict{}, fmt.Errorf("no orchestrator state in %s: %w", stateDir, err)
+		}
+	}
+	st, err := store.OpenDatabase(ctx, stateDir, dbURL)
 	if err != nil {
 		return approvals.Verdict{}, err
 	}
@@ -86,6 +92,57 @@ func (m *Main) hookVerdict(ctx context.Context, stateDir, runID string) (approva
 		return approvals.Verdict{}, err
 	}
 	return approvals.Hook(ctx, st, runID, in)
+}
+
+// hookDatabaseURLFile, in the state directory, holds the database_url of a
+// store kept in PostgreSQL for the hook, which the agent CLI runs with an
+// environment that has none of the orchestrator's settings (executor.Environ
+// drops ORCHESTRATOR_*). It is readable by its owner only, like the SQLite
+// database it stands in for; without it the hook opens that database.
+const hookDatabaseURLFile = "database_url"
+
+// writeHookDatabaseURL keeps the state directory's hookDatabaseURLFile in
+// step with database_url: written (atomically) when set, removed when not.
+func writeHookDatabaseURL(stateDir, dbURL string) error {
+	path := filepath.Join(stateDir, hookDatabaseURLFile)
+	if dbURL == "" {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove %s: %w", path, err)
+		}
+		return nil
+	}
+	if b, err := os.ReadFile(path); err == nil && string(b) == dbURL+"\n" {
+		return nil
+	}
+	f, err := os.CreateTemp(stateDir, hookDatabaseURLFile+".new-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	_, werr := f.WriteString(dbURL + "\n")
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(f.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("write %s: %w", path, werr)
+	}
+	return nil
+}
+
+// readHookDatabaseURL returns the database_url the orchestrator left for
+// the hook, "" when the store is the SQLite database.
+func readHookDatabaseURL(stateDir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(stateDir, hookDatabaseURLFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("database_url of %s: %w", stateDir, err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // hookSettings is the --settings JSON that installs the orchestrator's hook

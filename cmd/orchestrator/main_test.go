@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/orchestrator-dev/orchestrator/internal/config"
+	"github.com/orchestrator-dev/orchestrator/internal/pgtest"
 )
 
 // TestMain lets scripts run "orchestrator" as a command: testscript
@@ -27,9 +28,19 @@ func TestMain(m *testing.M) {
 		child.failpoint = failpointFromEnv(child)
 		os.Exit(run(child))
 	}
-	testscript.Main(m, map[string]func(){
+	testscript.Main(stopPostgresAfter{m}, map[string]func(){
 		"orchestrator": func() { os.Exit(run(NewMain())) },
 	})
+}
+
+// stopPostgresAfter runs the tests, then stops the PostgreSQL cluster
+// some of them started (internal/pgtest).
+type stopPostgresAfter struct{ m *testing.M }
+
+func (s stopPostgresAfter) Run() int {
+	code := s.m.Run()
+	pgtest.StopShared()
+	return code
 }
 
 // testHookCommand runs this test binary as the orchestrator for the agent

@@ -45,10 +45,15 @@ func decodeRunOptions(run store.Run) (runOptions, error) {
 	return o, nil
 }
 
-// openStore opens the state directory's store, closed by Main.Close.
+// openStore opens the store, closed by Main.Close: the state directory's
+// SQLite database, or database_url's PostgreSQL database.
 func (m *Main) openStore(ctx context.Context) (*store.Store, error) {
-	st, err := store.Open(ctx, m.Config.StateDir)
+	st, err := store.OpenDatabase(ctx, m.Config.StateDir, m.Config.DatabaseURL)
 	if err != nil {
+		return nil, err
+	}
+	if err := writeHookDatabaseURL(m.Config.StateDir, m.Config.DatabaseURL); err != nil {
+		st.Close()
 		return nil, err
 	}
 	m.OnClose(st.Close)

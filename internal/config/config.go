@@ -24,14 +24,19 @@ type Config struct {
 	// StateDir holds the orchestrator's durable state (runs, questions,
 	// answers). Default: $XDG_STATE_HOME/orchestrator, else
 	// ~/.local/state/orchestrator.
-	StateDir string   `yaml:"state_dir"`
-	Log      Log      `yaml:"log"`
-	Agent    Agent    `yaml:"agent"`
-	Run      Run      `yaml:"run"`
-	Surfaces Surfaces `yaml:"surfaces"`
-	Specs    Specs    `yaml:"specs"`
-	Serve    Serve    `yaml:"serve"`
-	Git      Git      `yaml:"git"` // git.go
+	StateDir string `yaml:"state_dir"`
+	// DatabaseURL is where the store is: empty for the embedded SQLite
+	// database in StateDir, postgres://… for a PostgreSQL database several
+	// instances may share. Default: $ORCHESTRATOR_DATABASE_URL. It may hold
+	// a password: it is never shown.
+	DatabaseURL string   `yaml:"database_url"`
+	Log         Log      `yaml:"log"`
+	Agent       Agent    `yaml:"agent"`
+	Run         Run      `yaml:"run"`
+	Surfaces    Surfaces `yaml:"surfaces"`
+	Specs       Specs    `yaml:"specs"`
+	Serve       Serve    `yaml:"serve"`
+	Git         Git      `yaml:"git"` // git.go
 	// Approvals is the policy for the model's tool calls (approvals.go).
 	Approvals Approvals `yaml:"approvals"`
 
@@ -279,10 +284,11 @@ type LookupFunc func(key string) (string, bool)
 // empty and Validate says so.
 func DefaultEnv(lookup LookupFunc) Config {
 	return Config{
-		StateDir:  defaultStateDir(lookup),
-		Git:       Git{KeepWorktrees: DefaultKeepWorktrees},
-		Approvals: Approvals{Hold: DefaultApprovalHold},
-		Log:       Log{Level: "info", Format: "text"},
+		StateDir:    defaultStateDir(lookup),
+		DatabaseURL: defaultDatabaseURL(lookup),
+		Git:         Git{KeepWorktrees: DefaultKeepWorktrees},
+		Approvals:   Approvals{Hold: DefaultApprovalHold},
+		Log:         Log{Level: "info", Format: "text"},
 		Agent: Agent{
 			Command:        DefaultCommand,
 			Harness:        DefaultHarness,
@@ -316,6 +322,14 @@ func DefaultEnv(lookup LookupFunc) Config {
 			MinScheduleInterval: DefaultMinScheduleInterval,
 		},
 	}
+}
+
+// EnvDatabaseURL is the environment variable database_url defaults to.
+const EnvDatabaseURL = "ORCHESTRATOR_DATABASE_URL"
+
+func defaultDatabaseURL(lookup LookupFunc) string {
+	u, _ := lookup(EnvDatabaseURL)
+	return u
 }
 
 func defaultStateDir(lookup LookupFunc) string {

@@ -36,6 +36,10 @@ func (c *Config) Validate() error {
 	if c.StateDir == "" {
 		v.add("state_dir", "required (set it, $XDG_STATE_HOME or $HOME)")
 	}
+	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
+		// The value is not shown: it may hold a password.
+		v.add("database_url", "want empty (SQLite in state_dir) or a postgres:// URL")
+	}
 	v.oneOf("log.level", c.Log.Level, LogLevels)
 	v.oneOf("log.format", c.Log.Format, LogFormats)
 

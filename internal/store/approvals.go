@@ -108,7 +108,7 @@ func (s *Store) ToolCalls(ctx context.Context, runID string) ([]ToolCall, error)
 	return out, rows.Err()
 }
 
-func insertToolCall(ctx context.Context, tx *sql.Tx, c ToolCall, now time.Time) error {
+func insertToolCall(ctx context.Context, tx *txn, c ToolCall, now time.Time) error {
 	if c.ToolUseID == "" || c.RunID == "" {
 		return errors.New("store tool call: no tool_use_id or run ID")
 	}
@@ -135,7 +135,7 @@ func (s *Store) AskTool(ctx context.Context, call ToolCall, set questions.Set, s
 	now := s.now().UTC()
 	created := false
 	var out ToolCall
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		c, err := loadToolCall(ctx, tx, call.ToolUseID)
 		if err == nil {
 			out = c
@@ -181,7 +181,7 @@ func (s *Store) DecideTool(ctx context.Context, call ToolCall) (ToolCall, error)
 	}
 	now := s.now().UTC()
 	var out ToolCall
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		c, err := loadToolCall(ctx, tx, call.ToolUseID)
 		switch {
 		case errors.Is(err, ErrNotFound):
@@ -228,7 +228,7 @@ func (s *Store) TakeToolDecision(ctx context.Context, toolUseID string) (ToolCal
 	now := s.now().UTC()
 	var out ToolCall
 	take := TakeNone
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		c, err := loadToolCall(ctx, tx, toolUseID)
 		if errors.Is(err, ErrNotFound) {
 			return nil
@@ -269,7 +269,7 @@ func (s *Store) TakeToolDecision(ctx context.Context, toolUseID string) (ToolCal
 }
 
 // decideFromSet fills c's decision from its answered (or expired) set.
-func decideFromSet(ctx context.Context, tx *sql.Tx, c *ToolCall, now time.Time) error {
+func decideFromSet(ctx context.Context, tx *txn, c *ToolCall, now time.Time) error {
 	rec, err := loadSet(ctx, tx, c.SetID)
 	if err != nil {
 		return err
@@ -322,7 +322,7 @@ func (s *Store) MarkToolDeferred(ctx context.Context, toolUseID string) error {
 	return nil
 }
 
-func addRunRule(ctx context.Context, tx *sql.Tx, runID, rule string, now time.Time) error {
+func addRunRule(ctx context.Context, tx *txn, runID, rule string, now time.Time) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO run_rules (run_id, rule, created_at) VALUES (?,?,?) ON CONFLICT DO NOTHING`, runID, rule, nanos(now))
 	if err != nil {
 		return fmt.Errorf("add rule %q to run %s: %w", rule, runID, err)
@@ -333,7 +333,7 @@ func addRunRule(ctx context.Context, tx *sql.Tx, runID, rule string, now time.Ti
 // AddRunRule allows calls matching rule (the CLI's rule syntax) for the rest
 // of the run.
 func (s *Store) AddRunRule(ctx context.Context, runID, rule string) error {
-	return s.tx(ctx, func(tx *sql.Tx) error { return addRunRule(ctx, tx, runID, rule, s.now().UTC()) })
+	return s.tx(ctx, func(tx *txn) error { return addRunRule(ctx, tx, runID, rule, s.now().UTC()) })
 }
 
 // RunRules are the rules allowed for the rest of a run, oldest first.
@@ -404,7 +404,7 @@ func (s *Store) RunPolicy(ctx context.Context, runID string) (json.RawMessage, e
 // that already has a decision is left as it is.
 func (s *Store) DropToolCall(ctx context.Context, toolUseID, reason string) error {
 	now := s.now().UTC()
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		c, err := loadToolCall(ctx, tx, toolUseID)
 		if err != nil {
 			return err

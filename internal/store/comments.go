@@ -33,7 +33,7 @@ func (s *Store) DecideComment(ctx context.Context, key, decision string) (string
 		return "", errors.New("record a comment's decision: empty key or decision")
 	}
 	var got string
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO comment_decisions (key, decision, decided_at) VALUES (?,?,?) ON CONFLICT (key) DO NOTHING`,
 			key, decision, nanos(s.now())); err != nil {
 			return err

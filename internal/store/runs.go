@@ -212,10 +212,10 @@ type RunUpdate struct {
 // UpdateRun applies u to the run. A final run is never changed again: the
 // update returns an error instead.
 func (s *Store) UpdateRun(ctx context.Context, id string, u RunUpdate) error {
-	return s.tx(ctx, func(tx *sql.Tx) error { return updateRun(ctx, tx, id, u, s.now()) })
+	return s.tx(ctx, func(tx *txn) error { return updateRun(ctx, tx, id, u, s.now()) })
 }
 
-func updateRun(ctx context.Context, tx *sql.Tx, id string, u RunUpdate, now time.Time) error {
+func updateRun(ctx context.Context, tx *txn, id string, u RunUpdate, now time.Time) error {
 	var status RunStatus
 	if err := tx.QueryRowContext(ctx, `SELECT status FROM runs WHERE id = ?`, id).Scan(&status); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
@@ -281,7 +281,7 @@ func (s *Store) LastScheduled(ctx context.Context, spec string) (time.Time, bool
 // resumes it any more.
 func (s *Store) CancelRun(ctx context.Context, id, reason string) error {
 	now := s.now().UTC()
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE question_sets SET state = ? WHERE run_id = ? AND state IN (?, ?)`,
 			SetExpired, id, SetPending, SetAnswered); err != nil {
 			return err

@@ -41,7 +41,7 @@ type SetRecord struct {
 	EscalatedAt time.Time
 }
 
-func insertSet(ctx context.Context, tx *sql.Tx, set questions.Set, surfaces []string, now time.Time) error {
+func insertSet(ctx context.Context, tx *txn, set questions.Set, surfaces []string, now time.Time) error {
 	if set.ID == "" || set.RunID == "" {
 		return errors.New("store question set: no ID or run ID")
 	}
@@ -280,7 +280,7 @@ func (s *Store) RecordAnswer(ctx context.Context, resp questions.Response) (SetR
 	if at.IsZero() {
 		at = now
 	}
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		r, err := loadSet(ctx, tx, resp.SetID)
 		if err != nil {
 			return err

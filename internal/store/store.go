@@ -1,6 +1,7 @@
 // Package store is the orchestrator's durable state: runs, their turns, the
 // question sets the model asked and the answers people gave, in one SQLite
-// database under the state directory.
+// database under the state directory (Open) or in a PostgreSQL database
+// several processes share (OpenDatabase; dialect.go says what differs).
 //
 // Every state change is one transaction. The question-set state machine is
 //
@@ -39,7 +40,8 @@ var (
 // Store is the database. It is safe for concurrent use, also by several
 // processes on the same state directory.
 type Store struct {
-	db   *sql.DB
+	db   *db
+	d    dialect
 	dir  string
 	path string
 	now  func() time.Time
@@ -69,17 +71,21 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 	if err := checkFile(path); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	db, err := sql.Open("sqlite", dsn(path))
+	pool, err := sql.Open("sqlite", dsn(path))
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	db.SetMaxOpenConns(4)
-	s := &Store{db: db, dir: dir, path: path, now: time.Now, pollEvery: pollInterval}
-	if err := s.migrate(ctx); err != nil {
-		db.Close()
+	pool.SetMaxOpenConns(4)
+	d := sqliteDialect{}
+	if err := d.migrate(ctx, pool); err != nil {
+		pool.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	return s, nil
+	return newStore(pool, d, dir, path), nil
+}
+
+func newStore(pool *sql.DB, d dialect, dir, path string) *Store {
+	return &Store{db: &db{DB: pool, d: d}, d: d, dir: dir, path: path, now: time.Now, pollEvery: pollInterval}
 }
 
 func dsn(path string) string {
@@ -117,7 +123,7 @@ func create(ctx context.Context, path string) error {
 		return err
 	}
 	db.SetMaxOpenConns(1)
-	if err := (&Store{db: db, path: tmp, now: time.Now}).migrate(ctx); err != nil {
+	if err := (sqliteDialect{}).migrate(ctx, db); err != nil {
 		db.Close()
 		return err
 	}
@@ -200,7 +206,9 @@ func (s *Store) Close() error {
 // Dir is the state directory.
 func (s *Store) Dir() string { return s.dir }
 
-// migrations are applied in order; PRAGMA user_version counts those applied.
+// migrations are applied in order; PRAGMA user_version (SQLite) or the
+// table schema_migrations (PostgreSQL, which runs them with BIGINT for
+// INTEGER and DOUBLE PRECISION for REAL: postgres.go) counts those applied.
 // Never edit one that has shipped: append a new one.
 var migrations = []string{
 	`CREATE TABLE runs (
@@ -345,8 +353,10 @@ var migrations = []string{
 	);`,
 }
 
-func (s *Store) migrate(ctx context.Context) error {
-	conn, err := s.db.Conn(ctx)
+// migrate is SQLite's migration: an exclusive transaction serialises
+// concurrent openers, PRAGMA user_version counts the migrations applied.
+func (sqliteDialect) migrate(ctx context.Context, db *sql.DB) error {
+	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
 	}
@@ -388,13 +398,14 @@ func (s *Store) migrate(ctx context.Context) error {
 	return nil
 }
 
-// tx runs fn in a write transaction (BEGIN IMMEDIATE), committing when fn
-// returns nil.
-func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+// tx runs fn in a write transaction that runs alone (dialect.begin: BEGIN
+// IMMEDIATE on SQLite), committing when fn returns nil.
+func (s *Store) tx(ctx context.Context, fn func(*txn) error) error {
+	sqlTx, err := s.d.begin(ctx, s.db.DB)
 	if err != nil {
 		return err
 	}
+	tx := &txn{Tx: sqlTx, d: s.d}
 	if err := fn(tx); err != nil {
 		tx.Rollback()
 		return err

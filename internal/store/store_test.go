@@ -17,9 +17,15 @@ import (
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
 
+// open opens the store of a test directory: SQLite's, or under TestPostgres
+// the directory's schema of the test database (pg_test.go).
 func open(t *testing.T, dir string) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), dir)
+	var u string
+	if onPostgres(t) {
+		u = pgURL(t, dir)
+	}
+	s, err := OpenDatabase(context.Background(), dir, u)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,7 @@ func boolInt(b bool) int {
 // records nothing. The run becomes Running.
 func (s *Store) BeginTurn(ctx context.Context, t Turn) (Turn, error) {
 	now := s.now().UTC()
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		if t.Kind == TurnAnswer {
 			res, err := tx.ExecContext(ctx, `UPDATE question_sets SET state = ?, claimed_at = ? WHERE id = ? AND run_id = ? AND state = ?`,
 				SetResuming, nanos(now), t.SetID, t.RunID, SetAnswered)
@@ -133,7 +133,7 @@ func (s *Store) BeginTurn(ctx context.Context, t Turn) (Turn, error) {
 // surfaces.
 func (s *Store) FinishTurn(ctx context.Context, runID string, seq int, r TurnResult, asked *questions.Set, surfaces []string) error {
 	now := s.now().UTC()
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		t, err := scanTurn(tx.QueryRowContext(ctx, `SELECT `+turnColumns+` FROM turns WHERE run_id = ? AND seq = ?`, runID, seq))
 		if err != nil {
 			return err
@@ -198,7 +198,7 @@ func (s *Store) MarkTurnDelivered(ctx context.Context, runID string, seq int) er
 // answered so that the next turn claims it again.
 func (s *Store) AbandonTurn(ctx context.Context, runID string, seq int) error {
 	now := s.now().UTC()
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		t, err := scanTurn(tx.QueryRowContext(ctx, `SELECT `+turnColumns+` FROM turns WHERE run_id = ? AND seq = ?`, runID, seq))
 		if err != nil {
 			return err

@@ -2,24 +2,21 @@ package store
 
 import (
 	"context"
-	"database/sql"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/fsnotify/fsnotify"
 )
 
 // How a process waiting for question sets learns of a change:
 //   - made by this process: at once, in memory (notify);
 //   - made by another process (`orchestrator answer`, `cancel`): every
-//     store pokes the file wake/poke of the state directory after a commit
-//     that ends a wait, and waiters watch that directory (fsnotify), so the
-//     poke wakes them at once;
-//   - a poke lost (another filesystem, no notification support): the slow
-//     poll of PRAGMA data_version every pollInterval catches it.
+//     store pokes after a commit that ends a wait, and waiters listen, so
+//     the poke wakes them at once. On SQLite the poke is the file wake/poke
+//     of the state directory, which waiters watch (fsnotify); on PostgreSQL
+//     it is NOTIFY on the channel orchestrator_wake, which they LISTEN to;
+//   - a poke lost (another filesystem, no notification support, the
+//     listening connection lost): the slow poll every pollInterval catches
+//     it (of PRAGMA data_version on SQLite, of the waits on PostgreSQL).
 //
 // While nothing changes a waiting process does nothing but the slow poll:
 // one cheap query per pollInterval, whatever the number of waiters.
@@ -172,55 +169,54 @@ func (s *Store) changed(ids ...string) {
 	s.poke()
 }
 
-// poke tells the other processes waiting on this state directory to look
-// again. Best effort: the slow poll is the fallback.
-func (s *Store) poke() {
-	dir := filepath.Join(s.dir, wakeDir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return
-	}
-	_ = os.WriteFile(filepath.Join(dir, "poke"), []byte{'.'}, 0o600)
-}
+// poke tells the other processes waiting on this store to look again
+// (dialect.poke). Best effort: the slow poll is the fallback.
+func (s *Store) poke() { s.d.poke(s) }
 
-// poll runs while anyone waits. It looks at PRAGMA data_version on a
-// connection of its own (the number changes when another connection
-// commits) when poked or every pollInterval, and, on a change, wakes the
-// waiters of sets that are no longer pending.
+// poll runs while anyone waits. It looks, on a connection of its own, at
+// the database's version (dialect.version: the number changes when another
+// connection commits) when started, when poked (dialect.listen) or every
+// pollInterval, and, on a change, wakes the waiters of sets that are no
+// longer pending. The look when started catches a change made before the
+// listening began.
 func (s *Store) poll(stop <-chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	conn, err := s.db.Conn(ctx)
+	c, err := s.db.Conn(ctx)
 	if err != nil {
 		s.stopPolling(err)
 		return
 	}
-	defer conn.Close()
-	var pokes <-chan fsnotify.Event
-	var watchErrs <-chan error
+	defer c.Close()
+	var pokes <-chan struct{}
 	if s.noPokes {
 		// tests of the slow poll
-	} else if fw, err := s.watchWakeDir(); err == nil {
-		defer fw.Close()
-		pokes, watchErrs = fw.Events, fw.Errors
+	} else if ch, err := s.d.listen(ctx, s); err == nil {
+		pokes = ch
+		// The listener closes the channel once it has let go of what it
+		// holds (a watch, a connection): Close waits for that too.
+		defer func() {
+			cancel()
+			for range ch {
+			}
+		}()
 	}
 	ticker := time.NewTicker(s.pollEvery)
 	defer ticker.Stop()
 	last := int64(-1)
-	for {
-		select {
-		case <-stop:
-			s.w.mu.Lock()
-			s.w.running = false
-			s.w.mu.Unlock()
-			return
-		case <-ticker.C:
-		case _, ok := <-pokes:
-			if !ok {
-				pokes = nil
-			}
-		case _, ok := <-watchErrs:
-			if !ok {
-				watchErrs = nil
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-stop:
+				s.w.mu.Lock()
+				s.w.running = false
+				s.w.mu.Unlock()
+				return
+			case <-ticker.C:
+			case _, ok := <-pokes:
+				if !ok {
+					pokes = nil
+				}
 			}
 		}
 		s.w.mu.Lock()
@@ -235,16 +231,16 @@ func (s *Store) poll(stop <-chan struct{}) {
 		}
 		s.w.mu.Unlock()
 
-		var v int64
-		if err := conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
+		v, ok, err := s.d.version(ctx, c)
+		if err != nil {
 			s.stopPolling(err)
 			return
 		}
-		if v == last {
+		if ok && v == last {
 			continue
 		}
 		last = v
-		done, err := s.notPending(ctx, conn, ids)
+		done, err := s.notPending(ctx, conn{Conn: c, d: s.d}, ids)
 		if err != nil {
 			s.stopPolling(err)
 			return
@@ -255,26 +251,9 @@ func (s *Store) poll(stop <-chan struct{}) {
 	}
 }
 
-// watchWakeDir watches the directory other processes poke.
-func (s *Store) watchWakeDir() (*fsnotify.Watcher, error) {
-	dir := filepath.Join(s.dir, wakeDir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	fw, err := fsnotify.NewWatcher()
-	if err != nil {
-		return nil, err
-	}
-	if err := fw.Add(dir); err != nil {
-		fw.Close()
-		return nil, err
-	}
-	return fw, nil
-}
-
 // notPending returns the keys of ids (set IDs, runKeys) whose wait is
 // over: sets no longer pending, runs final.
-func (s *Store) notPending(ctx context.Context, conn *sql.Conn, ids []string) ([]string, error) {
+func (s *Store) notPending(ctx context.Context, conn conn, ids []string) ([]string, error) {
 	var sets, runs []string
 	for _, id := range ids {
 		if r, ok := strings.CutPrefix(id, runKey("")); ok {

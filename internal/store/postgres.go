@@ -1,0 +1,217 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// OpenDatabase opens the store of the config's database_url: empty is the
+// embedded SQLite database in dir (Open); postgres://… (or postgresql://…)
+// is that PostgreSQL database, whose schema is brought up to date. dir is
+// the state directory either way (the locks of the runs this process
+// drives are files in it).
+//
+// Errors never contain the URL, which may hold a password.
+func OpenDatabase(ctx context.Context, dir, databaseURL string) (*Store, error) {
+	if databaseURL == "" {
+		return Open(ctx, dir)
+	}
+	if dir == "" {
+		return nil, errors.New("open store: no state directory")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if !isPostgresURL(databaseURL) {
+		return nil, errors.New("open store: database_url is neither empty nor a postgres:// URL")
+	}
+	cfg, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, errors.New("open store: database_url is not a valid PostgreSQL URL")
+	}
+	pool := stdlib.OpenDB(*cfg)
+	pool.SetMaxOpenConns(8)
+	pool.SetMaxIdleConns(4)
+	d := &pgDialect{cfg: cfg}
+	if err := d.migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open store (PostgreSQL %s/%s): %w", cfg.Host, cfg.Database, err)
+	}
+	return newStore(pool, d, dir, ""), nil
+}
+
+// isPostgresURL reports whether a database_url names a PostgreSQL database.
+func isPostgresURL(u string) bool {
+	return strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://")
+}
+
+// pgDialect is a PostgreSQL database shared by any number of processes on
+// any number of machines.
+type pgDialect struct {
+	cfg *pgx.ConnConfig // for the listener's own connection
+}
+
+// Advisory lock keys (pg_advisory_lock): the migration's, held by the one
+// process migrating, and the writers', held by each write transaction.
+const (
+	pgMigrateLock int64 = 0x6f72636800000001 // "orch" 1
+	pgWriteLock   int64 = 0x6f72636800000002 // "orch" 2
+)
+
+// pgWakeChannel is the NOTIFY channel of pokes.
+const pgWakeChannel = "orchestrator_wake"
+
+func (*pgDialect) rebind(q string) string { return numberPlaceholders(q) }
+
+// begin takes the writers' advisory lock for the transaction, so that write
+// transactions run one at a time as they do on SQLite: every check-then-
+// write of the store (claim an answered set exactly once, a final run is
+// never changed) holds as it does there. Read committed reads see every
+// transaction committed before the lock was granted.
+func (*pgDialect) begin(ctx context.Context, db *sql.DB) (*sql.Tx, error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, pgWriteLock); err != nil {
+		tx.Rollback()
+		return nil, err
+	}
+	return tx, nil
+}
+
+var (
+	pgInteger = regexp.MustCompile(`\bINTEGER\b`)
+	pgReal    = regexp.MustCompile(`\bREAL\b`)
+)
+
+// pgMigration is a migration written for SQLite in PostgreSQL's types:
+// SQLite's INTEGER and REAL are 64 bits, PostgreSQL's are 32.
+func pgMigration(m string) string {
+	return pgReal.ReplaceAllString(pgInteger.ReplaceAllString(m, "BIGINT"), "DOUBLE PRECISION")
+}
+
+// migrate applies the migrations not yet applied, each in a transaction
+// with its row in schema_migrations, under a session advisory lock: when
+// several processes start at once on an empty database, one migrates and
+// the others then find the schema up to date.
+func (*pgDialect) migrate(ctx context.Context, db *sql.DB) error {
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, pgMigrateLock); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer c.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, pgMigrateLock)
+	if _, err := c.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    BIGINT PRIMARY KEY,
+		applied_at BIGINT NOT NULL
+	)`); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	var version int
+	if err := c.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&version); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if version > len(migrations) {
+		return fmt.Errorf("migrate: database schema version %d is newer than this orchestrator knows (%d): upgrade the orchestrator", version, len(migrations))
+	}
+	for i := version; i < len(migrations); i++ {
+		tx, err := c.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("migrate to version %d: %w", i+1, err)
+		}
+		if _, err := tx.ExecContext(ctx, pgMigration(migrations[i])); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migrate to version %d: %w", i+1, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`,
+			i+1, time.Now().UnixNano()); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migrate to version %d: %w", i+1, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("migrate to version %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+// poke sends NOTIFY on the wake channel; it reaches the listeners of every
+// process on the database once the commit before it is visible.
+func (*pgDialect) poke(s *Store) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = s.db.DB.ExecContext(ctx, `SELECT pg_notify($1, '')`, pgWakeChannel)
+}
+
+// listen holds a connection of its own (outside the pool) that LISTENs on
+// the wake channel, and reconnects when it loses it; while it is lost the
+// slow poll stands in.
+func (d *pgDialect) listen(ctx context.Context, _ *Store) (<-chan struct{}, error) {
+	first, err := d.listener(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := pokeChannel()
+	go func() {
+		defer close(out)
+		c := first
+		for {
+			if c != nil {
+				for {
+					if _, err := c.WaitForNotification(ctx); err != nil {
+						break
+					}
+					send(out)
+				}
+				closeConn(c)
+				c = nil
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(retryDelay):
+			}
+			if c, _ = d.listener(ctx); c != nil {
+				send(out) // pokes may have been lost meanwhile: look
+			}
+		}
+	}()
+	return out, nil
+}
+
+func (d *pgDialect) listener(ctx context.Context) (*pgx.Conn, error) {
+	c, err := pgx.ConnectConfig(ctx, d.cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Exec(ctx, `LISTEN `+pgWakeChannel); err != nil {
+		closeConn(c)
+		return nil, err
+	}
+	return c, nil
+}
+
+// version: PostgreSQL has no cheap number of commits, so the poller looks
+// at the waits every time it is poked or its slow poll ticks.
+func (*pgDialect) version(context.Context, *sql.Conn) (int64, bool, error) { return 0, false, nil }
+
+// closeConn closes a listener's connection, waiting at most a few seconds
+// for a server that may be gone.
+func closeConn(c *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	c.Close(ctx)
+}
