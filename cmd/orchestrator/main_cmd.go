@@ -72,6 +72,10 @@ type Main struct {
 	// serving is set by serve: runs keep waiting for answers from other
 	// processes when no surface of this one can take them.
 	serving bool
+	// surfaceProblems are the problems of the surfaces' configuration a
+	// command that works on the store alone (noSurfaces) was loaded
+	// despite: such a command builds no surface they concern.
+	surfaceProblems []error
 	// github is the one GitHub client of the process, built on first use.
 	github *github.Client
 	// deliveryState is the Deliverer of the process (delivery.go).
@@ -252,7 +256,13 @@ func (m *Main) loadConfig(withSurfaces bool) error {
 	if err == nil || (!withSurfaces && allConfigErrors(errs)) {
 		errs = append(errs, config.Errors(cfg.Validate())...)
 	}
+	m.surfaceProblems = nil
 	if !withSurfaces {
+		for _, e := range errs {
+			if isSurfaceProblem(e) {
+				m.surfaceProblems = append(m.surfaceProblems, e)
+			}
+		}
 		errs = slices.DeleteFunc(errs, isSurfaceProblem)
 	}
 	if err = errors.Join(errs...); err != nil {
