@@ -81,7 +81,7 @@ func (r *Runner) refusedBefore(runID string) (list []surfaces.RefusedCall, more 
 		if !t.Finished || t.TranscriptPath == "" {
 			continue
 		}
-		calls := &ToolCalls{Summarize: refusedSummary}
+		calls := &ToolCalls{Summarize: toolSummary}
 		if err := replayFile(t.TranscriptPath, calls.Observe); err != nil {
 			r.log.Warn("list the run's refused tool calls", "run", runID, "turn", t.Seq, "err", err)
 			continue
@@ -203,7 +203,7 @@ func (pp *progressPump) observe(turn int, ev executor.Event) {
 	}
 	if pp.calls == nil || pp.callsTurn != turn {
 		pp.earlier, pp.earlierMore = pp.p.Refused, pp.p.RefusedMore
-		pp.calls, pp.callsTurn = &ToolCalls{Summarize: refusedSummary}, turn
+		pp.calls, pp.callsTurn = &ToolCalls{Summarize: toolSummary}, turn
 	}
 	pp.calls.Observe(ev)
 	switch ev.(type) {

@@ -222,11 +222,9 @@ func (r *Runner) progress(runID string, turn int, ev executor.Event, started tim
 }
 
 // toolSummary gives a short, one-line view of a tool call's input.
-func toolSummary(input json.RawMessage) string { return clipLine(toolInput(input), 80) }
-
-// refusedSummary is toolSummary made printable, secrets redacted before the
-// cut so no part of one is left.
-func refusedSummary(input json.RawMessage) string {
+// toolSummary is a one-line view of a tool call's input, made printable
+// with secrets redacted before the cut, so no part of one is left.
+func toolSummary(input json.RawMessage) string {
 	return clipLine(questions.Printable(toolInput(input)), 80)
 }
 
