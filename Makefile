@@ -22,7 +22,6 @@ FUZZ_TARGETS := \
 	./internal/config:FuzzParse \
 	./internal/config:FuzzExpand \
 	./questions:FuzzDetect \
-	./questions:FuzzStreamDetector \
 	./questions:FuzzParseAnswer \
 	./questions:FuzzPrintable \
 	./surfaces/terminal:FuzzAskOutput \

@@ -19,6 +19,11 @@ for t in "$@"; do
 		out=$("$go" test -run='^$' -fuzz="^$fn\$" -fuzztime="$fuzztime" "$pkg" 2>&1)
 		rc=$?
 		printf '%s\n' "$out"
+		if grep -q 'no fuzz tests to fuzz' <<<"$out"; then
+			echo "fuzz $pkg $fn: there is no such fuzz target (the Makefile's FUZZ_TARGETS names it)" >&2
+			status=1
+			break
+		fi
 		if ((rc == 0)); then
 			break
 		fi
