@@ -466,14 +466,19 @@ func (d *Daemon) takeUpRuns(ctx context.Context) error {
 // adoptLoop adopts, every AdoptEvery, the active runs no process drives,
 // until ctx ends.
 func (d *Daemon) adoptLoop(ctx context.Context) {
-	t := time.NewTicker(d.cfg.AdoptEvery)
+	every(ctx, d.cfg.AdoptEvery, func() { d.adopt(ctx) })
+}
+
+// every calls f every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, f func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			d.adopt(ctx)
+			f()
 		}
 	}
 }

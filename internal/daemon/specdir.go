@@ -12,7 +12,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/orchestrator-dev/orchestrator/specs"
 )
@@ -319,16 +318,7 @@ func (d *Daemon) useSpecs(list []loadedSpec) []specs.Spec {
 // rescanLoop reads the specs folder again every RescanEvery and gives the
 // scheduler what changed, until ctx ends.
 func (d *Daemon) rescanLoop(ctx context.Context) {
-	t := time.NewTicker(d.cfg.RescanEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			d.rescan()
-		}
-	}
+	every(ctx, d.cfg.RescanEvery, d.rescan)
 }
 
 // rescan reads the specs folder again and applies what changed.

@@ -255,24 +255,19 @@ func (b *Backend) Run(ctx context.Context, id string) (web.RunDetail, error) {
 			}
 		}
 	}
-	for _, s := range sets {
-		for _, q := range s.Set.Questions {
-			e := web.DecisionEntry{SetID: s.Set.ID, Question: q.Text, Header: q.Header, State: string(s.State)}
-			if a, ok := s.Response.Answer(q.ID); ok {
-				e.Answer = strings.Join(append(append([]string{}, a.Labels...), nonEmpty(a.Text)...), ", ")
-				e.By, e.Surface, e.At = s.Response.By, s.Response.Surface, s.Response.At
-			}
-			d.Decisions = append(d.Decisions, e)
+	// The decision log is the store's, as `show` and the pull request have it.
+	log, err := b.Store.DecisionLog(ctx, r.ID)
+	if err != nil {
+		return web.RunDetail{}, err
+	}
+	for _, dc := range log {
+		e := web.DecisionEntry{SetID: dc.SetID, Question: dc.Question, Header: dc.Header, State: string(dc.State), Answer: dc.Answer}
+		if dc.Answer != "" {
+			e.By, e.Surface, e.At = dc.By, dc.Surface, dc.AnsweredAt
 		}
+		d.Decisions = append(d.Decisions, e)
 	}
 	return d, nil
-}
-
-func nonEmpty(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return []string{s}
 }
 
 // maxToolInput bounds a tool use's input shown in the timeline.
