@@ -77,13 +77,22 @@ func TestWebInboxAnswersARealRun(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
+	// text reads an element's text; a live page may replace the element
+	// while it is read ("No node with given id found"), so a failed read is
+	// tried again for a few seconds.
 	text := func(sel chromedp.CSS) string {
 		t.Helper()
-		s, err := chromedp.Run(b, chromedp.Text(sel))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			s, err := chromedp.Run(b, chromedp.Text(sel))
+			if err == nil {
+				return s
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("text of %s: %v", sel, err)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		return s
 	}
 	setSel := chromedp.CSS("#set-" + first.Set.ID)
 	do("sign in",
