@@ -331,6 +331,12 @@ func (a *storeAnswers) Offer(ctx context.Context, resp questions.Response) (surf
 		}
 	}
 	if len(open.Answers) == 0 {
+		// Every question offered is answered already. The set and its
+		// answers are read apart, so a set answered in full meanwhile may
+		// have looked pending: read it again before saying so.
+		if again, err := st.QuestionSet(ctx, resp.SetID); err == nil && again.State != store.SetPending {
+			return closed(again), nil
+		}
 		return surfaces.Decision{Invalid: fmt.Errorf("already answered by %s", rec.Response.By), Pending: pendingIDs(rec)}, nil
 	}
 	if open.At.IsZero() {
