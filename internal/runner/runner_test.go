@@ -78,15 +78,6 @@ func (p *person) Ask(ctx context.Context, set questions.Set, answers surfaces.An
 		case a := <-p.answers:
 			d, err := answers.Offer(ctx, questions.Response{SetID: set.ID, Answers: a, By: p.name + "-user", Surface: p.name, At: time.Now()})
 			if err != nil {
-				if ctx.Err() != nil {
-					// This round of asking ended while the answer was
-					// offered: the person's answer is still there for the
-					// next round (a real surface reads it again).
-					select {
-					case p.answers <- a:
-					default:
-					}
-				}
 				return err
 			}
 			if d.Closed {
