@@ -92,12 +92,16 @@ func (*pgDialect) begin(ctx context.Context, db *sql.DB) (*sql.Tx, error) {
 var (
 	pgInteger = regexp.MustCompile(`\bINTEGER\b`)
 	pgReal    = regexp.MustCompile(`\bREAL\b`)
+	pgBlob    = regexp.MustCompile(`\bBLOB\b`)
 )
 
 // pgMigration is a migration written for SQLite in PostgreSQL's types:
-// SQLite's INTEGER and REAL are 64 bits, PostgreSQL's are 32.
+// SQLite's INTEGER and REAL are 64 bits, PostgreSQL's are 32; SQLite's
+// BLOB is PostgreSQL's BYTEA.
 func pgMigration(m string) string {
-	return pgReal.ReplaceAllString(pgInteger.ReplaceAllString(m, "BIGINT"), "DOUBLE PRECISION")
+	m = pgInteger.ReplaceAllString(m, "BIGINT")
+	m = pgReal.ReplaceAllString(m, "DOUBLE PRECISION")
+	return pgBlob.ReplaceAllString(m, "BYTEA")
 }
 
 // migrate applies the migrations not yet applied, each in a transaction
