@@ -344,7 +344,7 @@ func (s *Scheduler) catchUp(ctx context.Context) {
 		if s.claim(j, "catch-up") != nil {
 			continue
 		}
-		go func() { _ = s.execute(ctx, j, "catch-up") }()
+		go func() { _ = s.execute(withTick(ctx, missed), j, "catch-up") }()
 	}
 }
 
@@ -386,7 +386,48 @@ func (s *Scheduler) tick(name string) {
 	if s.claim(j, "schedule") != nil {
 		return
 	}
+	s.mu.Lock()
+	sched := j.sched
+	s.mu.Unlock()
+	if sched != nil {
+		ctx = withTick(ctx, scheduledAt(sched, s.now()))
+	}
 	_ = s.execute(ctx, j, "schedule")
+}
+
+type tickKey struct{}
+
+func withTick(ctx context.Context, t time.Time) context.Context {
+	return context.WithValue(ctx, tickKey{}, t)
+}
+
+// TickOf returns the scheduled time of the tick (or the missed tick a
+// catch-up runs for) that the run function was called for; ok is false
+// outside the scheduler. Every instance sharing a store computes the same
+// time for the same tick, whatever its clock's small drift or its cron's
+// delay in firing: the store makes one run per spec and tick.
+func TickOf(ctx context.Context) (time.Time, bool) {
+	t, ok := ctx.Value(tickKey{}).(time.Time)
+	return t, ok && !t.IsZero()
+}
+
+// scheduledAt is the latest time of sched at or before fired (within the
+// minute before it): the tick cron fired for. Schedules have whole seconds,
+// so the instances that fire the same tick a little late agree on it.
+func scheduledAt(sched cron.Schedule, fired time.Time) time.Time {
+	var last time.Time
+	t := fired.Add(-time.Minute)
+	for i := 0; i < 120; i++ {
+		n := sched.Next(t)
+		if n.IsZero() || n.After(fired) {
+			break
+		}
+		last, t = n, n
+	}
+	if last.IsZero() {
+		return fired.Truncate(time.Second)
+	}
+	return last
 }
 
 // claim marks j running, unless the scheduler is stopped (ErrStopped), or a

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 	_ "time/tzdata" // CRON_TZ zones on machines without a zone database
+
+	"github.com/robfig/cron/v3"
 )
 
 // wait is how long a test waits for something that should happen; ticks
@@ -583,5 +585,35 @@ func TestSchedulerSetWhileRunning(t *testing.T) {
 	case r := <-runs:
 		t.Fatalf("run %+v after the spec was removed", r)
 	case <-time.After(2500 * time.Millisecond):
+	}
+}
+
+// TestScheduledAtIsTheTickFired: instances that fire the same tick a little
+// apart (or late) compute the same scheduled time, the store's key of the
+// tick's one run.
+func TestScheduledAtIsTheTickFired(t *testing.T) {
+	every, err := cron.ParseStandard("@every 1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	minutely, err := cron.ParseStandard("*/5 * * * *")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Date(2026, 11, 26, 10, 15, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name  string
+		sched cron.Schedule
+		fired time.Time
+		want  time.Time
+	}{
+		{"every second, on time", every, base.Add(3 * time.Millisecond), base},
+		{"every second, 900ms late", every, base.Add(900 * time.Millisecond), base},
+		{"every 5 minutes, on time", minutely, base.Add(time.Millisecond), base},
+		{"every 5 minutes, 20s late", minutely, base.Add(20 * time.Second), base},
+	} {
+		if got := scheduledAt(tc.sched, tc.fired); !got.Equal(tc.want) {
+			t.Errorf("%s: scheduledAt(%s) = %s, want %s", tc.name, tc.fired.Format(time.StampMilli), got.Format(time.StampMilli), tc.want.Format(time.StampMilli))
+		}
 	}
 }

@@ -53,6 +53,7 @@ Exit codes: 0 done, 1 failed, 2 usage or configuration error,
 		m.newValidateCmd(),
 		m.newInspectCmd(),
 		m.newRunCmd(),
+		m.newSubmitCmd(), // submit.go
 		m.newResumeCmd(),
 		m.newStatusCmd(),
 		m.newAnswerCmd(),

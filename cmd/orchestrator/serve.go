@@ -80,6 +80,7 @@ func (m *Main) runServe(ctx context.Context) error {
 			return errors.Join(specRefusals(m.Config, sp)...)
 		},
 		Runs:          r,
+		Asks:          r,
 		Store:         st,
 		NewRun:        m.newRunFromSpec,
 		Listen:        m.Config.Serve.Listen,

@@ -80,7 +80,7 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool, spec string) err
 	if err != nil {
 		return err
 	}
-	f := store.RunFilter{Status: []store.RunStatus{store.RunRunning, store.RunWaiting, store.RunInterrupted}, Spec: spec}
+	f := store.RunFilter{Status: []store.RunStatus{store.RunQueued, store.RunRunning, store.RunWaiting, store.RunInterrupted}, Spec: spec}
 	if all {
 		f = store.RunFilter{Limit: 100, Spec: spec}
 	}

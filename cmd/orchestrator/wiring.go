@@ -192,6 +192,9 @@ func (m *Main) newRunner(st *store.Store, observe func(runner.Event)) (*runner.R
 		// serve keeps waiting when its terminal has no input; run and
 		// resume exit 3 instead.
 		KeepWaiting: m.serving,
+		// Several instances on one database: a waiting run holds no lease
+		// and no process; the leading instance asks (daemon/cluster.go).
+		Park: m.serving && st.Shared(),
 		Limits: runner.Limits{
 			MaxQuestionRounds: rc.MaxQuestionRounds,
 			MaxCorrections:    rc.MaxCorrections,

@@ -57,6 +57,13 @@ type Store interface {
 	// RunDriven reports whether some process holds a run's lock (drives
 	// it), to adopt the active runs nobody drives.
 	RunDriven(id string) (bool, error)
+	// Shared reports a store several instances share (cluster.go); then
+	// ClaimableRuns lists the runs to take, WaitChange waits for another
+	// look, and Lead runs a function while this instance leads.
+	Shared() bool
+	ClaimableRuns(ctx context.Context, host string, limit int) ([]store.Run, error)
+	WaitChange(ctx context.Context) error
+	Lead(ctx context.Context, name string, retry time.Duration, fn func(ctx context.Context))
 }
 
 // Config is what a Daemon is made of.
@@ -81,6 +88,9 @@ type Config struct {
 	RescanEvery time.Duration
 	Runs        Runs
 	Store       Store
+	// Asks asks the waiting runs' questions on a shared store, on the
+	// instance that leads (cluster.go); required when Store is shared.
+	Asks Asker
 	// NewRun maps a spec to the run to create when it is due; text is the
 	// spec file's content the spec was parsed from (nil for Specs).
 	// Required with Specs or SpecsDir. The run's Spec is set to the spec's
@@ -91,7 +101,9 @@ type Config struct {
 	Listen string
 	// MaxConcurrent limits the scheduled runs active at once
 	// (serve.max_concurrent_runs); 0 means no limit. Runs taken up from
-	// the store on start do not count against it.
+	// the store on start do not count against it. On a shared store it
+	// also bounds the runs this instance claims: it claims while it
+	// drives fewer.
 	MaxConcurrent int
 	// CatchUp is specs.CatchUpSkip (default) or specs.CatchUpOnce
 	// (serve.catch_up).
@@ -136,15 +148,17 @@ type Daemon struct {
 	mux   *http.ServeMux
 	ready chan struct{}
 
-	mu       sync.Mutex
-	started  bool
-	stopping bool
-	addr     string
-	driving  map[string]string // run ID → spec name, for the runs driven here
-	bySpec   map[string]int    // spec name → runs of it driven here
-	wg       sync.WaitGroup    // drivers
-	failed   map[string]retry  // run ID → when to drive again a run whose drive failed
-	undriven []string          // active runs no process drove at the last look
+	mu        sync.Mutex
+	started   bool
+	stopping  bool
+	addr      string
+	driving   map[string]string    // run ID → spec name, for the runs driven here
+	bySpec    map[string]int       // spec name → runs of it driven here
+	wg        sync.WaitGroup       // drivers
+	failed    map[string]retry     // run ID → when to drive again a run whose drive failed
+	undriven  []string             // active runs no process drove at the last look
+	leader    bool                 // this instance leads (cluster.go)
+	askFailed map[string]time.Time // waiting runs whose asking failed: when to ask again
 
 	specDir      *specDir              // nil without SpecsDir; used by New, then by the rescan loop
 	specTexts    map[string]loadedSpec // spec name → the version scheduled, with its text
@@ -165,6 +179,9 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	if cfg.Store == nil {
 		errs = append(errs, errors.New("no Store"))
+	}
+	if cfg.Store != nil && cfg.Store.Shared() && cfg.Asks == nil {
+		errs = append(errs, errors.New("a shared store and no Asks"))
 	}
 	if (len(cfg.Specs) > 0 || cfg.SpecsDir != "") && cfg.NewRun == nil {
 		errs = append(errs, errors.New("no NewRun for the specs"))
@@ -188,12 +205,13 @@ func New(cfg Config) (*Daemon, error) {
 		cfg.AdoptEvery = 5 * time.Second
 	}
 	d := &Daemon{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		ready:   make(chan struct{}),
-		driving: map[string]string{},
-		bySpec:  map[string]int{},
-		failed:  map[string]retry{},
+		cfg:       cfg,
+		log:       cfg.Logger,
+		ready:     make(chan struct{}),
+		driving:   map[string]string{},
+		bySpec:    map[string]int{},
+		failed:    map[string]retry{},
+		askFailed: map[string]time.Time{},
 	}
 	initial := cfg.Specs
 	if cfg.SpecsDir != "" {
@@ -292,7 +310,7 @@ func (d *Daemon) Running() []string {
 // waiting on a question, those interrupted by a shutdown, and those left
 // running by a process that died (a run another process still drives is
 // locked, and skipped).
-var takeUp = []store.RunStatus{store.RunWaiting, store.RunInterrupted, store.RunRunning}
+var takeUp = []store.RunStatus{store.RunQueued, store.RunWaiting, store.RunInterrupted, store.RunRunning}
 
 // Run is the daemon: it takes the daemon lock of the state directory (a
 // second daemon fails at once), listens on Listen, drives on every waiting,
@@ -341,17 +359,25 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	runsCtx, cancelRuns := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRuns()
 
-	if err := d.takeUpRuns(runsCtx); err != nil {
-		if ln != nil {
-			ln.Close()
+	shared := d.cfg.Store.Shared()
+	if !shared {
+		if err := d.takeUpRuns(runsCtx); err != nil {
+			if ln != nil {
+				ln.Close()
+			}
+			return err
 		}
-		return err
+		d.setLeader(true) // the one daemon of the state directory
 	}
 	d.sched.Start(runsCtx)
 	adopting := make(chan struct{})
 	go func() {
 		defer close(adopting)
-		d.adoptLoop(runsCtx)
+		if shared {
+			d.clusterLoops(runsCtx)
+		} else {
+			d.adoptLoop(runsCtx)
+		}
 	}()
 	defer func() { <-adopting }()
 	if d.specDir != nil {
@@ -583,6 +609,12 @@ func (d *Daemon) drive(ctx context.Context, runID, spec, trigger string) error {
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		log.Info("run stopped by the shutdown; it stays resumable", "status", run.Status)
 		return nil
+	case errors.Is(err, runner.ErrParked):
+		log.Info("run waits on a question; the leading instance asks it, and any instance resumes the run once answered")
+		return nil
+	case errors.Is(err, runner.ErrLeaseLost):
+		log.Warn("run left to another instance: this one lost its lease (stalled, or lost the database)", "err", err)
+		return nil
 	case errors.Is(err, runner.ErrWaiting):
 		log.Warn("run left waiting: no surface of the daemon can take the answer; answer it with `orchestrator answer`, then resume it",
 			"status", run.Status, "err", err)
@@ -599,7 +631,8 @@ func (d *Daemon) drive(ctx context.Context, runID, spec, trigger string) error {
 func (d *Daemon) noteDriven(runID string, err error, stopped bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err == nil || stopped || errors.Is(err, store.ErrLocked) || errors.Is(err, runner.ErrWaiting) {
+	if err == nil || stopped || errors.Is(err, store.ErrLocked) || errors.Is(err, runner.ErrWaiting) ||
+		errors.Is(err, runner.ErrParked) || errors.Is(err, runner.ErrLeaseLost) {
 		delete(d.failed, runID)
 		return
 	}
@@ -630,9 +663,16 @@ func (d *Daemon) runSpec(ctx context.Context, sp specs.Spec) error {
 	if n.Spec == "" {
 		n.Spec = sp.Name
 	}
+	if t, ok := specs.TickOf(ctx); ok {
+		n.Tick = t
+	}
 	run, err := d.cfg.Runs.Create(ctx, n)
 	if err != nil {
 		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, store.ErrTickTaken) {
+			d.log.Info("tick skipped: another instance made its run", "spec", sp.Name, "tick", n.Tick)
 			return nil
 		}
 		return fmt.Errorf("create run of spec %s: %w", sp.Name, err)
@@ -663,7 +703,7 @@ func (d *Daemon) busy(spec string) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	runs, err := d.cfg.Store.ListRuns(ctx, store.RunFilter{Spec: spec, Status: []store.RunStatus{store.RunRunning, store.RunWaiting}, Limit: 1})
+	runs, err := d.cfg.Store.ListRuns(ctx, store.RunFilter{Spec: spec, Status: []store.RunStatus{store.RunQueued, store.RunRunning, store.RunWaiting}, Limit: 1})
 	if err != nil {
 		d.log.Error("tick skipped: cannot tell whether the spec has an active run", "spec", spec, "err", err)
 		return true
@@ -699,6 +739,9 @@ type Health struct {
 	Status string `json:"status"` // "ok", "shutting down" or "error"
 	// Driving counts the runs this daemon drives now.
 	Driving int `json:"driving"`
+	// Leader: this instance leads (asks the waiting runs' questions,
+	// polls GitHub, holds the Discord gateway); always true on SQLite.
+	Leader bool `json:"leader"`
 	// Running and Waiting count the store's runs in those states (all
 	// processes).
 	Running int `json:"running"`
@@ -721,7 +764,7 @@ type Health struct {
 // the store cannot be read.
 func (d *Daemon) healthz(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
-	h := Health{Status: "ok", Driving: len(d.driving), Undriven: slices.Clone(d.undriven), SpecProblems: slices.Clone(d.specProblems)}
+	h := Health{Status: "ok", Driving: len(d.driving), Leader: d.leader, Undriven: slices.Clone(d.undriven), SpecProblems: slices.Clone(d.specProblems)}
 	stopping := d.stopping
 	d.mu.Unlock()
 	code := http.StatusOK

@@ -44,6 +44,7 @@ type Metrics struct {
 	runs        *prometheus.CounterVec
 	inProgress  prometheus.Gauge
 	undriven    prometheus.Gauge
+	leader      prometheus.Gauge
 	specProbs   prometheus.Gauge
 	asked       prometheus.Counter
 	askedKind   *prometheus.CounterVec
@@ -103,6 +104,10 @@ func NewMetrics(st QuestionStore) *Metrics {
 		undriven: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "orchestrator_runs_undriven",
 			Help: "Active runs (waiting, interrupted, running) that no process drove at the daemon's last look.",
+		}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "orchestrator_leader",
+			Help: "1 while this instance leads (asks the waiting runs' questions, polls GitHub, holds the Discord gateway); always 1 on SQLite.",
 		}),
 		specProbs: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "orchestrator_spec_problems",
@@ -170,7 +175,7 @@ func NewMetrics(st QuestionStore) *Metrics {
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
 			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.runs, m.inProgress, m.undriven, m.specProbs, m.asked, m.askedKind, m.answers, m.answersKind, m.latency, m.reminders, m.escalations,
+		m.runs, m.inProgress, m.undriven, m.leader, m.specProbs, m.asked, m.askedKind, m.answers, m.answersKind, m.latency, m.reminders, m.escalations,
 		m.agentErrors, m.turns, m.cost, m.apiRequests, m.apiDuration, pending,
 		m.specRuns, m.specCost, specCollector{m},
 	)
@@ -340,6 +345,14 @@ func (m *Metrics) observeAnswer(ev runner.Event) {
 func (m *Metrics) driving(n int) { m.inProgress.Add(float64(n)) }
 
 func (m *Metrics) setUndriven(n int) { m.undriven.Set(float64(n)) }
+
+func (m *Metrics) setLeader(on bool) {
+	if on {
+		m.leader.Set(1)
+	} else {
+		m.leader.Set(0)
+	}
+}
 
 func (m *Metrics) setSpecProblems(n int) { m.specProbs.Set(float64(n)) }
 

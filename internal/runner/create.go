@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 )
@@ -22,6 +23,13 @@ type NewRun struct {
 	// Options is kept with the run, for whoever resumes it (the spec path,
 	// overrides, …).
 	Options json.RawMessage
+	// Tick is the schedule tick the run is made for (specs.TickOf): on a
+	// shared store one instance makes it, Create returns an error wrapping
+	// store.ErrTickTaken to the others.
+	Tick time.Time
+	// Queued makes the run wait for any instance to take it (`orchestrator
+	// submit`) instead of being driven by its creator.
+	Queued bool
 }
 
 // Create stores a new run, ready to be driven. Its session ID is chosen now
@@ -42,8 +50,24 @@ func (r *Runner) Create(ctx context.Context, n NewRun) (store.Run, error) {
 	if err != nil {
 		return store.Run{}, err
 	}
-	return r.cfg.Store.CreateRun(ctx, store.Run{ID: id, Spec: n.Spec, Title: n.Title, Prompt: n.Prompt,
-		WorkDir: n.WorkDir, Surfaces: n.Surfaces, Options: n.Options, SessionID: session})
+	run := store.Run{ID: id, Spec: n.Spec, Title: n.Title, Prompt: n.Prompt,
+		WorkDir: n.WorkDir, Surfaces: n.Surfaces, Options: n.Options, SessionID: session, Tick: n.Tick}
+	if n.Queued {
+		run.Status = store.RunQueued
+	}
+	if r.cfg.Store.Shared() {
+		// A run whose work is not delivered through git lives in its
+		// working directory, on this machine: only the instances here may
+		// drive it. One delivered through git moves with its branch.
+		dv, err := r.delivery(run)
+		if err != nil {
+			return store.Run{}, fmt.Errorf("create run: %w", err)
+		}
+		if dv == nil {
+			run.Host = store.Hostname()
+		}
+	}
+	return r.cfg.Store.CreateRun(ctx, run)
 }
 
 func titleOf(prompt string) string {

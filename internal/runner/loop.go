@@ -27,6 +27,19 @@ func (r *Runner) Drive(ctx context.Context, runID string) (store.Run, error) {
 		return run, fmt.Errorf("run %s: %w", run.ID, err)
 	}
 	defer lock.Unlock()
+	// A lost lease stops the drive at once: another instance may have the
+	// run by now, and nothing of this drive may write to it any more.
+	ctx, stopDrive := context.WithCancelCause(ctx)
+	defer stopDrive(nil)
+	if lost := lock.Lost(); lost != nil {
+		go func() {
+			select {
+			case <-lost:
+				stopDrive(ErrLeaseLost)
+			case <-ctx.Done():
+			}
+		}()
+	}
 	d := &drive{}
 	if !run.Status.Final() {
 		res, rerr := r.cfg.Resolve(run)
@@ -43,8 +56,18 @@ func (r *Runner) Drive(ctx context.Context, runID string) (store.Run, error) {
 		pump = r.startPump(run, reps)
 	}
 	err = r.loop(ctx, d, run.ID)
+	if errors.Is(context.Cause(ctx), ErrLeaseLost) {
+		r.log.Error("lost the run's lease; leaving it to the instance that has it", "run", run.ID)
+		if pump != nil {
+			r.pumpsMu.Lock()
+			delete(r.pumps, run.ID)
+			r.pumpsMu.Unlock()
+			pump.abandon()
+		}
+		return run, fmt.Errorf("run %s: %w", run.ID, ErrLeaseLost)
+	}
 	bg := context.WithoutCancel(ctx)
-	if err != nil && !errors.Is(err, ErrWaiting) {
+	if err != nil && !errors.Is(err, ErrWaiting) && !errors.Is(err, ErrParked) {
 		// Shut down, cancelled, or stopped by an error while working: leave
 		// the run resumable, and say so in its status.
 		r.suspend(bg, run.ID)
@@ -55,7 +78,7 @@ func (r *Runner) Drive(ctx context.Context, runID string) (store.Run, error) {
 	latest, lerr := r.cfg.Store.Run(bg, run.ID)
 	if lerr != nil {
 		latest, err = run, errors.Join(err, lerr)
-	} else if err == nil || errors.Is(err, ErrWaiting) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	} else if err == nil || errors.Is(err, ErrWaiting) || errors.Is(err, ErrParked) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		r.emit(Event{Kind: EventRunEnded, RunID: run.ID, Run: &latest, Err: err})
 	}
 	if pump != nil {
@@ -153,6 +176,9 @@ func (r *Runner) step(ctx context.Context, d *drive, run store.Run) error {
 		}
 	}
 	if len(sets) > 0 {
+		if r.cfg.Park {
+			return fmt.Errorf("run %s, question set %s: %w", run.ID, sets[0].Set.ID, ErrParked)
+		}
 		return r.wait(ctx, d, run, sets[0])
 	}
 	res := last.Result

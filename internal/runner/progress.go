@@ -222,6 +222,16 @@ func (pp *progressPump) observe(turn int, ev executor.Event) {
 
 // finish stops the pump after handing over the final progress, which says
 // how the drive ended.
+// abandon stops the pump without a last report (the run is another
+// instance's now: it reports).
+func (pp *progressPump) abandon() {
+	pp.mu.Lock()
+	pp.closed = true
+	pp.mu.Unlock()
+	pp.closeOnce.Do(func() { close(pp.wake) })
+	<-pp.stopped
+}
+
 func (pp *progressPump) finish(run store.Run, err error, now time.Time) {
 	pp.mu.Lock()
 	pp.closed = true

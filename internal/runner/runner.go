@@ -53,6 +53,16 @@ type Agent interface {
 // The question stays pending: `orchestrator answer` and `resume` go on.
 var ErrWaiting = errors.New("waiting for an answer")
 
+// ErrParked reports that a drive stopped at a pending question set
+// (Config.Park): the run waits, driven by nobody, until it is answered.
+var ErrParked = errors.New("parked on a pending question")
+
+// ErrLeaseLost reports that a drive stopped because this process lost the
+// run's lease (it stalled or lost the database for longer than the lease
+// lasts): another instance may drive the run now, so this one leaves it
+// as it stands.
+var ErrLeaseLost = errors.New("the run's lease was lost")
+
 // Limits bound what one run may do.
 type Limits struct {
 	MaxQuestionRounds int           // question sets per run (default 20)
@@ -119,6 +129,11 @@ type Config struct {
 	// process (`orchestrator answer`), as the daemon wants, instead of
 	// returning ErrWaiting, as a foreground `run` wants.
 	KeepWaiting bool
+	// Park makes a drive that reaches a question still pending stop there
+	// (ErrParked) instead of asking it: on a shared store, a waiting run
+	// holds no lease and no process; the leading instance asks its
+	// questions (Ask), and any instance drives it on once it is answered.
+	Park bool
 	// Failpoint, when set, is called at each step that changes what a crash
 	// would leave behind ("question-stored", "answer-stored", "claimed",
 	// "turn-started"): the crash tests kill the process there.

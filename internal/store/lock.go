@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // ErrLocked reports that another process drives the run.
@@ -15,16 +16,38 @@ var ErrLocked = errors.New("locked by another process")
 // Lock is an exclusive, advisory lock held by this process. The kernel
 // releases it when the process dies, however it dies, so a crash never
 // leaves a run locked.
+//
+// On a shared store a run's lock is its lease instead (cluster.go): it
+// lasts while this process renews it, and Lost tells when it was lost.
 type Lock struct {
 	f *os.File
+
+	release          func() error // a lease's
+	lost, stop, done chan struct{}
+	lostOnce         sync.Once
 }
 
 // LockRun takes the lock that says "this process drives run id". It fails at
-// once, with an error wrapping ErrLocked that names the holder's PID, when
-// another process holds it.
+// once, with an error wrapping ErrLocked that names the holder (its PID, or
+// on a shared store its instance), when another process holds it.
 func (s *Store) LockRun(id string) (*Lock, error) {
+	if s.Shared() {
+		return s.leaseLock(id)
+	}
 	return s.lock("run-" + id)
 }
+
+// Lost is closed when the lock was lost: a lease that could not be renewed
+// in time, or that another instance took over after this one stalled. The
+// holder must stop driving the run. A file lock is never lost (nil).
+func (l *Lock) Lost() <-chan struct{} {
+	if l == nil {
+		return nil
+	}
+	return l.lost
+}
+
+func (l *Lock) markLost() { l.lostOnce.Do(func() { close(l.lost) }) }
 
 // LockDaemon takes the lock of the one `serve` daemon of a state directory.
 func (s *Store) LockDaemon() (*Lock, error) { return s.lock("daemon") }
@@ -59,6 +82,11 @@ func (s *Store) lock(name string) (*Lock, error) {
 
 // Unlock releases the lock.
 func (l *Lock) Unlock() error {
+	if l != nil && l.release != nil {
+		release := l.release
+		l.release = nil
+		return release()
+	}
 	if l == nil || l.f == nil {
 		return nil
 	}
@@ -70,6 +98,9 @@ func (l *Lock) Unlock() error {
 // RunDriven reports whether a process (this one included) holds the lock of
 // run id: whether some process drives it now.
 func (s *Store) RunDriven(id string) (bool, error) {
+	if s.Shared() {
+		return s.leaseLive(id)
+	}
 	path := filepath.Join(s.dir, "locks", "run-"+id+".lock")
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {

@@ -12,11 +12,13 @@ import (
 // RunStatus is where a run stands.
 type RunStatus string
 
-// Run statuses. Running and Waiting runs are "active"; Interrupted runs were
+// Run statuses. Queued runs were submitted for any instance of a shared
+// store to take (`orchestrator submit`). Running and Waiting runs are "active"; Interrupted runs were
 // stopped (shutdown, cancel, crash) and can be resumed; Done, Failed,
 // Cancelled and Stopped are final. Stopped: a person chose to stop at the
 // run's budget or turn limit (neither a failure nor a cancel).
 const (
+	RunQueued      RunStatus = "queued"
 	RunRunning     RunStatus = "running"
 	RunWaiting     RunStatus = "waiting"
 	RunInterrupted RunStatus = "interrupted"
@@ -48,16 +50,27 @@ type Run struct {
 	CostUSD   float64
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Host is the machine that holds the run's working directory; on a
+	// shared store, a run whose work is not delivered through git is
+	// driven only by the instances on it.
+	Host string
+	// Tick, when set, is the schedule tick the run was made for: the store
+	// makes one run per spec and tick, whichever instance asks first
+	// (CreateRun returns ErrTickTaken to the others). Not read back.
+	Tick time.Time
 }
 
-const runColumns = `id, spec, title, prompt, workdir, surfaces, options, status, session_id, error, final_text, cost_usd, created_at, updated_at`
+// ErrTickTaken: another instance made the run of this schedule tick.
+var ErrTickTaken = errors.New("the run of this schedule tick was made by another instance")
+
+const runColumns = `id, spec, title, prompt, workdir, surfaces, options, status, session_id, error, final_text, cost_usd, created_at, updated_at, host`
 
 func scanRun(row interface{ Scan(...any) error }) (Run, error) {
 	var r Run
 	var surfaces, options string
 	var created, updated int64
 	err := row.Scan(&r.ID, &r.Spec, &r.Title, &r.Prompt, &r.WorkDir, &surfaces, &options, &r.Status,
-		&r.SessionID, &r.Error, &r.FinalText, &r.CostUSD, &created, &updated)
+		&r.SessionID, &r.Error, &r.FinalText, &r.CostUSD, &created, &updated, &r.Host)
 	if err != nil {
 		return Run{}, err
 	}
@@ -89,11 +102,38 @@ func (s *Store) CreateRun(ctx context.Context, r Run) (Run, error) {
 	}
 	now := s.now().UTC()
 	r.CreatedAt, r.UpdatedAt = now, now
-	_, err = s.db.ExecContext(ctx, `INSERT INTO runs (`+runColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
-		r.ID, r.Spec, r.Title, r.Prompt, r.WorkDir, surfaces, string(r.Options), r.Status,
-		r.SessionID, r.Error, r.FinalText, r.CostUSD, nanos(now), nanos(now))
+	insert := func(ctx context.Context, q interface {
+		ExecContext(context.Context, string, ...any) (sql.Result, error)
+	}) error {
+		_, err := q.ExecContext(ctx, `INSERT INTO runs (`+runColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+			r.ID, r.Spec, r.Title, r.Prompt, r.WorkDir, surfaces, string(r.Options), r.Status,
+			r.SessionID, r.Error, r.FinalText, r.CostUSD, nanos(now), nanos(now), r.Host)
+		return err
+	}
+	if r.Tick.IsZero() {
+		err = insert(ctx, s.db)
+	} else {
+		// The tick's row and the run in one transaction: the first
+		// instance to commit makes the run, the others find the row.
+		err = s.tx(ctx, func(tx *txn) error {
+			res, err := tx.ExecContext(ctx, `INSERT INTO schedule_ticks (spec, tick, run_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
+				r.Spec, nanos(r.Tick), r.ID)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 0 {
+				return ErrTickTaken
+			}
+			return insert(ctx, tx)
+		})
+	}
 	if err != nil {
 		return Run{}, fmt.Errorf("create run %s: %w", r.ID, err)
+	}
+	if r.Status == RunQueued {
+		s.Poke() // the instances look for work
 	}
 	return r, nil
 }
@@ -149,7 +189,7 @@ type RunFilter struct {
 
 // briefRunColumns are runColumns with an empty prompt, options, error and
 // final text.
-const briefRunColumns = `id, spec, title, '', workdir, surfaces, '{}', status, session_id, '', '', cost_usd, created_at, updated_at`
+const briefRunColumns = `id, spec, title, '', workdir, surfaces, '{}', status, session_id, '', '', cost_usd, created_at, updated_at, host`
 
 // ListRuns returns runs, newest first.
 func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {

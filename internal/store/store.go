@@ -50,6 +50,10 @@ type Store struct {
 	// missed (pollInterval); noPokes makes them rely on that alone (tests).
 	pollEvery time.Duration
 	noPokes   bool
+	// instance names this process in a shared store; leaseTTL is how long
+	// its run leases last unless renewed (cluster.go).
+	instance string
+	leaseTTL time.Duration
 }
 
 // FileName is the database's name inside the state directory.
@@ -85,7 +89,8 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 }
 
 func newStore(pool *sql.DB, d dialect, dir, path string) *Store {
-	return &Store{db: &db{DB: pool, d: d}, d: d, dir: dir, path: path, now: time.Now, pollEvery: pollInterval}
+	return &Store{db: &db{DB: pool, d: d}, d: d, dir: dir, path: path, now: time.Now, pollEvery: pollInterval,
+		instance: newInstanceID(), leaseTTL: DefaultLeaseTTL}
 }
 
 func dsn(path string) string {

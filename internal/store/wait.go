@@ -165,7 +165,7 @@ func (s *Store) changed(ids ...string) {
 		ids = all
 	}
 	s.w.mu.Unlock()
-	s.wake(ids)
+	s.wake(append(ids, anyKey))
 	s.poke()
 }
 
@@ -240,6 +240,8 @@ func (s *Store) poll(stop <-chan struct{}) {
 			continue
 		}
 		last = v
+		// WaitChange's waiters look themselves, at every change.
+		s.wake([]string{anyKey})
 		done, err := s.notPending(ctx, conn{Conn: c, d: s.d}, ids)
 		if err != nil {
 			s.stopPolling(err)
@@ -256,6 +258,9 @@ func (s *Store) poll(stop <-chan struct{}) {
 func (s *Store) notPending(ctx context.Context, conn conn, ids []string) ([]string, error) {
 	var sets, runs []string
 	for _, id := range ids {
+		if id == anyKey {
+			continue
+		}
 		if r, ok := strings.CutPrefix(id, runKey("")); ok {
 			runs = append(runs, r)
 		} else {

@@ -237,7 +237,7 @@ func (s *Server) answerForm(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-var runStatuses = []string{"running", "waiting", "interrupted", "done", "failed", "cancelled", "stopped"}
+var runStatuses = []string{"queued", "running", "waiting", "interrupted", "done", "failed", "cancelled", "stopped"}
 
 func (s *Server) filteredRuns(r *http.Request) ([]Run, error) {
 	runs, err := s.cfg.Backend.Runs(r.Context())

@@ -1,0 +1,206 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+)
+
+// On a shared store (PostgreSQL) several daemons, on several machines, drive
+// the runs of one database. Each run is driven by at most one instance at a
+// time (the runner's Drive holds the run's lease), and:
+//
+//   - every instance is a worker: it claims runnable runs — queued by
+//     `submit`, interrupted, left running by an instance that died (its
+//     lease expired), or waiting with an answered question — up to
+//     MaxConcurrent driven here, when the store changes (LISTEN/NOTIFY) and
+//     every AdoptEvery. Losing a race for a run is ErrLocked, and fine;
+//   - a drive that reaches a pending question parks the run (the runner's
+//     ErrParked): a waiting run holds no lease and no process;
+//   - one instance leads (Store.Lead): it asks the waiting runs' questions
+//     (Asker), so that it alone polls GitHub and holds the Discord gateway;
+//     when it dies another takes the lead within a few seconds;
+//   - every instance runs the schedules; a tick's run is made once, by the
+//     instance whose insert wins (store.ErrTickTaken for the others).
+
+// Asker asks a waiting run's pending questions on its surfaces until they
+// are answered (*runner.Runner's Ask). The leading instance calls it.
+type Asker interface {
+	Ask(ctx context.Context, runID string) error
+}
+
+// leadRetry is how often an instance tries to take the lead, and checks
+// that it still has it.
+const leadRetry = time.Second
+
+// clusterLoops runs the worker's and, while this instance leads, the
+// asker's loops until ctx ends.
+func (d *Daemon) clusterLoops(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.cfg.Store.Lead(ctx, "serve", leadRetry, func(lctx context.Context) {
+			d.setLeader(true)
+			defer d.setLeader(false)
+			d.log.Info("leading: asking the waiting runs' questions")
+			d.askLoop(lctx)
+			if ctx.Err() == nil {
+				d.log.Warn("lost the lead; another instance asks the questions now")
+			}
+		})
+	}()
+	d.workLoop(ctx)
+	<-done
+}
+
+func (d *Daemon) setLeader(on bool) {
+	d.mu.Lock()
+	d.leader = on
+	d.mu.Unlock()
+	d.cfg.Metrics.setLeader(on)
+}
+
+// Leader reports whether this instance leads (always true on SQLite once
+// serving).
+func (d *Daemon) Leader() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.leader
+}
+
+// workLoop claims runnable runs whenever the store may have changed.
+func (d *Daemon) workLoop(ctx context.Context) {
+	last := time.Time{}
+	for ctx.Err() == nil {
+		d.claim(ctx)
+		last = time.Now()
+		wctx, cancel := context.WithTimeout(ctx, d.cfg.AdoptEvery-time.Since(last))
+		_ = d.cfg.Store.WaitChange(wctx)
+		cancel()
+	}
+}
+
+// claim drives the runnable runs this instance has room for.
+func (d *Daemon) claim(ctx context.Context) {
+	d.mu.Lock()
+	room := -1
+	if d.cfg.MaxConcurrent > 0 {
+		room = d.cfg.MaxConcurrent - len(d.driving)
+	}
+	stopping := d.stopping
+	d.mu.Unlock()
+	if stopping || room == 0 {
+		return
+	}
+	runs, err := d.cfg.Store.ClaimableRuns(ctx, store.Hostname(), 0)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.Error("claim runs: list runnable runs", "err", err)
+		}
+		return
+	}
+	now := time.Now()
+	var undriven []string
+	for _, run := range runs {
+		if room == 0 {
+			break
+		}
+		d.mu.Lock()
+		_, here := d.driving[run.ID]
+		r, failed := d.failed[run.ID]
+		d.mu.Unlock()
+		if here {
+			continue
+		}
+		if failed && now.Before(r.at) {
+			undriven = append(undriven, run.ID)
+			continue
+		}
+		if !d.register(run.ID, run.Spec) {
+			continue
+		}
+		room--
+		d.log.Info("claiming a run", "run", run.ID, "spec", run.Spec, "status", run.Status)
+		go func() { _ = d.drive(ctx, run.ID, run.Spec, "claim") }()
+	}
+	d.cfg.Metrics.setUndriven(len(undriven))
+	d.mu.Lock()
+	d.undriven = undriven
+	d.mu.Unlock()
+}
+
+// askLoop, while this instance leads, asks the questions of every waiting
+// run, each in its own goroutine, until lctx ends (the lead is lost, or
+// serve stops).
+func (d *Daemon) askLoop(lctx context.Context) {
+	asking := map[string]bool{}
+	retryAt := map[string]time.Time{}
+	ended := make(chan string)
+	defer func() {
+		for len(asking) > 0 {
+			delete(asking, <-ended)
+		}
+	}()
+	look := func() {
+		runs, err := d.cfg.Store.ListRuns(lctx, store.RunFilter{Status: []store.RunStatus{store.RunWaiting}, Brief: true})
+		if err != nil {
+			if lctx.Err() == nil {
+				d.log.Error("ask: list waiting runs", "err", err)
+			}
+			return
+		}
+		now := time.Now()
+		for _, run := range runs {
+			if asking[run.ID] || now.Before(retryAt[run.ID]) {
+				continue
+			}
+			asking[run.ID] = true
+			go func() {
+				err := d.cfg.Asks.Ask(lctx, run.ID)
+				switch {
+				case err == nil, lctx.Err() != nil:
+				default:
+					d.log.Error("ask the questions of a waiting run", "run", run.ID, "spec", run.Spec, "err", err)
+				}
+				if err != nil && lctx.Err() == nil {
+					d.mu.Lock()
+					d.askFailed[run.ID] = time.Now().Add(d.cfg.AdoptEvery)
+					d.mu.Unlock()
+				}
+				ended <- run.ID
+			}()
+		}
+	}
+	changes := make(chan struct{}, 1)
+	go func() {
+		for lctx.Err() == nil {
+			wctx, cancel := context.WithTimeout(lctx, d.cfg.AdoptEvery)
+			if err := d.cfg.Store.WaitChange(wctx); err == nil || errors.Is(err, context.DeadlineExceeded) {
+				select {
+				case changes <- struct{}{}:
+				default:
+				}
+			}
+			cancel()
+		}
+	}()
+	look()
+	for {
+		select {
+		case <-lctx.Done():
+			return
+		case id := <-ended:
+			delete(asking, id)
+			d.mu.Lock()
+			if at, ok := d.askFailed[id]; ok {
+				retryAt[id] = at
+				delete(d.askFailed, id)
+			}
+			d.mu.Unlock()
+		case <-changes:
+			look()
+		}
+	}
+}
