@@ -94,7 +94,13 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool, spec string) err
 	}
 	rep := statusReport{V: jsonVersion, Serve: probeServe(st.Dir()), Runs: []jsonRun{}, QuestionSets: []jsonSet{}, Schedule: []statusNext{}, Specs: []statusSpec{}}
 	for _, r := range runs {
-		rep.Runs = append(rep.Runs, newJSONRun(r))
+		jr := newJSONRun(r)
+		if l, ok, err := st.RunLease(ctx, r.ID); err != nil {
+			return err
+		} else if ok {
+			jr.DrivenBy = questions.Printable(l.Owner)
+		}
+		rep.Runs = append(rep.Runs, jr)
 	}
 	specOf := map[string]string{} // run ID → spec, for --spec
 	for _, s := range sets {
@@ -166,14 +172,18 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool, spec string) err
 	if asJSON {
 		return writeJSON(m.Stdout, rep)
 	}
-	switch s := rep.Serve; s.State {
-	case "running":
+	switch s := rep.Serve; {
+	case st.Shared():
+		// The state directory's probe says nothing of the instances on
+		// other machines: the leases below do.
+		fmt.Fprint(m.Stdout, "serve: instances share this PostgreSQL database (database_url); each active run below says which drives it\n\n")
+	case s.State == "running":
 		if s.PID > 0 {
 			fmt.Fprintf(m.Stdout, "serve: running on this state directory (pid %d)\n\n", s.PID)
 		} else {
 			fmt.Fprint(m.Stdout, "serve: running on this state directory\n\n")
 		}
-	case "stopped":
+	case s.State == "stopped":
 		fmt.Fprint(m.Stdout, "serve: not running on this state directory (scheduled specs do not run, answered runs wait for 'orchestrator resume')\n\n")
 	default:
 		fmt.Fprintf(m.Stdout, "serve: unknown (%s)\n\n", s.Note)
@@ -188,6 +198,15 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool, spec string) err
 		}
 	}
 	w.Flush()
+	for _, r := range rep.Runs {
+		// Several instances on one database: say where a run is.
+		switch {
+		case r.DrivenBy != "":
+			fmt.Fprintf(m.Stdout, "run %s: driven by instance %s\n", r.ID, r.DrivenBy)
+		case r.Host != "" && (r.Status == string(store.RunWaiting) || r.Status == string(store.RunInterrupted) || r.Status == string(store.RunQueued)):
+			fmt.Fprintf(m.Stdout, "run %s: stays with host %s, which holds its working directory (its work is not delivered through git)\n", r.ID, r.Host)
+		}
+	}
 	if pending := pendingQuestions(rep.QuestionSets); len(pending) > 0 {
 		fmt.Fprintln(m.Stdout)
 		fmt.Fprintln(w, "QUESTION\tRUN\tSURFACES\tASKED\tTEXT")

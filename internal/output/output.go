@@ -30,12 +30,20 @@ type Run struct {
 	FinalText string    `json:"final_text,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// Host is the machine whose working directory the run stays with, on
+	// a database several instances share, when its work is not delivered
+	// through git (only the instances there drive it).
+	Host string `json:"host,omitempty"`
+	// DrivenBy is the instance (host/pid/…) holding the run's lease now,
+	// on a shared database; status fills it in.
+	DrivenBy string `json:"driven_by,omitempty"`
 }
 
 func NewRun(r store.Run) Run {
 	return Run{ID: r.ID, Spec: r.Spec, Title: questions.Printable(r.Title), Status: string(r.Status), WorkDir: r.WorkDir,
 		Surfaces: nonNil(r.Surfaces), SessionID: r.SessionID, CostUSD: USD(r.CostUSD), Error: questions.Printable(r.Error),
-		FinalText: questions.Printable(r.FinalText), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
+		FinalText: questions.Printable(r.FinalText), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		Host: questions.Printable(r.Host)}
 }
 
 // Set is a question set: the questions of one turn, where they were

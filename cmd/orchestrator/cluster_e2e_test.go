@@ -1,0 +1,276 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
+	"github.com/orchestrator-dev/orchestrator/internal/pgtest"
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+)
+
+// These tests run several real `orchestrator serve` processes (instances)
+// on one PostgreSQL database, with the real CLI and the fake Messages API:
+// each instance has a state directory and a HOME of its own, as it would
+// on a machine of its own.
+
+// cluster is a few instances sharing a database.
+type cluster struct {
+	e     *e2e
+	dbURL string
+	specs string // the specs folder every instance follows
+	extra string // config every instance gets (YAML, top level)
+	nodes []*instance
+}
+
+// instance is one `serve` process and its files.
+type instance struct {
+	name   string
+	config string
+	state  string
+	cmd    *exec.Cmd
+	out    *lockedBuffer
+}
+
+// leaseTTL is the instances' serve.lease_ttl: short, so that a killed
+// instance's run moves on quickly.
+const leaseTTL = 3 * time.Second
+
+func newCluster(t *testing.T, n int, extra string, rules ...fakeapi.Rule) *cluster {
+	t.Helper()
+	e := newE2E(t, rules...)
+	c := &cluster{e: e, dbURL: pgtest.Schema(t), specs: filepath.Join(e.dir, "specs"), extra: extra}
+	if err := os.MkdirAll(c.specs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		c.nodes = append(c.nodes, c.newInstance(fmt.Sprintf("i%d", i+1)))
+	}
+	return c
+}
+
+// newInstance writes the config of an instance (its state directory; the
+// shared database, specs folder and settings).
+func (c *cluster) newInstance(name string) *instance {
+	e := c.e
+	in := &instance{name: name, state: filepath.Join(e.dir, name, "state"), config: filepath.Join(e.dir, name+".yaml")}
+	cfg := strings.Replace(e.base, fmt.Sprintf("%q", e.state), fmt.Sprintf("%q", in.state), 1)
+	cfg += fmt.Sprintf("\ndatabase_url: %q\nspecs:\n  dir: %q\nserve:\n  listen: 127.0.0.1:0\n  min_schedule_interval: 1s\n  lease_ttl: %s\n%s",
+		c.dbURL, c.specs, leaseTTL, c.extra)
+	if err := os.WriteFile(in.config, []byte(cfg), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	return in
+}
+
+// start starts instance in's serve.
+func (c *cluster) start(in *instance) {
+	c.e.t.Helper()
+	in.cmd = c.e.child("", "", "serve")
+	in.cmd.Args[2] = in.config // --config
+	in.out = in.cmd.Stdout.(*lockedBuffer)
+	if err := in.cmd.Start(); err != nil {
+		c.e.t.Fatal(err)
+	}
+}
+
+// kill kills instance in with SIGKILL and waits for it.
+func (c *cluster) kill(in *instance) {
+	in.cmd.Process.Kill()
+	in.cmd.Wait()
+}
+
+// command runs an orchestrator command as another process (a fourth
+// machine: its own state directory) and returns its output.
+func (c *cluster) command(args ...string) string {
+	c.e.t.Helper()
+	other := c.newInstance("cli")
+	cmd := c.e.child("", "", args...)
+	cmd.Args[2] = other.config
+	out, err := cmd.Output()
+	if err != nil {
+		c.e.t.Fatalf("orchestrator %s: %v\n%s", strings.Join(args, " "), err, cmd.Stdout)
+	}
+	return string(out)
+}
+
+// store opens the shared database.
+func (c *cluster) store() *store.Store {
+	c.e.t.Helper()
+	st, err := store.OpenDatabase(context.Background(), c.e.t.TempDir(), c.dbURL)
+	if err != nil {
+		c.e.t.Fatal(err)
+	}
+	c.e.t.Cleanup(func() { st.Close() })
+	return st
+}
+
+var servingAddr = regexp.MustCompile(`"serving".*?addr=(127\.0\.0\.1:\d+)|msg=serving addr=(127\.0\.0\.1:\d+)`)
+
+// health reads an instance's /healthz.
+func (c *cluster) health(in *instance) (h struct {
+	Status string `json:"status"`
+	Leader bool   `json:"leader"`
+}, ok bool) {
+	m := servingAddr.FindStringSubmatch(in.out.String())
+	if m == nil {
+		return h, false
+	}
+	addr := m[1] + m[2]
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err != nil {
+		return h, false
+	}
+	defer resp.Body.Close()
+	return h, json.NewDecoder(resp.Body).Decode(&h) == nil
+}
+
+// leader waits for the one instance that leads and returns it.
+func (c *cluster) leader(among ...*instance) *instance {
+	c.e.t.Helper()
+	var found *instance
+	waitFor(c.e.t, "one instance leading", func() bool {
+		found = nil
+		n := 0
+		for _, in := range among {
+			if h, ok := c.health(in); ok && h.Leader {
+				found = in
+				n++
+			}
+		}
+		return n == 1
+	})
+	return found
+}
+
+// driver returns the instance whose process holds run's lease, or nil.
+func (c *cluster) driver(st *store.Store, runID string) *instance {
+	l, ok, err := st.RunLease(context.Background(), runID)
+	if err != nil || !ok {
+		return nil
+	}
+	for _, in := range c.nodes {
+		if in.cmd != nil && in.cmd.ProcessState == nil && strings.Contains(l.Owner, "/"+strconv.Itoa(in.cmd.Process.Pid)+"/") {
+			return in
+		}
+	}
+	return nil
+}
+
+func (c *cluster) writeSpec(name, body string) {
+	c.e.t.Helper()
+	if err := os.WriteFile(filepath.Join(c.specs, name+".md"), []byte(body), 0o600); err != nil {
+		c.e.t.Fatal(err)
+	}
+}
+
+// TestClusterTickOnceAnswerFromAnywhere: three instances run a spec that
+// ticks every second. Its run waits on a question: every later tick, on
+// every instance, is skipped, so there is exactly one run. `orchestrator
+// answer` from a fourth process resumes it exactly once, on some instance.
+func TestClusterTickOnceAnswerFromAnywhere(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3, "", standardRules(0)...)
+	c.writeSpec("asks", "---\nname: asks\nschedule: \"@every 1s\"\nsurfaces: [terminal]\n---\nImplement spec X\n")
+	for _, in := range c.nodes {
+		c.start(in)
+	}
+	st := c.store()
+	ctx := context.Background()
+	var set store.SetRecord
+	waitFor(t, "the run's question pending", func() bool {
+		sets, _ := st.QuestionSets(ctx, store.SetFilter{State: []store.SetState{store.SetPending}})
+		if len(sets) == 1 {
+			set = sets[0]
+		}
+		return len(sets) == 1
+	})
+	// A few more ticks on every instance: all skipped.
+	time.Sleep(4 * time.Second)
+	runs, err := st.ListRuns(ctx, store.RunFilter{})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs = %d (%v), want exactly 1 while its question waits", len(runs), err)
+	}
+	if runs[0].Status != store.RunWaiting {
+		t.Fatalf("run %s, want waiting", runs[0].Status)
+	}
+	if l, ok, _ := st.RunLease(ctx, runs[0].ID); ok {
+		t.Errorf("the waiting run holds a lease (%s): a waiting run holds none", l.Owner)
+	}
+	c.command("answer", set.Set.Questions[0].ID, "2")
+	waitFor(t, "the run done", func() bool {
+		r, err := st.Run(ctx, runs[0].ID)
+		return err == nil && r.Status == store.RunDone
+	})
+	if n := c.e.answerRequests(); n != 1 {
+		t.Fatalf("the answer reached the model %d times, want 1", n)
+	}
+	drivers := 0
+	for _, in := range c.nodes {
+		if strings.Contains(in.out.String(), "Implemented with JWT") || strings.Contains(in.out.String(), `run ended" run=`+runs[0].ID) ||
+			regexp.MustCompile(`msg="run ended" run=`+runs[0].ID).MatchString(in.out.String()) {
+			drivers++
+		}
+	}
+	if drivers != 1 {
+		t.Errorf("%d instances say they ended the run, want 1", drivers)
+	}
+}
+
+// TestClusterKillTheInstanceRunningATurn: the instance running a run's turn
+// is killed (SIGKILL) in the middle of it. Once its lease expires another
+// instance takes the run up and finishes it; the answer the turn carried
+// reaches the model exactly once (the interrupted turn is continued, not
+// sent again).
+func TestClusterKillTheInstanceRunningATurn(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3, "", standardRules(time.Second)...) // the answer's turn streams for ~4s
+	for _, in := range c.nodes {
+		c.start(in)
+	}
+	st := c.store()
+	ctx := context.Background()
+	runID := strings.TrimSpace(c.command("submit", "--prompt", "Implement spec X", "--surface", "terminal"))
+	var set store.SetRecord
+	waitFor(t, "the submitted run's question pending", func() bool {
+		sets, _ := st.QuestionSets(ctx, store.SetFilter{RunID: runID, State: []store.SetState{store.SetPending}})
+		if len(sets) == 1 {
+			set = sets[0]
+		}
+		return len(sets) == 1
+	})
+	c.command("answer", set.Set.Questions[0].ID, "2")
+	var victim *instance
+	waitFor(t, "the answer's turn streaming on an instance", func() bool {
+		victim = c.driver(st, runID)
+		streaming := false
+		for _, r := range c.e.fake.Requests() {
+			streaming = streaming || strings.Contains(r.LastUserText, answerRule)
+		}
+		return victim != nil && streaming
+	})
+	killed := time.Now()
+	c.kill(victim)
+	waitFor(t, "the run done on another instance", func() bool {
+		r, err := st.Run(ctx, runID)
+		return err == nil && r.Status == store.RunDone
+	})
+	t.Logf("killed %s; the run was done %s later (lease TTL %s)", victim.name, time.Since(killed).Round(100*time.Millisecond), leaseTTL)
+	if n := c.e.answerRequests(); n != 1 {
+		t.Fatalf("the answer reached the model %d times, want 1", n)
+	}
+	r, _ := st.Run(ctx, runID)
+	if !strings.Contains(r.FinalText, "Finished after the interruption") {
+		t.Errorf("final text %q: want the interrupted turn continued", r.FinalText)
+	}
+}
