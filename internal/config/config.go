@@ -227,6 +227,13 @@ type Serve struct {
 	Listen string `yaml:"listen"`
 	// MaxConcurrentRuns bounds runs at once. Default: 2.
 	MaxConcurrentRuns int `yaml:"max_concurrent_runs"`
+	// LeaseTTL is how long a run's lease outlives the instance driving it
+	// when the store is shared (database_url postgres://…): the instance
+	// renews it every third of it while it works, so a dead instance's run
+	// is taken over by another within this time. At least MinLeaseTTL, so
+	// a slow renewal (a busy database, a GC pause) does not lose a live
+	// run. Unused on SQLite. Default: 30s.
+	LeaseTTL Duration `yaml:"lease_ttl"`
 	// CatchUp says what to do with schedules missed while down: skip them,
 	// or run each missed spec once. Default: skip.
 	CatchUp string `yaml:"catch_up"`
@@ -258,6 +265,12 @@ const (
 	DefaultListen            = "127.0.0.1:8080"
 	DefaultMaxConcurrentRuns = 2
 	DefaultCatchUp           = "skip"
+	// DefaultLeaseTTL is serve.lease_ttl's default.
+	DefaultLeaseTTL = Duration(30 * time.Second)
+	// MinLeaseTTL is the floor of serve.lease_ttl: the lease is renewed
+	// every third of it, and a renewal is a database round trip that must
+	// fit in that third with room to spare.
+	MinLeaseTTL = Duration(3 * time.Second)
 	// DefaultMinScheduleInterval is serve.min_schedule_interval's default.
 	DefaultMinScheduleInterval = Duration(time.Minute)
 	// MinPollInterval is the floor of surfaces.github.poll_interval: GitHub
@@ -318,6 +331,7 @@ func DefaultEnv(lookup LookupFunc) Config {
 			Listen:            DefaultListen,
 			MaxConcurrentRuns: DefaultMaxConcurrentRuns,
 			CatchUp:           DefaultCatchUp,
+			LeaseTTL:          DefaultLeaseTTL,
 
 			MinScheduleInterval: DefaultMinScheduleInterval,
 		},

@@ -188,6 +188,7 @@ surfaces:
 serve:
   listen: ":9090"
   catch_up: once
+  lease_ttl: 1m
 `
 	cfg, err := ParseEnv(strings.NewReader(in), "c.yaml", env("TURNS", "7", "FOO", "bar", "TOKEN", "tok", "HOME", "/h"))
 	if err != nil {
@@ -222,6 +223,8 @@ serve:
 		{"serve.listen", cfg.Serve.Listen, ":9090"},
 		{"serve.catch_up", cfg.Serve.CatchUp, "once"},
 		{"serve.max_concurrent_runs (default)", cfg.Serve.MaxConcurrentRuns, 2},
+		{"serve.lease_ttl", cfg.Serve.LeaseTTL.Std(), time.Minute},
+		{"serve.lease_ttl (default)", DefaultEnv(env("HOME", "/h")).Serve.LeaseTTL.Std(), 30 * time.Second},
 		{"line of agent.max_turns", cfg.Line("agent.max_turns"), 8},
 		{"source", cfg.Source(), "c.yaml"},
 	} {
@@ -556,7 +559,13 @@ func TestValidate(t *testing.T) {
 		{"specs and serve", func(c *Config) {
 			c.Specs.Dir = ""
 			c.Serve = Serve{Listen: "8080", MaxConcurrentRuns: 0, CatchUp: "all"}
-		}, []string{"specs.dir: required", "serve.listen: want host:port", "serve.max_concurrent_runs: must be at least 1", `serve.catch_up: want one of skip, once, got "all"`}},
+		}, []string{"specs.dir: required", "serve.listen: want host:port", "serve.max_concurrent_runs: must be at least 1",
+			"serve.lease_ttl: must be at least 3s, got 0s", `serve.catch_up: want one of skip, once, got "all"`}},
+		{"lease_ttl below the floor", func(c *Config) { c.Serve.LeaseTTL = Duration(2900 * time.Millisecond) }, []string{
+			"serve.lease_ttl: must be at least 3s, got 2.9s"}},
+		{"lease_ttl negative", func(c *Config) { c.Serve.LeaseTTL = Duration(-time.Second) }, []string{
+			"serve.lease_ttl: must be at least 3s, got -1s"}},
+		{"lease_ttl at the floor ok", func(c *Config) { c.Serve.LeaseTTL = MinLeaseTTL }, nil},
 		{"bad port", func(c *Config) { c.Serve.Listen = "127.0.0.1:http" }, []string{`serve.listen: invalid port "http"`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -813,6 +822,30 @@ func TestValidate_PollInterval1ns(t *testing.T) {
 	cfg.Surfaces.GitHub.PollInterval = 1
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "must be at least 10ms") {
 		t.Errorf("1ns against a local server: %v", err)
+	}
+}
+
+// TestValidate_LeaseTTL1s: a lease TTL below the floor is refused with
+// the file, line, floor and value; an empty value keeps the default.
+func TestValidate_LeaseTTL1s(t *testing.T) {
+	t.Parallel()
+	cfg, err := ParseEnv(strings.NewReader("serve:\n  listen: 127.0.0.1:8080\n  lease_ttl: 1s\n"), "l.yaml", env("HOME", "/h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := Errors(cfg.Validate())
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "l.yaml:3: serve.lease_ttl: must be at least 3s, got 1s") {
+		t.Fatalf("errors = %v", errs)
+	}
+	cfg, err = ParseEnv(strings.NewReader("serve:\n  lease_ttl: ${LEASE_TTL:-}\n"), "l.yaml", env("HOME", "/h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Serve.LeaseTTL != DefaultLeaseTTL {
+		t.Errorf("empty lease_ttl = %v, want the default %v", cfg.Serve.LeaseTTL, DefaultLeaseTTL)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("default lease_ttl: %v", err)
 	}
 }
 

@@ -110,6 +110,9 @@ func (c *Config) Validate() error {
 	if s.MaxConcurrentRuns < 1 {
 		v.add("serve.max_concurrent_runs", "must be at least 1, got %d", s.MaxConcurrentRuns)
 	}
+	if s.LeaseTTL < MinLeaseTTL {
+		v.add("serve.lease_ttl", "must be at least %s, got %s", MinLeaseTTL, s.LeaseTTL)
+	}
 	v.oneOf("serve.catch_up", s.CatchUp, CatchUpModes)
 	c.validateGit(v.add)       // git.go
 	c.validateApprovals(v.add) // approvals.go
