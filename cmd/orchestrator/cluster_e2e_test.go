@@ -97,11 +97,12 @@ func (c *cluster) command(args ...string) string {
 	other := c.newInstance("cli")
 	cmd := c.e.child("", "", args...)
 	cmd.Args[2] = other.config
-	out, err := cmd.Output()
-	if err != nil {
-		c.e.t.Fatalf("orchestrator %s: %v\n%s", strings.Join(args, " "), err, cmd.Stdout)
+	var out, errb lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		c.e.t.Fatalf("orchestrator %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), errb.String())
 	}
-	return string(out)
+	return out.String()
 }
 
 // store opens the shared database.

@@ -56,6 +56,9 @@ func (m *Main) openStore(ctx context.Context) (*store.Store, error) {
 		st.Close()
 		return nil, err
 	}
+	// Every process that drives a run (serve, run, resume) holds its
+	// lease on a shared store for as long as the configuration says.
+	st.SetLeaseTTL(m.Config.Serve.LeaseTTL.Std())
 	m.OnClose(st.Close)
 	return st, nil
 }

@@ -70,13 +70,17 @@ func (d *Daemon) Leader() bool {
 	return d.leader
 }
 
-// workLoop claims runnable runs whenever the store may have changed.
+// workLook is how often a worker looks for runnable runs without a poke:
+// a dead instance's lease expires without one, so this bounds how long
+// after the lease TTL its runs are taken up.
+const workLook = time.Second
+
+// workLoop claims runnable runs whenever the store may have changed, and
+// every workLook.
 func (d *Daemon) workLoop(ctx context.Context) {
-	last := time.Time{}
 	for ctx.Err() == nil {
 		d.claim(ctx)
-		last = time.Now()
-		wctx, cancel := context.WithTimeout(ctx, d.cfg.AdoptEvery-time.Since(last))
+		wctx, cancel := context.WithTimeout(ctx, min(workLook, d.cfg.AdoptEvery))
 		_ = d.cfg.Store.WaitChange(wctx)
 		cancel()
 	}
