@@ -82,6 +82,12 @@ var pgTests = []struct {
 	{"TestMigrateConcurrentlyOnAnEmptyDatabase", testMigrateConcurrentlyOnAnEmptyDatabase},
 	{"TestCostAndTimesKeepTheirPrecision", TestCostAndTimesKeepTheirPrecision},
 	{"TestNotifyWakesAnotherInstanceAndSurvivesALostListener", testNotifyWakesAnotherInstanceAndSurvivesALostListener},
+	{"TestScheduleTickMakesOneRun", TestScheduleTickMakesOneRun},
+	{"TestSessionRecordRoundTrip", TestSessionRecordRoundTrip},
+	{"TestClaimableRuns", TestClaimableRuns},
+	{"TestLeaseOneHolderAndTakeOver", TestLeaseOneHolderAndTakeOver},
+	{"TestLeadOneAtATime", TestLeadOneAtATime},
+	{"TestWaitChangeWokenByAnotherInstance", TestWaitChangeWokenByAnotherInstance},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.
