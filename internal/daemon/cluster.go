@@ -160,6 +160,11 @@ func (d *Daemon) askLoop(lctx context.Context) {
 			if asking[run.ID] || now.Before(retryAt[run.ID]) {
 				continue
 			}
+			// A run some process drives (a foreground `run` or `resume`
+			// waiting at its terminal) is asked by that process.
+			if driven, err := d.cfg.Store.RunDriven(run.ID); err != nil || driven {
+				continue
+			}
 			asking[run.ID] = true
 			go func() {
 				err := d.cfg.Asks.Ask(lctx, run.ID)
