@@ -43,9 +43,14 @@ func (d *Deliverer) Park(ctx context.Context, run store.Run, o Options) error {
 	}
 	g := d.cfg.Git
 	if !d.mine(run, dl) || !g.isWorktree(ctx, dl.Worktree) {
-		// The run's worktree is not here: whatever this instance did
-		// is not the run's, there is nothing of ours to hand over.
-		return fmt.Errorf("park run %s: its worktree %s is not on this instance", run.ID, dl.Worktree)
+		// The run's worktree is not here (this drive ran no turn): the
+		// work since its last park, if any, is where it was made.
+		return fmt.Errorf("park run %s: its worktree %s is not on this instance; the instance that holds it keeps what was not parked", run.ID, dl.Worktree)
+	}
+	if parked(dl) && !g.contains(ctx, dl.Worktree, "HEAD", dl.CommitSHA) {
+		// A stale worktree of ours (the run went on elsewhere and this
+		// drive ran no turn): it must not be pushed over the run's work.
+		return fmt.Errorf("park run %s: its worktree %s is behind the work parked at %.12s", run.ID, dl.Worktree, dl.CommitSHA)
 	}
 	if !g.hasRemote(ctx, dl.Worktree, o.Remote) {
 		return nil

@@ -233,3 +233,76 @@ func TestParkWithoutPushKeepsTheWorkHere(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestParkRefusesAStaleWorktree: a worktree of ours that is behind the
+// work parked since elsewhere is never committed and pushed over it.
+func TestParkRefusesAStaleWorktree(t *testing.T) {
+	t.Parallel()
+	origin, checkout := repos(t)
+	f := newFixture(t, "")
+	ctx := context.Background()
+	run := f.newRun(t, "r00000p5", checkout)
+	wd, err := f.d.Workdir(ctx, run, prOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(wd, "a.txt"), []byte("a"), 0o600)
+	if err := f.d.Park(ctx, run, prOpts); err != nil {
+		t.Fatal(err)
+	}
+	dl, _, _ := f.st.Delivery(ctx, run.ID)
+	dl.CommitSHA = strings.Repeat("1", 40) // parked elsewhere since
+	if err := f.st.SaveDelivery(ctx, dl); err != nil {
+		t.Fatal(err)
+	}
+	tip := git(t, origin, "rev-parse", "refs/heads/"+dl.Branch)
+	os.WriteFile(filepath.Join(wd, "stale.txt"), []byte("x"), 0o600)
+	if err := f.d.Park(ctx, run, prOpts); err == nil || !strings.Contains(err.Error(), "behind") {
+		t.Fatalf("park of a stale worktree: %v", err)
+	}
+	if got := git(t, origin, "rev-parse", "refs/heads/"+dl.Branch); got != tip {
+		t.Fatal("a stale worktree was pushed")
+	}
+}
+
+// TestParkPushesOverHTTPSThroughAskpass: the work in progress is pushed
+// with the token handed to git through askpass, and fetched again so by
+// another instance, never written in a repository's configuration.
+func TestParkPushesOverHTTPSThroughAskpass(t *testing.T) {
+	t.Parallel()
+	origin, checkout := repos(t)
+	const token = "tok-park-456"
+	url := gitHTTP(t, filepath.Dir(origin), token) + "/origin.git"
+	git(t, checkout, "remote", "set-url", "origin", url)
+	other := filepath.Join(t.TempDir(), "b")
+	git(t, checkout, "clone", "--quiet", origin, other)
+	git(t, other, "remote", "set-url", "origin", url)
+	f := newFixture(t, token)
+	ctx := context.Background()
+	run := f.newRun(t, "r00000p6", checkout)
+	wd, err := f.d.Workdir(ctx, run, prOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(wd, "a.txt"), []byte("a"), 0o600)
+	if err := f.d.Park(ctx, run, prOpts); err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Config{Store: f.st, Token: token, Root: filepath.Join(t.TempDir(), "worktrees"),
+		LocalWorkDir: func(store.Run) string { return other }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wdB, err := b.Workdir(ctx, run, prOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !exists(filepath.Join(wdB, "a.txt")) {
+		t.Fatal("the other instance's worktree lacks the parked work")
+	}
+	for _, dir := range []string{checkout, other} {
+		if cfg, _ := os.ReadFile(filepath.Join(dir, ".git", "config")); strings.Contains(string(cfg), token) {
+			t.Fatalf("the token is in %s's config", filepath.Base(dir))
+		}
+	}
+}
