@@ -167,6 +167,14 @@ func (r runDelivery) Deliver(ctx context.Context, run store.Run, failpoint func(
 
 func (r runDelivery) Finish(ctx context.Context, run store.Run) error { return r.d.Finish(ctx, run) }
 
+// Park hands a waiting run's work to the instance that resumes it
+// (runner.Parker).
+func (r runDelivery) Park(ctx context.Context, run store.Run) error {
+	return r.d.Park(ctx, run, r.opts)
+}
+
+var _ runner.Parker = runDelivery{}
+
 // deliveryState is the process's Deliverer, built once (Main's fields).
 type deliveryState struct {
 	deliveryOnce sync.Once

@@ -78,8 +78,13 @@ type Config struct {
 	// RunIssue returns the number of a run's question issue in the pull
 	// request's repository (0: none); nil when there is none.
 	RunIssue func(ctx context.Context, runID string) (int, error)
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// LocalWorkDir returns where this instance has the run's workdir when
+	// that is not where the run's creator had it (run.WorkDir): several
+	// instances on one machine, each with its own clone. nil or "": the
+	// run's workdir (instances configured the same way).
+	LocalWorkDir func(run store.Run) string
+	Logger       *slog.Logger
+	Now          func() time.Time
 }
 
 // Deliverer delivers runs. It is safe for concurrent use on different runs;
@@ -138,7 +143,9 @@ func BranchName(tmpl string, run store.Run) string {
 // Workdir returns the directory the run's turns run in: its worktree (the
 // run's workdir's place in it), added on first use. A run whose worktree is
 // gone (a restart on a cleaned machine) gets it back, from its branch if it
-// still exists, else from its pushed branch, else from the base.
+// still exists, else from its pushed branch, else from the base. A run
+// another instance drove and parked (Park) continues here from the work in
+// progress it pushed (see here).
 func (d *Deliverer) Workdir(ctx context.Context, run store.Run, o Options) (string, error) {
 	o = o.withDefaults()
 	g := d.cfg.Git
@@ -150,12 +157,13 @@ func (d *Deliverer) Workdir(ctx context.Context, run store.Run, o Options) (stri
 		if !dl.RemovedAt.IsZero() {
 			return "", fmt.Errorf("run %s: its worktree %s was removed", run.ID, dl.Worktree)
 		}
-		if err := d.restore(ctx, dl, o); err != nil {
+		if dl, err = d.here(ctx, run, dl, o); err != nil {
 			return "", err
 		}
-		return subdir(dl.Worktree, dl.RepoDir, run.WorkDir), nil
+		return subdir(dl.Worktree, dl.RepoDir, d.localWorkDir(run)), nil
 	}
-	top, err := g.toplevel(ctx, run.WorkDir)
+	workdir := d.localWorkDir(run)
+	top, err := g.toplevel(ctx, workdir)
 	if err != nil {
 		return "", err
 	}
@@ -187,7 +195,7 @@ func (d *Deliverer) Workdir(ctx context.Context, run store.Run, o Options) (stri
 	if _, err := g.run(ctx, top, nil, "", "check-ref-format", "--branch", branch); err != nil {
 		return "", fmt.Errorf("branch %q (from git.branch %q) is not a valid branch name", branch, o.Branch)
 	}
-	wt := filepath.Join(d.cfg.Root, run.ID)
+	wt := d.worktreePath(run.ID)
 	if err := os.MkdirAll(d.cfg.Root, 0o700); err != nil {
 		return "", fmt.Errorf("worktrees: %w", err)
 	}
@@ -200,7 +208,7 @@ func (d *Deliverer) Workdir(ctx context.Context, run store.Run, o Options) (stri
 		return "", err
 	}
 	d.log.Info("worktree added", "run", run.ID, "worktree", wt, "branch", branch, "base", base)
-	return subdir(wt, top, run.WorkDir), nil
+	return subdir(wt, top, workdir), nil
 }
 
 // subdir is where workdir (inside the checkout top) is in the worktree wt.
@@ -239,42 +247,6 @@ func (d *Deliverer) defaultBase(ctx context.Context, top, remote string, hasRemo
 		return "", fmt.Errorf("no base branch: %s has no default branch on %s and no current branch; set git.base", top, remote)
 	}
 	return cur, nil
-}
-
-// restore makes sure a recorded worktree is there, adding it again when it
-// is gone.
-func (d *Deliverer) restore(ctx context.Context, dl store.Delivery, o Options) error {
-	g := d.cfg.Git
-	if g.isWorktree(ctx, dl.Worktree) {
-		return nil
-	}
-	g.run(ctx, dl.RepoDir, nil, "", "worktree", "prune")
-	if err := os.RemoveAll(dl.Worktree); err != nil {
-		return fmt.Errorf("worktree %s: %w", dl.Worktree, err)
-	}
-	var args []string
-	switch {
-	case d.branchExists(ctx, dl.RepoDir, dl.Branch):
-		args = []string{"worktree", "add", "--quiet", dl.Worktree, dl.Branch}
-	default:
-		start := dl.BaseCommit
-		if g.hasRemote(ctx, dl.RepoDir, o.Remote) {
-			if _, err := g.run(ctx, dl.RepoDir, d.authEnv(), "", "fetch", "--quiet", o.Remote, "+refs/heads/"+dl.Branch+":refs/remotes/"+o.Remote+"/"+dl.Branch); err == nil {
-				start = "refs/remotes/" + o.Remote + "/" + dl.Branch
-			}
-		}
-		args = []string{"worktree", "add", "--quiet", "--no-track", "-b", dl.Branch, dl.Worktree, start}
-	}
-	if _, err := g.run(ctx, dl.RepoDir, nil, "", args...); err != nil {
-		return fmt.Errorf("add the run's worktree again: %w", err)
-	}
-	d.log.Info("worktree added again", "run", dl.RunID, "worktree", dl.Worktree, "branch", dl.Branch)
-	return nil
-}
-
-func (d *Deliverer) branchExists(ctx context.Context, dir, branch string) bool {
-	_, ok := d.cfg.Git.resolve(ctx, dir, "refs/heads/"+branch)
-	return ok
 }
 
 // Result says what Deliver did.
@@ -325,7 +297,7 @@ func (d *Deliverer) Deliver(ctx context.Context, run store.Run, o Options, failp
 		return Result{Delivery: dl}, nil
 	}
 	if dl.State == store.DeliveryPrepared {
-		if err := d.restore(ctx, dl, o); err != nil {
+		if dl, err = d.here(ctx, run, dl, o); err != nil {
 			return Result{Delivery: dl}, err
 		}
 		status, err := g.run(ctx, dl.Worktree, nil, "", "status", "--porcelain", "--untracked-files=all")
@@ -348,9 +320,7 @@ func (d *Deliverer) Deliver(ctx context.Context, run store.Run, o Options, failp
 			if _, err := g.run(ctx, dl.Worktree, nil, "", "add", "--all"); err != nil {
 				return Result{Delivery: dl}, err
 			}
-			env := []string{"GIT_AUTHOR_NAME=" + o.AuthorName, "GIT_AUTHOR_EMAIL=" + o.AuthorEmail,
-				"GIT_COMMITTER_NAME=" + o.AuthorName, "GIT_COMMITTER_EMAIL=" + o.AuthorEmail}
-			if _, err := g.run(ctx, dl.Worktree, env, rep.CommitMessage(), "-c", "commit.gpgsign=false", "commit", "--quiet", "--no-verify", "--file", "-"); err != nil {
+			if _, err := g.run(ctx, dl.Worktree, authorEnv(o), rep.CommitMessage(), "-c", "commit.gpgsign=false", "commit", "--quiet", "--no-verify", "--file", "-"); err != nil {
 				return Result{Delivery: dl}, fmt.Errorf("commit the run's changes: %w", err)
 			}
 		}

@@ -126,3 +126,9 @@ func (g Git) isWorktree(ctx context.Context, dir string) bool {
 	b, _ := filepath.EvalSymlinks(dir)
 	return a == b
 }
+
+// contains reports whether commit is in the history of rev.
+func (g Git) contains(ctx context.Context, dir, rev, commit string) bool {
+	_, err := g.run(ctx, dir, nil, "", "merge-base", "--is-ancestor", commit, rev)
+	return err == nil
+}

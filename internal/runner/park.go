@@ -1,0 +1,40 @@
+package runner
+
+import (
+	"context"
+
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+)
+
+// Parker is a Delivery that can hand a run's work in progress to another
+// machine (several instances on one shared store): a waiting run holds no
+// process, and whichever instance claims it next must find the work of its
+// turns so far.
+type Parker interface {
+	// Park commits the worktree's changes (if any) as a work-in-progress
+	// commit on the run's branch and pushes the branch. Idempotent; a run
+	// whose delivery does not push is left alone (its work stays here).
+	Park(ctx context.Context, run store.Run) error
+}
+
+// parkWork hands the run's work in progress over when the run parks
+// (Config.Park: it waits for answers with no process). Call it while the
+// run is still held, before its lease is released, so that no instance
+// claims the run before the branch is pushed. It is best-effort: a failed
+// push is logged and the run parks anyway; an instance that takes the run
+// then goes on from the last work parked (or this machine's worktree, when
+// the run comes back here).
+func (r *Runner) parkWork(ctx context.Context, run store.Run) {
+	dv, err := r.delivery(run)
+	if err != nil {
+		r.log.Warn("park the run's work in progress", "run", run.ID, "err", err)
+		return
+	}
+	p, ok := dv.(Parker)
+	if !ok {
+		return
+	}
+	if err := p.Park(ctx, run); err != nil {
+		r.log.Warn("park the run's work in progress", "run", run.ID, "err", err)
+	}
+}
