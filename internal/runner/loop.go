@@ -177,6 +177,9 @@ func (r *Runner) step(ctx context.Context, d *drive, run store.Run) error {
 	}
 	if len(sets) > 0 {
 		if r.cfg.Park {
+			// Another instance may resume the run: its work so far goes
+			// to the run's branch (with git delivery that pushes).
+			r.parkWork(ctx, run)
 			return fmt.Errorf("run %s, question set %s: %w", run.ID, sets[0].Set.ID, ErrParked)
 		}
 		return r.wait(ctx, d, run, sets[0])
