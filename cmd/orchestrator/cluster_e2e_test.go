@@ -208,6 +208,20 @@ func TestClusterTickOnceAnswerFromAnywhere(t *testing.T) {
 	if l, ok, _ := st.RunLease(ctx, runs[0].ID); ok {
 		t.Errorf("the waiting run holds a lease (%s): a waiting run holds none", l.Owner)
 	}
+	// status, from another machine, lists the three instances, one leading.
+	var rep statusReport
+	if err := json.Unmarshal([]byte(c.command("status", "--json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	leaders := 0
+	for _, in := range rep.Instances {
+		if in.Leader {
+			leaders++
+		}
+	}
+	if len(rep.Instances) != 3 || leaders != 1 {
+		t.Errorf("status lists %d instances with %d leading; want 3 and 1: %+v", len(rep.Instances), leaders, rep.Instances)
+	}
 	c.command("answer", set.Set.Questions[0].ID, "2")
 	waitFor(t, "the run done", func() bool {
 		r, err := st.Run(ctx, runs[0].ID)

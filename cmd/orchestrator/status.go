@@ -73,6 +73,19 @@ type statusReport struct {
 	Schedule     []statusNext     `json:"schedule"`
 	Specs        []statusSpec     `json:"specs"`
 	Worktrees    []statusWorktree `json:"worktrees"` // gc.go
+	// Instances are the serve instances of a shared database whose
+	// heartbeat is recent (two lease TTLs).
+	Instances []statusInstance `json:"instances,omitempty"`
+}
+
+type statusInstance struct {
+	ID          string    `json:"id"`
+	Host        string    `json:"host"`
+	PID         int       `json:"pid"`
+	Leader      bool      `json:"leader"`
+	Driving     int       `json:"driving"`
+	StartedAt   time.Time `json:"started_at"`
+	HeartbeatAt time.Time `json:"heartbeat_at"`
 }
 
 func (m *Main) runStatus(ctx context.Context, asJSON, all bool, spec string) error {
@@ -93,6 +106,16 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool, spec string) err
 		return err
 	}
 	rep := statusReport{V: jsonVersion, Serve: probeServe(st.Dir()), Runs: []jsonRun{}, QuestionSets: []jsonSet{}, Schedule: []statusNext{}, Specs: []statusSpec{}}
+	if st.Shared() {
+		list, err := st.Instances(ctx, time.Now().Add(-2*st.LeaseTTL()))
+		if err != nil {
+			return err
+		}
+		for _, in := range list {
+			rep.Instances = append(rep.Instances, statusInstance{ID: questions.Printable(in.ID), Host: questions.Printable(in.Host), PID: in.PID,
+				Leader: in.Leader, Driving: in.Driving, StartedAt: in.StartedAt, HeartbeatAt: in.HeartbeatAt})
+		}
+	}
 	for _, r := range runs {
 		jr := newJSONRun(r)
 		if l, ok, err := st.RunLease(ctx, r.ID); err != nil {
@@ -176,7 +199,15 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool, spec string) err
 	case st.Shared():
 		// The state directory's probe says nothing of the instances on
 		// other machines: the leases below do.
-		fmt.Fprint(m.Stdout, "serve: instances share this PostgreSQL database (database_url); each active run below says which drives it\n\n")
+		fmt.Fprintf(m.Stdout, "serve: %d instance(s) on this PostgreSQL database (database_url); each active run below says which drives it\n", len(rep.Instances))
+		for _, in := range rep.Instances {
+			role := ""
+			if in.Leader {
+				role = ", leader"
+			}
+			fmt.Fprintf(m.Stdout, "  %s (driving %d%s, last seen %s)\n", in.ID, in.Driving, role, in.HeartbeatAt.Local().Format(time.RFC3339))
+		}
+		fmt.Fprintln(m.Stdout)
 	case s.State == "running":
 		if s.PID > 0 {
 			fmt.Fprintf(m.Stdout, "serve: running on this state directory (pid %d)\n\n", s.PID)

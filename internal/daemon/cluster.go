@@ -51,8 +51,32 @@ func (d *Daemon) clusterLoops(ctx context.Context) {
 			}
 		})
 	}()
+	beating := make(chan struct{})
+	go func() {
+		defer close(beating)
+		d.heartbeat(ctx)
+	}()
 	d.workLoop(ctx)
 	<-done
+	<-beating
+}
+
+// heartbeat tells the store, every third of the lease TTL, that this
+// instance serves (for `status`).
+func (d *Daemon) heartbeat(ctx context.Context) {
+	started := time.Now()
+	beat := func() {
+		d.mu.Lock()
+		leader, driving := d.leader, len(d.driving)
+		d.mu.Unlock()
+		bctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		if err := d.cfg.Store.Heartbeat(bctx, started, leader, driving); err != nil && ctx.Err() == nil {
+			d.log.Warn("heartbeat", "err", err)
+		}
+	}
+	beat()
+	every(ctx, max(d.cfg.Store.LeaseTTL()/3, time.Second), beat)
 }
 
 func (d *Daemon) setLeader(on bool) {

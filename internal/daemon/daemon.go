@@ -64,6 +64,9 @@ type Store interface {
 	ClaimableRuns(ctx context.Context, host string, limit int) ([]store.Run, error)
 	WaitChange(ctx context.Context) error
 	Lead(ctx context.Context, name string, retry time.Duration, fn func(ctx context.Context))
+	// Heartbeat and LeaseTTL: this instance as `status` lists it.
+	Heartbeat(ctx context.Context, started time.Time, leader bool, driving int) error
+	LeaseTTL() time.Duration
 }
 
 // Config is what a Daemon is made of.

@@ -333,3 +333,56 @@ func (s *Store) nowSQL() string {
 	}
 	return `CAST((julianday('now') - 2440587.5) * 86400000000000 AS INTEGER)`
 }
+
+// InstanceInfo is a serve instance as its last heartbeat told.
+type InstanceInfo struct {
+	ID          string
+	Host        string
+	PID         int
+	Leader      bool
+	Driving     int
+	StartedAt   time.Time
+	HeartbeatAt time.Time
+}
+
+// Heartbeat records that this instance serves, whether it leads and how
+// many runs it drives, for `status`. Instances that stop beating are
+// forgotten after a day.
+func (s *Store) Heartbeat(ctx context.Context, started time.Time, leader bool, driving int) error {
+	host := Hostname()
+	now := nanos(s.now())
+	_, err := s.db.ExecContext(ctx, `INSERT INTO instances (id, host, pid, leader, driving, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT(id) DO UPDATE SET leader = excluded.leader, driving = excluded.driving, heartbeat_at = excluded.heartbeat_at`,
+		s.instance, host, os.Getpid(), boolInt(leader), driving, nanos(started), now)
+	if err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	_, err = s.db.ExecContext(ctx, `DELETE FROM instances WHERE heartbeat_at < ?`, now-int64(24*time.Hour))
+	return err
+}
+
+// Instances lists the instances whose heartbeat is newer than since,
+// oldest first.
+func (s *Store) Instances(ctx context.Context, since time.Time) ([]InstanceInfo, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, host, pid, leader, driving, started_at, heartbeat_at FROM instances
+		WHERE heartbeat_at >= ? ORDER BY started_at, id`, nanos(since))
+	if err != nil {
+		return nil, fmt.Errorf("instances: %w", err)
+	}
+	defer rows.Close()
+	var out []InstanceInfo
+	for rows.Next() {
+		var in InstanceInfo
+		var leader int
+		var started, beat int64
+		if err := rows.Scan(&in.ID, &in.Host, &in.PID, &leader, &in.Driving, &started, &beat); err != nil {
+			return nil, fmt.Errorf("instances: %w", err)
+		}
+		in.Leader, in.StartedAt, in.HeartbeatAt = leader != 0, fromNanos(started), fromNanos(beat)
+		out = append(out, in)
+	}
+	return out, rows.Err()
+}
+
+// LeaseTTL is how long this process's run leases last unless renewed.
+func (s *Store) LeaseTTL() time.Duration { return s.leaseTTL }

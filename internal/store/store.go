@@ -369,6 +369,8 @@ var migrations = []string{
 		id           TEXT PRIMARY KEY,
 		host         TEXT NOT NULL,
 		pid          INTEGER NOT NULL,
+		leader       INTEGER NOT NULL DEFAULT 0,
+		driving      INTEGER NOT NULL DEFAULT 0,
 		started_at   INTEGER NOT NULL,
 		heartbeat_at INTEGER NOT NULL
 	);
