@@ -127,7 +127,7 @@ func (s *Store) KeptWorktrees(ctx context.Context) ([]KeptWorktree, error) {
 		if err := rows.Scan(&d.RunID, &d.RepoDir, &d.Worktree, &d.Branch, &d.Base, &d.BaseCommit, &d.State, &d.CommitSHA,
 			&pushed, &d.PRNumber, &d.PRURL, &commented, &d.Note, &removed, &created, &updated,
 			&r.ID, &r.Spec, &r.Title, &r.Prompt, &r.WorkDir, &surfaces, &options, &r.Status,
-			&r.SessionID, &r.Error, &r.FinalText, &r.CostUSD, &rc, &ru); err != nil {
+			&r.SessionID, &r.Error, &r.FinalText, &r.CostUSD, &rc, &ru, &r.Host); err != nil {
 			return nil, fmt.Errorf("kept worktrees: %w", err)
 		}
 		d.Pushed, d.Commented = pushed != 0, commented != 0
