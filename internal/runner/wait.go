@@ -212,6 +212,21 @@ func (r *Runner) wait(ctx context.Context, d *drive, run store.Run, rec store.Se
 				}
 				return r.settled(ctx, run, w.rec, surfs)
 			case <-tick:
+				if what == policyRemind {
+					// A reminder: the surfaces go on asking (asking them
+					// again would post the question again, or ask a
+					// surface twice); only the policy's timer moves on.
+					if _, err := r.policyEvent(ctx, run, &rec, &surfs, pol, what); err != nil {
+						stop()
+						return err
+					}
+					timer, what = r.nextPolicyEvent(pol, rec)
+					tick = nil
+					if timer != nil {
+						tick = timer.C
+					}
+					continue round
+				}
 				stop()
 				done, err := r.policyEvent(ctx, run, &rec, &surfs, pol, what)
 				if done || err != nil {
