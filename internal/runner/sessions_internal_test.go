@@ -405,3 +405,56 @@ func TestRestoreSession(t *testing.T) {
 		t.Fatalf("stored %q after saves that had nothing to read", got)
 	}
 }
+
+// BenchmarkSessionCopy measures what portable sessions add to a turn on
+// SQLite, for a session file of 4 MiB of JSONL: the save after the turn,
+// and the restore before a resume when the local file is the same (the
+// common case: the run stays on one machine) or missing (another machine).
+func BenchmarkSessionCopy(b *testing.B) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	r, err := New(Config{Store: st, Resolve: func(store.Run) (Resolved, error) { return Resolved{}, nil }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	run, err := st.CreateRun(ctx, store.Run{ID: "r1", Prompt: "p", SessionID: "s1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := executor.New(executor.Config{BaseEnv: []string{}, Env: map[string]string{"HOME": b.TempDir()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var content []byte
+	for i := 0; len(content) < 4<<20; i++ {
+		content = fmt.Appendf(content, `{"type":"assistant","uuid":"%08d","message":{"content":[{"type":"text","text":"step %d: edited the handler and ran the tests; all pass"}]}}`+"\n", i, i)
+	}
+	wd := b.TempDir()
+	if err := e.WriteSession(wd, "s1", content); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("save", func(b *testing.B) {
+		b.SetBytes(int64(len(content)))
+		for b.Loop() {
+			r.saveSession(ctx, e, run, store.Turn{SessionID: "s1"}, wd)
+		}
+	})
+	b.Run("restore-same", func(b *testing.B) {
+		b.SetBytes(int64(len(content)))
+		for b.Loop() {
+			r.restoreSession(ctx, e, run, "s1", wd)
+		}
+	})
+	b.Run("restore-missing", func(b *testing.B) {
+		path, _ := e.SessionPath(wd, "s1")
+		b.SetBytes(int64(len(content)))
+		for b.Loop() {
+			os.Remove(path)
+			r.restoreSession(ctx, e, run, "s1", wd)
+		}
+	})
+}
