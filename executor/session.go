@@ -8,7 +8,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"unicode/utf16"
 )
 
 // ErrSessionFileNotFound is returned (wrapped) when no session file exists
@@ -29,8 +31,8 @@ var ErrSessionFileNotFound = errors.New("session file not found")
 // CLI config dir configDir (normally $HOME/.claude), searching every
 // project directory.
 func SessionFile(configDir, sessionID string) (string, error) {
-	if sessionID == "" || strings.ContainsAny(sessionID, `/\*?[`) || sessionID == "." || sessionID == ".." {
-		return "", fmt.Errorf("session file: invalid session id %q", sessionID)
+	if err := checkSessionID(sessionID); err != nil {
+		return "", err
 	}
 	matches, err := filepath.Glob(filepath.Join(configDir, "projects", "*", sessionID+".jsonl"))
 	if err != nil {
@@ -48,6 +50,15 @@ func SessionFile(configDir, sessionID string) (string, error) {
 		}
 	}
 	return best, nil
+}
+
+// checkSessionID refuses an id that would make a session file's path point
+// elsewhere, or a glob pattern match others.
+func checkSessionID(sessionID string) error {
+	if sessionID == "" || strings.ContainsAny(sessionID, `/\*?[`) || sessionID == "." || sessionID == ".." {
+		return fmt.Errorf("session file: invalid session id %q", sessionID)
+	}
+	return nil
 }
 
 // SessionTranscriptHas reports whether the CLI's own session file for
@@ -157,4 +168,121 @@ func jsEscape(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// The folder the CLI files a working directory's sessions under (measured
+// with 2.1.330): the directory's real path (symbolic links resolved) with
+// every UTF-16 code unit that is not an ASCII letter or digit replaced by
+// '-'; a name longer than 200 is cut at 200 and followed by '-' and a hash
+// of the whole path in base 36. `--resume` looks for the session there, in
+// the folder of the directory it runs in: a session file put anywhere else
+// is not found (CategorySessionNotFound).
+const maxProjectDirName = 200
+
+// projectDirName is the name of dir's folder under <config dir>/projects.
+func projectDirName(dir string) string {
+	units := utf16.Encode([]rune(dir))
+	name := make([]byte, len(units))
+	for i, u := range units {
+		if u < 0x80 && ('a' <= u && u <= 'z' || 'A' <= u && u <= 'Z' || '0' <= u && u <= '9') {
+			name[i] = byte(u)
+		} else {
+			name[i] = '-'
+		}
+	}
+	if len(name) <= maxProjectDirName {
+		return string(name)
+	}
+	// The CLI's hash: h = h*31 + unit over the UTF-16 code units, in
+	// 32-bit integers, then its absolute value in base 36.
+	var h int32
+	for _, u := range units {
+		h = h*31 + int32(u)
+	}
+	abs := int64(h)
+	if abs < 0 {
+		abs = -abs
+	}
+	return string(name[:maxProjectDirName]) + "-" + strconv.FormatInt(abs, 36)
+}
+
+// SessionPath returns where the CLI keeps session sessionID of turns run in
+// workDir (empty: this process's working directory, which the child
+// inherits), in the child's config dir: the file a `--resume` there reads.
+// The file need not exist.
+func (e *Executor) SessionPath(workDir, sessionID string) (string, error) {
+	if err := checkSessionID(sessionID); err != nil {
+		return "", err
+	}
+	dir, err := filepath.Abs(workDir) // "" is the current directory
+	if err != nil {
+		return "", fmt.Errorf("session file of %s: working directory: %w", sessionID, err)
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real // the CLI resolves links too; a directory that is gone keeps its name
+	}
+	return filepath.Join(e.ConfigDir(), "projects", projectDirName(dir), sessionID+".jsonl"), nil
+}
+
+// ReadSession returns the content of the CLI's session file of sessionID
+// for turns run in workDir (see SessionPath). A missing file is an error
+// wrapping ErrSessionFileNotFound.
+func (e *Executor) ReadSession(workDir, sessionID string) ([]byte, error) {
+	path, err := e.SessionPath(workDir, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("session %s at %s: %w", sessionID, path, ErrSessionFileNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read session %s: %w", sessionID, err)
+	}
+	return b, nil
+}
+
+// WriteSession makes content the CLI's session file of sessionID for turns
+// run in workDir (see SessionPath), so that a `--resume` there finds it. The
+// file is written whole or not at all (a temporary file renamed over it):
+// a CLI or a crash never sees half of it. It is private to the user (0600,
+// its folders 0700), as the CLI keeps it: it holds the conversation.
+func (e *Executor) WriteSession(workDir, sessionID string, content []byte) error {
+	path, err := e.SessionPath(workDir, sessionID)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(path, content); err != nil {
+		return fmt.Errorf("write session %s: %w", sessionID, err)
+	}
+	return nil
+}
+
+// writeFileAtomic writes content to path through a temporary file in the
+// same folder, synced, then renamed over path.
+func writeFileAtomic(path string, content []byte) (err error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp") // CreateTemp makes it 0600
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err := f.Write(content); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }

@@ -204,7 +204,7 @@ func (r *Runner) step(ctx context.Context, d *drive, run store.Run) error {
 		return r.fail(ctx, run, fmt.Sprintf("turn %d: the tool call the session was waiting on is not available any more (an MCP server that is gone, or a session resumed without the control protocol): %s",
 			last.Seq, res.Error))
 	case res.Category == executor.CategorySessionNotFound:
-		return r.fail(ctx, run, fmt.Sprintf("the CLI has no session %s any more (its session store under $HOME/.claude was removed, or this is another machine or user): %s",
+		return r.fail(ctx, run, fmt.Sprintf("the CLI has no session %s any more (its session store under $HOME/.claude was removed, or this is another machine or user, and the orchestrator's store had no copy of it to put back): %s",
 			sessionOf(run, last), res.Error))
 	default:
 		msg := res.Error

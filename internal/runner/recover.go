@@ -34,10 +34,20 @@ func needle(t store.Turn) string {
 // tells whether the prompt got there.
 func (r *Runner) recover(ctx context.Context, d *drive, run store.Run, t store.Turn) error {
 	agent := d.Agent
+	// The turn may have run on another machine: look into the session as
+	// the store last saved it, unless this machine's copy has it all
+	// (sessions.go). Without a working directory there is nothing to
+	// restore into; the turn that follows fails on it.
+	workdir, werr := r.workdir(ctx, run)
+	if werr == nil {
+		r.restoreSession(ctx, agent, run, sessionOf(run, t), workdir)
+	} else {
+		r.log.Warn("cannot restore the CLI's session before recovering a turn", "run", run.ID, "turn", t.Seq, "err", werr)
+	}
 	if t.TranscriptPath != "" {
 		if out, col, ok := replay(t.TranscriptPath); ok {
 			r.log.Info("recovered a finished turn from its transcript", "run", run.ID, "turn", t.Seq)
-			return r.finish(ctx, d, run, t, out, col)
+			return r.finish(ctx, d, run, t, workdir, out, col)
 		}
 	}
 	delivered := false
@@ -53,6 +63,12 @@ func (r *Runner) recover(ctx context.Context, d *drive, run store.Run, t store.T
 	}
 	r.log.Info("recovering an interrupted turn", "run", run.ID, "turn", t.Seq, "kind", t.Kind, "prompt_delivered", delivered)
 	if delivered {
+		// The prompt is in this machine's session: save it before the
+		// turn is recorded delivered, or a resume elsewhere would continue
+		// a conversation that never got it.
+		if werr == nil {
+			r.saveSession(ctx, agent, run, t, workdir)
+		}
 		return r.cfg.Store.MarkTurnDelivered(ctx, run.ID, t.Seq)
 	}
 	return r.cfg.Store.AbandonTurn(ctx, run.ID, t.Seq)

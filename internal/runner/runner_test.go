@@ -134,6 +134,9 @@ type harness struct {
 	runner *runner.Runner
 	env    map[string]string
 	events chan runner.Event
+	// agent is what runs are driven with: the executor of the real CLI,
+	// unless a test changes it before driving.
+	agent runner.Agent
 	// resolved counts the calls of Config.Resolve.
 	resolved atomic.Int32
 }
@@ -154,12 +157,12 @@ func newHarness(t *testing.T, surfs []surfaces.Surface, pol runner.Policy, lim r
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, fake: f, store: st, env: env, events: make(chan runner.Event, 1000)}
+	h := &harness{t: t, fake: f, store: st, env: env, events: make(chan runner.Event, 1000), agent: ex}
 	h.runner, err = runner.New(runner.Config{
 		Store: st,
 		Resolve: func(store.Run) (runner.Resolved, error) {
 			h.resolved.Add(1)
-			return runner.Resolved{Agent: ex, Surfaces: surfs, Policy: pol}, nil
+			return runner.Resolved{Agent: h.agent, Surfaces: surfs, Policy: pol}, nil
 		},
 		Observe: func(ev runner.Event) {
 			select {
@@ -308,10 +311,19 @@ func TestRateLimitGivesUp(t *testing.T) {
 	}
 }
 
+// onlyAgent is an agent whose CLI session file the runner cannot move
+// (it is not a runner.SessionFiles).
+type onlyAgent struct{ runner.Agent }
+
+// TestSessionNotFoundFailsClearly: the CLI's session store disappears while
+// the question waits, and the runner cannot write the session back from the
+// store (onlyAgent): the resume fails, saying why, without reaching the
+// model. (With an executor, the store's copy is restored: sessions_test.go.)
 func TestSessionNotFoundFailsClearly(t *testing.T) {
 	t.Parallel()
 	p := newPerson("test")
 	h := newHarness(t, []surfaces.Surface{p}, runner.Policy{}, runner.Limits{}, rules()...)
+	h.agent = onlyAgent{h.agent}
 	go func() {
 		for ev := range h.events {
 			if ev.Kind == runner.EventQuestion {

@@ -34,6 +34,10 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 		return fmt.Errorf("transcript dir: %w", err)
 	}
 	t.TranscriptDir = dir
+	if t.Resume {
+		// The session may have been recorded on another machine (sessions.go).
+		r.restoreSession(ctx, agent, run, t.SessionID, workdir)
+	}
 	t, err = r.cfg.Store.BeginTurn(ctx, t) // claims the set of an answer turn
 	if err != nil {
 		return err
@@ -110,7 +114,7 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 			out.Error = "the run was cancelled during this turn"
 		}
 		r.log.Info("stopped the agent: the run was cancelled", "run", run.ID, "turn", t.Seq)
-		return r.finish(ctx, d, run, t, out, col)
+		return r.finish(ctx, d, run, t, workdir, out, col)
 	}
 	if out.Category == executor.CategoryCancelled && ctx.Err() != nil {
 		// Stopped by us (shutdown, ^C): leave the turn unfinished. Whoever
@@ -118,14 +122,18 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 		// the prompt got there.
 		return ctx.Err()
 	}
-	return r.finish(ctx, d, run, t, out, col)
+	return r.finish(ctx, d, run, t, workdir, out, col)
 }
 
 // finish stores a turn's outcome, with the questions it asked (or, for a
 // turn stopped at the run's limits, the question whether to go on; see
-// limit.go), in one transaction.
-func (r *Runner) finish(ctx context.Context, d *drive, run store.Run, t store.Turn, out executor.Outcome, col *questions.TurnCollector) error {
-	ctx = context.WithoutCancel(ctx) // the turn happened: record it whatever else is going on
+// limit.go), in one transaction. The CLI's session file (of the turn run in
+// workdir) is saved to the store first, so that a turn recorded finished
+// has its conversation there for a resume on another machine.
+func (r *Runner) finish(ctx context.Context, d *drive, run store.Run, t store.Turn, workdir string, out executor.Outcome, col *questions.TurnCollector) error {
+	// The turn happened: record it whatever else is going on.
+	ctx = context.WithoutCancel(ctx)
+	r.saveSession(ctx, d.Agent, run, t, workdir) // sessions.go
 	res := store.TurnResult{
 		Status:       out.Status,
 		Category:     out.Category,

@@ -78,6 +78,7 @@ var pgTests = []struct {
 	{"TestDecideToolByPolicy", TestDecideToolByPolicy},
 	{"TestDropToolCall", TestDropToolCall},
 	{"TestCommentDecisionsFirstWinsAcrossReopen", TestCommentDecisionsFirstWinsAcrossReopen},
+	{"TestSessionsRoundTrip", TestSessionsRoundTrip},
 	{"TestPlaceholdersNumbered", TestPlaceholdersNumbered},
 	{"TestMigrateConcurrentlyOnAnEmptyDatabase", testMigrateConcurrentlyOnAnEmptyDatabase},
 	{"TestCostAndTimesKeepTheirPrecision", TestCostAndTimesKeepTheirPrecision},

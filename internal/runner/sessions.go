@@ -1,0 +1,101 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+
+	"github.com/orchestrator-dev/orchestrator/executor"
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+)
+
+// Portable sessions. The CLI keeps a session's record (a JSONL file under
+// $HOME/.claude/projects/…) on the machine that ran the turn, and `--resume`
+// finds it only there. So that a run can go on from any instance of a shared
+// store (or from a store copied to another machine), the runner saves the
+// file to the store before it records a turn finished, and writes the
+// stored copy back before a turn that resumes the session, and before
+// recover reads the session, when the local file lacks part of it.
+//
+// Exactly once is untouched: the store's claim of an answered set still
+// decides whether an answer is handed over. What the copy decides is which
+// conversation a resume continues: the one the store recorded, not a stale
+// or missing local one. The CLI only appends to a session file, so a local
+// file that starts with the stored copy is the same conversation, as far or
+// further along (a turn this machine ran that was not recorded finished):
+// it is kept. Any other local file (missing, shorter, or a conversation that
+// went another way on this machine while the run went on elsewhere) is
+// replaced by the stored copy.
+//
+// Saving and restoring are best effort: an error is logged and the run goes
+// on; at worst the resume fails as it would without a copy
+// (CategorySessionNotFound), or continues the older conversation.
+
+// SessionFiles moves the CLI's session file of a working directory. It is
+// separate from Agent so that agents that keep no such file (and test
+// fakes) need not have it: the runner checks for it with a type assertion.
+// *executor.Executor satisfies it.
+type SessionFiles interface {
+	// ReadSession returns the session file's content; a missing file is
+	// an error wrapping executor.ErrSessionFileNotFound.
+	ReadSession(workDir, sessionID string) ([]byte, error)
+	// WriteSession replaces the session file with content, atomically.
+	WriteSession(workDir, sessionID string, content []byte) error
+}
+
+var _ SessionFiles = (*executor.Executor)(nil)
+
+// saveSession copies the CLI's session file of turn t, run in workdir, to
+// the store.
+func (r *Runner) saveSession(ctx context.Context, agent Agent, run store.Run, t store.Turn, workdir string) {
+	sf, ok := agent.(SessionFiles)
+	sid := sessionOf(run, t)
+	if !ok || sid == "" {
+		return
+	}
+	ctx = context.WithoutCancel(ctx) // the turn happened: keep its record whatever else is going on
+	content, err := sf.ReadSession(workdir, sid)
+	if errors.Is(err, executor.ErrSessionFileNotFound) {
+		// The CLI wrote none: the turn never reached the API.
+		r.log.Debug("no session file to save", "run", run.ID, "turn", t.Seq, "session", sid)
+		return
+	}
+	if err != nil {
+		r.log.Error("save the CLI's session to the store: read it", "run", run.ID, "turn", t.Seq, "err", err)
+		return
+	}
+	if err := r.cfg.Store.SaveSession(ctx, run.ID, sid, content); err != nil {
+		r.log.Error("save the CLI's session to the store", "run", run.ID, "turn", t.Seq, "err", err)
+	}
+}
+
+// restoreSession writes the stored copy of session sid of run as the CLI's
+// session file for workdir, unless the local file already starts with it.
+func (r *Runner) restoreSession(ctx context.Context, agent Agent, run store.Run, sid, workdir string) {
+	sf, ok := agent.(SessionFiles)
+	if !ok || sid == "" {
+		return
+	}
+	stored, ok, err := r.cfg.Store.Session(ctx, run.ID, sid)
+	if err != nil {
+		r.log.Error("restore the CLI's session from the store", "run", run.ID, "session", sid, "err", err)
+		return
+	}
+	if !ok || len(stored) == 0 {
+		return // never saved: a run from before sessions were kept, or no turn reached the API
+	}
+	local, err := sf.ReadSession(workdir, sid)
+	if err != nil && !errors.Is(err, executor.ErrSessionFileNotFound) {
+		r.log.Error("restore the CLI's session from the store: read the local one", "run", run.ID, "session", sid, "err", err)
+		return
+	}
+	if bytes.HasPrefix(local, stored) {
+		return // the same conversation, as far along or further
+	}
+	if err := sf.WriteSession(workdir, sid, stored); err != nil {
+		r.log.Error("restore the CLI's session from the store", "run", run.ID, "session", sid, "err", err)
+		return
+	}
+	r.log.Info("restored the CLI's session from the store", "run", run.ID, "session", sid,
+		"bytes", len(stored), "local_bytes", len(local))
+}
