@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
 	"github.com/orchestrator-dev/orchestrator/internal/pgtest"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
@@ -377,4 +379,58 @@ func TestClusterLeaderKilledGitHubPollingMovesOn(t *testing.T) {
 			t.Errorf("%s took the answer from GitHub: %v, want only the new leader %s", in.name, took, next.name)
 		}
 	}
+}
+
+// TestClusterInstancesMigrateOnce: two instances started at the same moment
+// on an empty database both come up, and the schema is migrated once:
+// schema_migrations holds each version 1..n once (the migrations run under
+// an advisory lock; the second instance finds them applied).
+func TestClusterInstancesMigrateOnce(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 2, "", standardRules(0)...)
+	// Both processes are started before either has opened the database
+	// (a process takes far longer to start than this loop).
+	for _, in := range c.nodes {
+		c.start(in)
+	}
+	for _, in := range c.nodes {
+		waitFor(t, in.name+" serving", func() bool {
+			if out := in.out.String(); strings.Contains(out, "migrat") {
+				t.Fatalf("%s:\n%s", in.name, out) // it failed to start
+			}
+			h, ok := c.health(in)
+			return ok && h.Status == "ok"
+		})
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, c.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var rows, distinct, lowest, highest int
+	if err := conn.QueryRow(ctx, `SELECT COUNT(*), COUNT(DISTINCT version), MIN(version), MAX(version) FROM schema_migrations`).
+		Scan(&rows, &distinct, &lowest, &highest); err != nil {
+		t.Fatal(err)
+	}
+	// 5 is the migration of the cluster's tables (leases, instances, ticks,
+	// sessions): at least that many.
+	if rows != highest || distinct != rows || lowest != 1 || highest < 5 {
+		t.Fatalf("schema_migrations: %d rows (%d versions) from %d to %d, want each version 1..n once", rows, distinct, lowest, highest)
+	}
+	for _, in := range c.nodes {
+		if h, ok := c.health(in); !ok || h.Status != "ok" {
+			t.Errorf("%s: healthz %+v (answered: %v), want ok", in.name, h, ok)
+		}
+		if out := in.out.String(); strings.Contains(out, "migrat") || strings.Contains(out, "level=ERROR") {
+			t.Errorf("%s logged a migration problem or an error:\n%s", in.name, out)
+		}
+	}
+	// Both use the schema: a run submitted now is taken and asks.
+	runID := strings.TrimSpace(c.command("submit", "--prompt", "Implement spec X", "--surface", "terminal"))
+	st := c.store()
+	waitFor(t, "the submitted run's question pending", func() bool {
+		sets, _ := st.QuestionSets(ctx, store.SetFilter{RunID: runID, State: []store.SetState{store.SetPending}})
+		return len(sets) == 1
+	})
 }
