@@ -14,9 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
 	"github.com/orchestrator-dev/orchestrator/internal/pgtest"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/surfaces/github/githubtest"
 )
 
 // These tests run several real `orchestrator serve` processes (instances)
@@ -53,10 +56,16 @@ func newCluster(t *testing.T, n int, extra string, rules ...fakeapi.Rule) *clust
 	if err := os.MkdirAll(c.specs, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < n; i++ {
-		c.nodes = append(c.nodes, c.newInstance(fmt.Sprintf("i%d", i+1)))
-	}
+	c.add(n)
 	return c
+}
+
+// add makes n more instances (not started). Config written to c.e.base
+// before (such as more surfaces) is theirs too.
+func (c *cluster) add(n int) {
+	for i := 0; i < n; i++ {
+		c.nodes = append(c.nodes, c.newInstance(fmt.Sprintf("i%d", len(c.nodes)+1)))
+	}
 }
 
 // newInstance writes the config of an instance (its state directory; the
@@ -319,4 +328,154 @@ func TestClusterKillTheInstanceRunningATurn(t *testing.T) {
 	if rec, err := st.QuestionSet(ctx, set.Set.ID); err != nil || rec.State != store.SetResumed {
 		t.Errorf("the set is %s (%v), want resumed", rec.State, err)
 	}
+}
+
+// TestClusterLeaderKilledGitHubPollingMovesOn: three instances ask on a
+// (fake) GitHub issue. The leader, which alone asks and polls GitHub, posts
+// a run's question and polls for its answer; it is killed (SIGKILL).
+// Another instance takes the lead, finds the question comment already
+// there (it does not post it again) and polls in its turn: the answer,
+// commented after the kill, resumes the run exactly once.
+func TestClusterLeaderKilledGitHubPollingMovesOn(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 0, "", standardRules(0)...)
+	gh := githubtest.NewServer(t)
+	gh.RequireToken("test-token")
+	gh.SetPermission("alice", "write")
+	const repo = "acme/app"
+	issue := gh.CreateIssue(repo, "Cluster questions")
+	c.e.base += fmt.Sprintf("  github:\n    enabled: true\n    base_url: %q\n    token: test-token\n    repo: %s\n    issue: %d\n    poll_interval: 1s\n",
+		gh.URL()+"/", repo, issue)
+	c.add(3)
+	for _, in := range c.nodes {
+		c.start(in)
+	}
+	st := c.store()
+	ctx := context.Background()
+	defer func() {
+		if t.Failed() {
+			for _, cm := range gh.Comments(repo, issue) {
+				t.Logf("comment %d by %s:\n%s", cm.ID, cm.Login, cm.Body)
+			}
+		}
+	}()
+
+	runID := strings.TrimSpace(c.command("submit", "--prompt", "Implement spec X", "--surface", "github"))
+	q := gh.WaitQuestion(t, repo, 1, 2*time.Minute)
+	leader := c.leader(c.nodes...)
+	// polls counts the listings of the repository's comments (the poller's
+	// request; an Ask's look at its issue is another path) made after t.
+	polls := func(after time.Time) int {
+		n := 0
+		for _, r := range gh.Requests() {
+			if r.Method == http.MethodGet && strings.HasSuffix(r.Path, "/repos/"+repo+"/issues/comments") && r.At.After(after) {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, "the leader polling GitHub", func() bool { return polls(time.Time{}) > 0 })
+
+	killed := time.Now()
+	c.kill(leader)
+	// The killed process sends nothing any more: every listing from now on
+	// comes from another instance.
+	dead := time.Now()
+	var rest []*instance
+	for _, in := range c.nodes {
+		if in != leader {
+			rest = append(rest, in)
+		}
+	}
+	next := c.leader(rest...)
+	took := time.Since(killed)
+	t.Logf("killed the leader %s; %s leads %s later", leader.name, next.name, took.Round(100*time.Millisecond))
+	if took > 30*time.Second {
+		t.Errorf("%s to take the lead after the leader died, want a few seconds", took)
+	}
+	waitFor(t, "GitHub polled again, by another instance", func() bool { return polls(dead) >= 2 })
+	if r, err := st.Run(ctx, runID); err != nil || r.Status != store.RunWaiting {
+		t.Fatalf("run %+v (%v), want still waiting before the answer", r.Status, err)
+	}
+
+	gh.AddComment(repo, issue, "alice", "2")
+	waitFor(t, "the run done", func() bool {
+		r, err := st.Run(ctx, runID)
+		return err == nil && r.Status == store.RunDone
+	})
+	if n := c.e.answerRequests(); n != 1 {
+		t.Fatalf("the answer reached the model %d times, want 1", n)
+	}
+	if qs := gh.Questions(repo); len(qs) != 1 || qs[0].ID != q.ID {
+		t.Errorf("question comments %d, want the first one only (not posted again by the new leader)", len(qs))
+	}
+	sets, _ := st.QuestionSets(ctx, store.SetFilter{RunID: runID})
+	if len(sets) != 1 || sets[0].Response.By != "@alice" || sets[0].Response.Surface != "github" {
+		t.Fatalf("stored answer: %+v", sets)
+	}
+	r, _ := st.Run(ctx, runID)
+	if !strings.Contains(r.FinalText, "Implemented with JWT") {
+		t.Errorf("final text %q, want the answer's", r.FinalText)
+	}
+	// The new leader's poller took the answer (a webhook is not set up:
+	// polling is the only way in).
+	for _, in := range rest {
+		if took := strings.Contains(in.out.String(), "github: answer taken"); took != (in == next) {
+			t.Errorf("%s took the answer from GitHub: %v, want only the new leader %s", in.name, took, next.name)
+		}
+	}
+}
+
+// TestClusterInstancesMigrateOnce: two instances started at the same moment
+// on an empty database both come up, and the schema is migrated once:
+// schema_migrations holds each version 1..n once (the migrations run under
+// an advisory lock; the second instance finds them applied).
+func TestClusterInstancesMigrateOnce(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 2, "", standardRules(0)...)
+	// Both processes are started before either has opened the database
+	// (a process takes far longer to start than this loop).
+	for _, in := range c.nodes {
+		c.start(in)
+	}
+	for _, in := range c.nodes {
+		waitFor(t, in.name+" serving", func() bool {
+			if out := in.out.String(); strings.Contains(out, "migrat") {
+				t.Fatalf("%s:\n%s", in.name, out) // it failed to start
+			}
+			h, ok := c.health(in)
+			return ok && h.Status == "ok"
+		})
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, c.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var rows, distinct, lowest, highest int
+	if err := conn.QueryRow(ctx, `SELECT COUNT(*), COUNT(DISTINCT version), MIN(version), MAX(version) FROM schema_migrations`).
+		Scan(&rows, &distinct, &lowest, &highest); err != nil {
+		t.Fatal(err)
+	}
+	// 5 is the migration of the cluster's tables (leases, instances, ticks,
+	// sessions): at least that many.
+	if rows != highest || distinct != rows || lowest != 1 || highest < 5 {
+		t.Fatalf("schema_migrations: %d rows (%d versions) from %d to %d, want each version 1..n once", rows, distinct, lowest, highest)
+	}
+	for _, in := range c.nodes {
+		if h, ok := c.health(in); !ok || h.Status != "ok" {
+			t.Errorf("%s: healthz %+v (answered: %v), want ok", in.name, h, ok)
+		}
+		if out := in.out.String(); strings.Contains(out, "migrat") || strings.Contains(out, "level=ERROR") {
+			t.Errorf("%s logged a migration problem or an error:\n%s", in.name, out)
+		}
+	}
+	// Both use the schema: a run submitted now is taken and asks.
+	runID := strings.TrimSpace(c.command("submit", "--prompt", "Implement spec X", "--surface", "terminal"))
+	st := c.store()
+	waitFor(t, "the submitted run's question pending", func() bool {
+		sets, _ := st.QuestionSets(ctx, store.SetFilter{RunID: runID, State: []store.SetState{store.SetPending}})
+		return len(sets) == 1
+	})
 }

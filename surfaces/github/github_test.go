@@ -509,6 +509,68 @@ func TestWebhook(t *testing.T) {
 	}
 }
 
+// TestWebhookWhereNothingWaits: a delivery reaching a client where no Ask
+// waits — another `serve` instance than the leader, which asks and polls —
+// is accepted and dropped: no API request, nothing decided. The answer
+// reaches the asking client by its own poll (here: the same delivery sent
+// to it, as a load balancer might have).
+func TestWebhookWhereNothingWaits(t *testing.T) {
+	t.Parallel()
+	const secret = "s3cret"
+	f := newFixture(t)
+	cfg := f.config(1)
+	cfg.PollInterval = time.Hour // only a webhook can bring the answer
+	cfg.WebhookSecret = secret
+	asker := f.surface(t, cfg)
+	other := f.surface(t, cfg)
+	set := surfacetest.SingleChoice("elsewhere")
+	ch := startAsk(ctxTimeout(t), asker, set)
+	f.waitAsked(t, set)
+	eventually(t, "waiter", func() bool {
+		p := asker.c.lookupPoller(testRepo)
+		return p != nil && len(p.waitersFor(1)) == 1
+	})
+	answer := f.srv.AddComment(testRepo, 1, "alice", "3")
+	payload := f.srv.IssueCommentEvent(testRepo, answer, "created")
+	deliver := func(s *Surface) int {
+		h, err := s.WebhookHandler()
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := httptest.NewRequest("POST", "/webhook", bytes.NewReader(payload))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-GitHub-Event", "issue_comment")
+		req.Header.Set("X-GitHub-Delivery", "d-1")
+		req.Header.Set("X-Hub-Signature-256", githubtest.Signature(secret, payload))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+
+	before := len(f.srv.Requests())
+	if code := deliver(other); code != http.StatusAccepted {
+		t.Fatalf("delivery where nothing waits: status %d, want 202", code)
+	}
+	time.Sleep(100 * time.Millisecond) // what it would do, it does at once
+	if n := len(f.srv.Requests()) - before; n != 0 {
+		t.Errorf("a delivery where nothing waits made %d API requests, want none", n)
+	}
+	if p := other.c.lookupPoller(testRepo); p != nil {
+		t.Errorf("a delivery where nothing waits made a poller")
+	}
+	select {
+	case r := <-ch:
+		t.Fatalf("Ask returned %+v, %v after a delivery to another client", r.resp, r.err)
+	default:
+	}
+	if code := deliver(asker); code != http.StatusAccepted {
+		t.Fatalf("delivery to the asker: status %d, want 202", code)
+	}
+	if r := waitResult(t, ch); r.err != nil || !slices.Equal(r.resp.Answers[0].Labels, []string{"MySQL"}) {
+		t.Fatalf("Ask = %+v, %v; want MySQL", r.resp, r.err)
+	}
+}
+
 func TestWebhookRefusesWithoutSecret(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

@@ -47,6 +47,14 @@ func (d *deliveries) add(id string) bool {
 // checked in constant time): others get 401 and change nothing. Each
 // X-GitHub-Delivery is handled once. The handler answers 202 at once and
 // reads the comment afterwards. It refuses to start without a secret.
+//
+// A delivery helps only the client whose Asks wait on the comment's issue:
+// it reads the comment at once instead of at its next poll. Elsewhere —
+// another `serve` instance of a cluster than the leader, which asks and
+// polls (or than the instance whose running turn asks an approval there) —
+// the delivery is accepted (202, so GitHub does not send it again) and
+// dropped: no request, nothing recorded. The comment is not lost: the
+// asking instance's poll lists it within poll_interval.
 func (c *Client) WebhookHandler() (http.Handler, error) {
 	if len(c.secret) == 0 {
 		return nil, errors.New("github webhook: no webhook_secret configured; refusing to accept unsigned deliveries")
@@ -105,6 +113,8 @@ func (c *Client) serveWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	p := c.lookupPoller(ev.GetRepo().GetFullName())
 	w.WriteHeader(http.StatusAccepted)
+	// No poller: nothing ever waited on this repository here (on a cluster,
+	// this instance does not lead); the asker's poll will read the comment.
 	if p == nil || c.ctx.Err() != nil {
 		return
 	}
