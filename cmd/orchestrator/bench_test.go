@@ -425,16 +425,25 @@ func readSpawns(log string) ([]time.Time, error) {
 	}
 	var out []time.Time
 	for _, line := range strings.Fields(string(data)) {
-		sec, frac, _ := strings.Cut(line, ".")
-		s, err1 := strconv.ParseInt(sec, 10, 64)
-		// The fraction has 6 (EPOCHREALTIME) or 9 (date %N) digits.
-		ns, err2 := strconv.ParseInt((frac + "000000000")[:9], 10, 64)
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("spawn log %s: bad time %q", log, line)
+		t, err := parseEpoch(line)
+		if err != nil {
+			return nil, fmt.Errorf("spawn log %s: %w", log, err)
 		}
-		out = append(out, time.Unix(s, ns))
+		out = append(out, t)
 	}
 	return out, nil
+}
+
+// parseEpoch parses a time the wrapper logged: Unix seconds, a dot and a
+// fraction of 6 (EPOCHREALTIME) or 9 (date %N) digits.
+func parseEpoch(v string) (time.Time, error) {
+	sec, frac, _ := strings.Cut(v, ".")
+	s, err1 := strconv.ParseInt(sec, 10, 64)
+	ns, err2 := strconv.ParseInt((frac + "000000000")[:9], 10, 64)
+	if err1 != nil || err2 != nil {
+		return time.Time{}, fmt.Errorf("bad time %q", v)
+	}
+	return time.Unix(s, ns), nil
 }
 
 // BenchmarkAnswerToResume measures how long after `orchestrator answer`
@@ -967,6 +976,12 @@ func prefillWaitingRuns(ctx context.Context, dir string, n int) error {
 		return err
 	}
 	defer st.Close()
+	return fillWaitingRuns(ctx, st, dir, n)
+}
+
+// fillWaitingRuns writes n runs to st, working in dir, each waiting on a
+// question its finished first turn asked, on no surface.
+func fillWaitingRuns(ctx context.Context, st *store.Store, dir string, n int) error {
 	for i := range n {
 		id := fmt.Sprintf("rbench%04d", i)
 		session := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)

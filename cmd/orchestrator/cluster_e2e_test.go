@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,7 +50,7 @@ type instance struct {
 // instance's run moves on quickly.
 const leaseTTL = 3 * time.Second
 
-func newCluster(t *testing.T, n int, extra string, rules ...fakeapi.Rule) *cluster {
+func newCluster(t testing.TB, n int, extra string, rules ...fakeapi.Rule) *cluster {
 	t.Helper()
 	e := newE2E(t, rules...)
 	c := &cluster{e: e, dbURL: pgtest.Schema(t), specs: filepath.Join(e.dir, "specs"), extra: extra}
@@ -82,11 +83,25 @@ func (c *cluster) newInstance(name string) *instance {
 	}
 	cfg = homeLine.ReplaceAllString(cfg, fmt.Sprintf("    HOME: %q", home))
 	cfg += fmt.Sprintf("\ndatabase_url: %q\nspecs:\n  dir: %q\nserve:\n  listen: 127.0.0.1:0\n  min_schedule_interval: 1s\n  lease_ttl: %s\n%s",
-		c.dbURL, c.specs, leaseTTL, c.extra)
+		c.instanceURL(name), c.specs, leaseTTL, c.extra)
 	if err := os.WriteFile(in.config, []byte(cfg), 0o600); err != nil {
 		e.t.Fatal(err)
 	}
 	return in
+}
+
+// instanceURL is the shared database's URL with the instance's name in
+// application_name, so that pg_stat_activity tells whose each connection
+// is (the connections of the cluster's schema all start with its name).
+func (c *cluster) instanceURL(name string) string {
+	u, err := neturl.Parse(c.dbURL)
+	if err != nil {
+		c.e.t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("application_name", q.Get("application_name")+"/"+name)
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // start starts instance in's serve.
@@ -136,16 +151,24 @@ var homeLine = regexp.MustCompile(`(?m)^    HOME: .*$`)
 
 var servingAddr = regexp.MustCompile(`"serving".*?addr=(127\.0\.0\.1:\d+)|msg=serving addr=(127\.0\.0\.1:\d+)`)
 
+// addr is an instance's HTTP address once it serves, or "".
+func (in *instance) addr() string {
+	m := servingAddr.FindStringSubmatch(in.out.String())
+	if m == nil {
+		return ""
+	}
+	return m[1] + m[2]
+}
+
 // health reads an instance's /healthz.
 func (c *cluster) health(in *instance) (h struct {
 	Status string `json:"status"`
 	Leader bool   `json:"leader"`
 }, ok bool) {
-	m := servingAddr.FindStringSubmatch(in.out.String())
-	if m == nil {
+	addr := in.addr()
+	if addr == "" {
 		return h, false
 	}
-	addr := m[1] + m[2]
 	resp, err := http.Get("http://" + addr + "/healthz")
 	if err != nil {
 		return h, false

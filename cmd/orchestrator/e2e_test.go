@@ -54,14 +54,14 @@ func standardRules(answerDelay time.Duration) []fakeapi.Rule {
 
 type e2e struct {
 	base   string // the config file's common part
-	t      *testing.T
+	t      testing.TB
 	fake   *fakeapi.Server
 	dir    string
 	config string
 	state  string
 }
 
-func newE2E(t *testing.T, rules ...fakeapi.Rule) *e2e {
+func newE2E(t testing.TB, rules ...fakeapi.Rule) *e2e {
 	t.Helper()
 	claude := clitest.Claude(t)
 	f := fakeapi.New(rules...)
