@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -166,11 +167,13 @@ func BenchmarkClusterAnswerToResume(b *testing.B) {
 	b.Logf("  %-34s p50 %6.1f ms  p90 %6.1f ms", "answer turn's request at the API", millis(percentile(api, 50)), millis(percentile(api, 90)))
 	b.Logf("  %-34s p50 %6.1f ms  p90 %6.1f ms", "(RecordAnswer call itself)", millis(percentile(record, 50)), millis(percentile(record, 90)))
 	b.Logf("  CLI started, each round: %v", roundMillis(cli))
-	b.Logf("  instance   first turns   resumes")
+	// One line: a benchmark's log is cut after 10 lines.
+	var by []string
 	for _, in := range c.nodes {
-		b.Logf("  %-8s   %11d   %7d", in.name, firstOn[in.name], resumedOn[in.name])
+		by = append(by, fmt.Sprintf("%s %d/%d", in.name, firstOn[in.name], resumedOn[in.name]))
 	}
-	b.Logf("  resumed on another instance than the first turn's: %d of %d", moved, rounds)
+	b.Logf("  first turns/resumes by instance: %s; resumed on another instance than the first turn's: %d of %d",
+		strings.Join(by, ", "), moved, rounds)
 	b.ReportMetric(millis(percentile(cli, 50)), "p50-ms")
 	b.ReportMetric(millis(percentile(cli, 90)), "p90-ms")
 	b.ReportMetric(millis(percentile(turn, 50)), "turn-p50-ms")
@@ -290,10 +293,10 @@ type instanceLook struct {
 	goroutines     float64
 	conns, peak    int
 	asked, claimed int
+	errors         int
 }
 
 func thousandWaiting(b *testing.B) {
-	b.Helper()
 	c := newCluster(b, 3, "")
 	st := c.store()
 	ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
@@ -353,13 +356,22 @@ func thousandWaiting(b *testing.B) {
 		l.conns, l.peak = now[in.name], peak[in.name]
 		l.asked = strings.Count(in.out.String(), `msg="question asked"`)
 		l.claimed = strings.Count(in.out.String(), `msg="claiming a run"`)
+		l.errors = strings.Count(in.out.String(), `level=ERROR`)
+		if l.errors > 0 {
+			b.Errorf("%s logged %d errors:\n%s", in.name, l.errors, in.out.String())
+		}
 	}
 	runs, err := st.ListRuns(ctx, store.RunFilter{Status: []store.RunStatus{store.RunWaiting}, Brief: true})
 	if err != nil || len(runs) != waitingInCluster {
 		b.Fatalf("%d runs waiting at the end (%v), want %d", len(runs), err, waitingInCluster)
 	}
 
-	b.Logf("%d waiting runs, 3 instances; every question asked %s after the start; then %s:", waitingInCluster, askAll.Round(time.Millisecond), clusterSettle)
+	surfs := "?"
+	if m := regexp.MustCompile(`msg="question asked".* surfaces=(\S*)`).FindStringSubmatch(lead.out.String()); m != nil {
+		surfs = m[1]
+	}
+	b.Logf("%d waiting runs (asked on surfaces %s), 3 instances; every question asked %s after the start; then %s:",
+		waitingInCluster, surfs, askAll.Round(time.Millisecond), clusterSettle)
 	b.Logf("  instance  leader  asked  claimed  RSS-MB  peak-MB  goroutines  db-conns  db-conns-peak")
 	var rss []float64
 	var hwm, gor float64
