@@ -386,3 +386,11 @@ func (s *Store) Instances(ctx context.Context, since time.Time) ([]InstanceInfo,
 
 // LeaseTTL is how long this process's run leases last unless renewed.
 func (s *Store) LeaseTTL() time.Duration { return s.leaseTTL }
+
+// SetRunHost ties a run whose host is not set yet to host (Run.Host).
+func (s *Store) SetRunHost(ctx context.Context, id, host string) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE runs SET host = ? WHERE id = ? AND host = ''`, host, id); err != nil {
+		return fmt.Errorf("set the host of run %s: %w", id, err)
+	}
+	return nil
+}

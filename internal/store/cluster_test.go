@@ -131,6 +131,20 @@ func TestClaimableRuns(t *testing.T) {
 	if got, want := strings.Join(ids, " "), "queued interrupted orphan here answered"; got != want {
 		t.Fatalf("claimable = %s\nwant        %s", got, want)
 	}
+	// A queued run taken on another host is tied to it; a host once set
+	// stays.
+	if err := s.SetRunHost(ctx, "queued", "another-host"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetRunHost(ctx, "queued", "this-host"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Run(ctx, "queued"); err != nil || r.Host != "another-host" {
+		t.Fatalf("host of the queued run %q, %v; want another-host", r.Host, err)
+	}
+	if err := s.UpdateRun(ctx, "queued", RunUpdate{Status: RunInterrupted}); err != nil {
+		t.Fatal(err)
+	}
 	if s.Shared() {
 		lock, err := s.LockRun("orphan")
 		if err != nil {
@@ -141,7 +155,7 @@ func TestClaimableRuns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(runs) != 2 || runs[0].ID != "queued" || runs[1].ID != "interrupted" {
+		if len(runs) != 2 || runs[0].ID != "interrupted" || runs[1].ID != "here" {
 			t.Fatalf("with orphan leased and limit 2: %v", runs)
 		}
 	}
