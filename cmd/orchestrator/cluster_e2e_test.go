@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -452,6 +453,99 @@ func TestClusterLeaderKilledGitHubPollingMovesOn(t *testing.T) {
 	for _, in := range rest {
 		if took := strings.Contains(in.out.String(), "github: answer taken"); took != (in == next) {
 			t.Errorf("%s took the answer from GitHub: %v, want only the new leader %s", in.name, took, next.name)
+		}
+	}
+}
+
+// TestClusterWebhookAtANonLeader: the leader asks on GitHub and polls only
+// every hour; the answer's webhook delivery reaches another instance (as a
+// load balancer may send it), where nothing waits for it. That instance
+// nudges the others through PostgreSQL, the leader polls at once and takes
+// the answer: the run resumes within seconds, the answer delivered once.
+func TestClusterWebhookAtANonLeader(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 0, "", standardRules(0)...)
+	gh := githubtest.NewServer(t)
+	gh.RequireToken("test-token")
+	gh.SetPermission("alice", "write")
+	const repo, secret = "acme/app", "hook-secret"
+	issue := gh.CreateIssue(repo, "Cluster questions")
+	c.e.base += fmt.Sprintf("  github:\n    enabled: true\n    base_url: %q\n    token: test-token\n    repo: %s\n    issue: %d\n    poll_interval: 1h\n    webhook_secret: %s\n",
+		gh.URL()+"/", repo, issue, secret)
+	c.add(3)
+	for _, in := range c.nodes {
+		c.start(in)
+	}
+	st := c.store()
+	ctx := context.Background()
+	defer func() {
+		if t.Failed() {
+			for _, in := range c.nodes {
+				t.Logf("%s:\n%s", in.name, in.out.String())
+			}
+		}
+	}()
+
+	runID := strings.TrimSpace(c.command("submit", "--prompt", "Implement spec X", "--surface", "github"))
+	gh.WaitQuestion(t, repo, 1, 2*time.Minute)
+	leader := c.leader(c.nodes...)
+	var other *instance
+	for _, in := range c.nodes {
+		if in != leader {
+			other = in
+			break
+		}
+	}
+	addr := other.addr()
+
+	answer := gh.AddComment(repo, issue, "alice", "2")
+	payload := gh.IssueCommentEvent(repo, answer, "created")
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/webhooks/github", bytes.NewReader(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "issue_comment")
+	req.Header.Set("X-GitHub-Delivery", "delivery-1")
+	req.Header.Set("X-Hub-Signature-256", githubtest.Signature(secret, payload))
+	delivered := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("delivery to %s (not the leader %s): status %d, want 202", other.name, leader.name, resp.StatusCode)
+	}
+	waitFor(t, "the answer taken", func() bool {
+		sets, err := st.QuestionSets(ctx, store.SetFilter{RunID: runID})
+		return err == nil && len(sets) == 1 && sets[0].State != store.SetPending
+	})
+	took := time.Since(delivered)
+	t.Logf("answer taken %v after the delivery to %s (leader %s)", took.Round(time.Millisecond), other.name, leader.name)
+	if took > 10*time.Second {
+		t.Errorf("answer taken %v after the delivery, want within seconds (the next poll is an hour away)", took)
+	}
+	waitFor(t, "the run done", func() bool {
+		r, err := st.Run(ctx, runID)
+		return err == nil && r.Status == store.RunDone
+	})
+	if n := c.e.answerRequests(); n != 1 {
+		t.Fatalf("the answer reached the model %d times, want 1", n)
+	}
+	sets, _ := st.QuestionSets(ctx, store.SetFilter{RunID: runID})
+	if len(sets) != 1 || sets[0].Response.By != "@alice" || sets[0].Response.Surface != "github" {
+		t.Fatalf("stored answer: %+v", sets)
+	}
+	r, _ := st.Run(ctx, runID)
+	if !strings.Contains(r.FinalText, "Implemented with JWT") {
+		t.Errorf("final text %q, want the answer's", r.FinalText)
+	}
+	// The leader's poller took it: the instance the delivery reached has
+	// no Ask waiting, and the third one was not involved.
+	for _, in := range c.nodes {
+		if took := strings.Contains(in.out.String(), "github: answer taken"); took != (in == leader) {
+			t.Errorf("%s took the answer from GitHub: %v, want only the leader %s", in.name, took, leader.name)
 		}
 	}
 }

@@ -89,6 +89,7 @@ var pgTests = []struct {
 	{"TestLeaseOneHolderAndTakeOver", TestLeaseOneHolderAndTakeOver},
 	{"TestLeadOneAtATime", TestLeadOneAtATime},
 	{"TestWaitChangeWokenByAnotherInstance", TestWaitChangeWokenByAnotherInstance},
+	{"TestNudgeReachesEveryInstance", TestNudgeReachesEveryInstance},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.

@@ -164,7 +164,7 @@ func (*pgDialect) poke(s *Store) {
 // the wake channel, and reconnects when it loses it; while it is lost the
 // slow poll stands in.
 func (d *pgDialect) listen(ctx context.Context, _ *Store) (<-chan struct{}, error) {
-	first, err := d.listener(ctx)
+	first, err := d.listener(ctx, pgWakeChannel)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +188,7 @@ func (d *pgDialect) listen(ctx context.Context, _ *Store) (<-chan struct{}, erro
 				return
 			case <-time.After(retryDelay):
 			}
-			if c, _ = d.listener(ctx); c != nil {
+			if c, _ = d.listener(ctx, pgWakeChannel); c != nil {
 				send(out) // pokes may have been lost meanwhile: look
 			}
 		}
@@ -196,12 +196,14 @@ func (d *pgDialect) listen(ctx context.Context, _ *Store) (<-chan struct{}, erro
 	return out, nil
 }
 
-func (d *pgDialect) listener(ctx context.Context) (*pgx.Conn, error) {
+// listener connects to the database outside the pool and LISTENs on
+// channel (one of this file's constants: not quoted).
+func (d *pgDialect) listener(ctx context.Context, channel string) (*pgx.Conn, error) {
 	c, err := pgx.ConnectConfig(ctx, d.cfg)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.Exec(ctx, `LISTEN `+pgWakeChannel); err != nil {
+	if _, err := c.Exec(ctx, `LISTEN `+channel); err != nil {
 		closeConn(c)
 		return nil, err
 	}

@@ -90,6 +90,13 @@ type ClientConfig struct {
 	// WebhookSecret verifies webhook deliveries; WebhookHandler refuses to
 	// start without one.
 	WebhookSecret string
+	// OnIdleDelivery, if set, is called with the repository ("owner/name")
+	// and the issue of a webhook delivery of a new comment that no Ask of
+	// this client waits for: on a cluster, the Asks wait on another
+	// instance (the leader), which the serve daemon nudges to read it at
+	// once (PollNow). It is called after the delivery was answered, on a
+	// goroutine that Close waits for: keep it short.
+	OnIdleDelivery func(repo string, issue int)
 	// PermissionTTL is how long a collaborator permission lookup is
 	// trusted. Default one minute.
 	PermissionTTL time.Duration
@@ -164,6 +171,7 @@ type Client struct {
 	sleep    func(context.Context, time.Duration) error
 	backoff  time.Duration
 	ledger   Ledger
+	onIdle   func(repo string, issue int)
 	// transport paces writes and waits out rate limits below go-github.
 	transport *rateLimitTransport
 
@@ -225,6 +233,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		locks:      make(map[string]*keyLock),
 		backoff:    cfg.backoff,
 		ledger:     cfg.Ledger,
+		onIdle:     cfg.OnIdleDelivery,
 		runIssues:  make(map[string]int),
 		asked:      make(map[string]*asked),
 		perms:      make(map[string]permEntry),
@@ -324,6 +333,19 @@ func (c *Client) Close() error {
 	c.cancel()
 	c.wg.Wait()
 	return nil
+}
+
+// PollNow makes the poller of repo ("owner/name") poll at once instead of
+// at the end of its interval, if an Ask of this client waits on issue
+// there (on any issue: 0); otherwise it does nothing. It does not wait for
+// the poll. Requests made meanwhile are folded into one poll, whose
+// requests wait out rate limits as any other's (the client's transport).
+// Another instance's OnIdleDelivery is what calls it, through the serve
+// daemon.
+func (c *Client) PollNow(repo string, issue int) {
+	if p := c.lookupPoller(repo); p != nil {
+		p.kick(issue)
+	}
 }
 
 // Surface returns a surface on one repository of c.

@@ -571,6 +571,104 @@ func TestWebhookWhereNothingWaits(t *testing.T) {
 	}
 }
 
+// TestIdleDeliveryNudgesTheAsker: a delivery reaching a client where no
+// Ask waits on the comment's issue calls OnIdleDelivery with the repository
+// and the issue; the asking client's PollNow (what the serve daemon calls
+// when the nudge arrives) reads the answer at once although its next poll
+// is an hour away. PollNow for an issue where nothing waits polls nothing.
+func TestIdleDeliveryNudgesTheAsker(t *testing.T) {
+	t.Parallel()
+	const secret = "s3cret"
+	f := newFixture(t)
+	cfg := f.config(1)
+	cfg.PollInterval = time.Hour // only a webhook or PollNow can bring the answer
+	cfg.WebhookSecret = secret
+	type idle struct {
+		repo  string
+		issue int
+	}
+	askerIdle := make(chan idle, 4)
+	cfg.OnIdleDelivery = func(repo string, issue int) { askerIdle <- idle{repo, issue} }
+	asker := f.surface(t, cfg)
+	otherIdle := make(chan idle, 4)
+	cfg.OnIdleDelivery = func(repo string, issue int) { otherIdle <- idle{repo, issue} }
+	other := f.surface(t, cfg)
+	other.c.PollNow(testRepo, 1) // no poller: nothing happens
+
+	set := surfacetest.SingleChoice("nudged")
+	ch := startAsk(ctxTimeout(t), asker, set)
+	f.waitAsked(t, set)
+	eventually(t, "waiter", func() bool {
+		p := asker.c.lookupPoller(testRepo)
+		return p != nil && len(p.waitersFor(1)) == 1
+	})
+	f.srv.CreateIssue(testRepo, "Elsewhere") // issue 2: nothing waits there
+	deliver := func(s *Surface, issue int, delivery string) {
+		t.Helper()
+		c := f.srv.AddComment(testRepo, issue, "alice", "3")
+		payload := f.srv.IssueCommentEvent(testRepo, c, "created")
+		h, err := s.WebhookHandler()
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := httptest.NewRequest("POST", "/webhook", bytes.NewReader(payload))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-GitHub-Event", "issue_comment")
+		req.Header.Set("X-GitHub-Delivery", delivery)
+		req.Header.Set("X-Hub-Signature-256", githubtest.Signature(secret, payload))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusAccepted {
+			t.Fatalf("delivery %s: status %d, want 202", delivery, rec.Code)
+		}
+	}
+	nextIdle := func(ch <-chan idle) idle {
+		t.Helper()
+		select {
+		case got := <-ch:
+			return got
+		case <-time.After(waitLong):
+			t.Fatal("OnIdleDelivery not called")
+			return idle{}
+		}
+	}
+
+	// At the asker, a comment on an issue where nothing waits is idle too.
+	deliver(asker, 2, "d-1")
+	if got := nextIdle(askerIdle); got != (idle{testRepo, 2}) {
+		t.Fatalf("OnIdleDelivery(%q, %d), want (%q, 2)", got.repo, got.issue, testRepo)
+	}
+	asker.c.PollNow(testRepo, 2)
+	time.Sleep(100 * time.Millisecond)
+	if n := f.polls(); n != 0 {
+		t.Fatalf("PollNow for an issue where nothing waits: %d polls, want none", n)
+	}
+
+	deliver(other, 1, "d-2")
+	got := nextIdle(otherIdle)
+	if got != (idle{testRepo, 1}) {
+		t.Fatalf("OnIdleDelivery(%q, %d), want (%q, 1)", got.repo, got.issue, testRepo)
+	}
+	select {
+	case r := <-ch:
+		t.Fatalf("Ask returned %+v, %v before PollNow", r.resp, r.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	asker.c.PollNow(got.repo, got.issue)
+	asker.c.PollNow(got.repo, got.issue) // folded into the same poll, or one more
+	if r := waitResult(t, ch); r.err != nil || !slices.Equal(r.resp.Answers[0].Labels, []string{"MySQL"}) {
+		t.Fatalf("Ask = %+v, %v; want MySQL", r.resp, r.err)
+	}
+	if n := f.polls(); n < 1 || n > 2 {
+		t.Errorf("%d polls after PollNow twice, want 1 or 2", n)
+	}
+	select {
+	case got := <-askerIdle:
+		t.Errorf("the asker called OnIdleDelivery(%q, %d) for a delivery to another client", got.repo, got.issue)
+	default:
+	}
+}
+
 func TestWebhookRefusesWithoutSecret(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

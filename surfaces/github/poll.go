@@ -46,9 +46,11 @@ type poller struct {
 	mu      sync.Mutex
 	waiters map[*waiter]bool
 	running bool
-	cursor  time.Time // since, for the next poll
-	etag    string    // of the last listing...
-	etagURL string    // ...of this query
+	kicked  bool               // PollNow: poll without waiting out the interval
+	wake    context.CancelFunc // ends the wait between polls, while one is on
+	cursor  time.Time          // since, for the next poll
+	etag    string             // of the last listing...
+	etagURL string             // ...of this query
 
 	proc   sync.Mutex          // serialises handling comments
 	issues map[int]*issueState // by issue, while sets wait there (guarded by proc)
@@ -193,7 +195,7 @@ func (p *poller) run() {
 	defer p.c.wg.Done()
 	ctx := p.c.ctx
 	for {
-		if err := p.c.sleep(ctx, p.c.interval); err != nil {
+		if err := p.pause(ctx); err != nil {
 			p.stop()
 			return
 		}
@@ -211,6 +213,48 @@ func (p *poller) run() {
 				p.failAll(err)
 			}
 		}
+	}
+}
+
+// pause waits out the interval between two polls, or less when kicked
+// (PollNow). It fails only when ctx ends.
+func (p *poller) pause(ctx context.Context) error {
+	p.mu.Lock()
+	if p.kicked {
+		p.kicked = false
+		p.mu.Unlock()
+		return ctx.Err()
+	}
+	wctx, wake := context.WithCancel(ctx)
+	defer wake()
+	p.wake = wake
+	p.mu.Unlock()
+	_ = p.c.sleep(wctx, p.c.interval)
+	p.mu.Lock()
+	p.wake, p.kicked = nil, false
+	p.mu.Unlock()
+	return ctx.Err()
+}
+
+// kick makes the running poller poll at once, if an Ask waits on issue
+// (any issue: 0). Kicks while a poll is on are folded into one poll after
+// it: that poll lists whatever came in meanwhile.
+func (p *poller) kick(issue int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.running {
+		return
+	}
+	waits := issue == 0
+	for w := range p.waiters {
+		waits = waits || w.issue == issue
+	}
+	if !waits {
+		return
+	}
+	p.kicked = true
+	if p.wake != nil {
+		p.wake()
 	}
 }
 

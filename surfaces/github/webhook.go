@@ -48,13 +48,15 @@ func (d *deliveries) add(id string) bool {
 // X-GitHub-Delivery is handled once. The handler answers 202 at once and
 // reads the comment afterwards. It refuses to start without a secret.
 //
-// A delivery helps only the client whose Asks wait on the comment's issue:
-// it reads the comment at once instead of at its next poll. Elsewhere —
+// A delivery helps the client whose Asks wait on the comment's issue: it
+// reads the comment at once instead of at its next poll. Elsewhere —
 // another `serve` instance of a cluster than the leader, which asks and
 // polls (or than the instance whose running turn asks an approval there) —
-// the delivery is accepted (202, so GitHub does not send it again) and
-// dropped: no request, nothing recorded. The comment is not lost: the
-// asking instance's poll lists it within poll_interval.
+// the delivery is accepted (202, so GitHub does not send it again), nothing
+// is requested or recorded here, and OnIdleDelivery is called: the serve
+// daemon nudges the instances through the shared store, and the one whose
+// Asks wait there polls at once (PollNow). Were the nudge lost, the asking
+// instance's poll still lists the comment within poll_interval.
 func (c *Client) WebhookHandler() (http.Handler, error) {
 	if len(c.secret) == 0 {
 		return nil, errors.New("github webhook: no webhook_secret configured; refusing to accept unsigned deliveries")
@@ -111,17 +113,29 @@ func (c *Client) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	p := c.lookupPoller(ev.GetRepo().GetFullName())
+	repo, issue := ev.GetRepo().GetFullName(), ev.GetIssue().GetNumber()
+	p := c.lookupPoller(repo)
 	w.WriteHeader(http.StatusAccepted)
-	// No poller: nothing ever waited on this repository here (on a cluster,
-	// this instance does not lead); the asker's poll will read the comment.
-	if p == nil || c.ctx.Err() != nil {
+	if c.ctx.Err() != nil {
+		return
+	}
+	// No poller, or none of its Asks on this issue: here nothing waits for
+	// the comment (on a cluster, this instance does not lead).
+	idle := p == nil || len(p.waitersFor(issue)) == 0
+	if idle && c.onIdle != nil {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.onIdle(repo, issue)
+		}()
+	}
+	if p == nil {
 		return
 	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		p.handle(c.ctx, ev.GetIssue().GetNumber(), []*gh.IssueComment{ev.Comment})
+		p.handle(c.ctx, issue, []*gh.IssueComment{ev.Comment})
 	}()
 }
 
