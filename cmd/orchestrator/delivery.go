@@ -173,6 +173,10 @@ func (r runDelivery) Park(ctx context.Context, run store.Run) error {
 	return r.d.Park(ctx, run, r.opts)
 }
 
+// Portable: Park pushes the run's branch only when the run's delivery
+// pushes.
+func (r runDelivery) Portable() bool { return r.opts.Push }
+
 var _ runner.Parker = runDelivery{}
 
 // deliveryState is the process's Deliverer, built once (Main's fields).

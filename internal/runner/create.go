@@ -56,16 +56,17 @@ func (r *Runner) Create(ctx context.Context, n NewRun) (store.Run, error) {
 		run.Status = store.RunQueued
 	}
 	if r.cfg.Store.Shared() && !n.Queued {
-		// A run whose work is not delivered through git lives in its
-		// working directory, on this machine: only the instances here may
-		// drive it. One delivered through git moves with its branch. A
+		// A run whose work is not delivered through git (by a delivery
+		// that pushes) lives in its working directory, on this machine:
+		// only the instances here may drive it. One delivered through git
+		// moves with its branch. A
 		// queued run is tied to the machine of the instance that takes it
 		// (Drive), not to the one it was submitted from.
-		dv, err := r.delivery(run)
+		movable, err := r.movable(run)
 		if err != nil {
 			return store.Run{}, fmt.Errorf("create run: %w", err)
 		}
-		if dv == nil {
+		if !movable {
 			run.Host = store.Hostname()
 		}
 	}

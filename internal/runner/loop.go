@@ -41,7 +41,7 @@ func (r *Runner) Drive(ctx context.Context, runID string) (store.Run, error) {
 		}()
 	}
 	if run.Status == store.RunQueued && run.Host == "" && r.cfg.Store.Shared() {
-		if dv, err := r.delivery(run); err == nil && dv == nil {
+		if movable, err := r.movable(run); err == nil && !movable {
 			// Its working directory is on this machine from now on.
 			if err := r.cfg.Store.SetRunHost(ctx, run.ID, store.Hostname()); err != nil {
 				return run, err

@@ -15,6 +15,22 @@ type Parker interface {
 	// commit on the run's branch and pushes the branch. Idempotent; a run
 	// whose delivery does not push is left alone (its work stays here).
 	Park(ctx context.Context, run store.Run) error
+	// Portable reports whether Park hands the work over: the delivery
+	// pushes the run's branch. A run whose work cannot move stays with
+	// its host (store.Run.Host).
+	Portable() bool
+}
+
+// movable reports whether another machine can go on with a run: its work
+// is delivered through git, by a delivery that pushes its branch when the
+// run parks. Other runs stay with the host of their working directory.
+func (r *Runner) movable(run store.Run) (bool, error) {
+	dv, err := r.delivery(run)
+	if err != nil || dv == nil {
+		return false, err
+	}
+	p, ok := dv.(Parker)
+	return ok && p.Portable(), nil
 }
 
 // parkWork hands the run's work in progress over when the run parks

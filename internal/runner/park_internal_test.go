@@ -25,11 +25,37 @@ type parkingDelivery struct {
 	plainDelivery
 	parked []string
 	err    error
+	local  bool // its delivery does not push
 }
 
 func (p *parkingDelivery) Park(_ context.Context, run store.Run) error {
 	p.parked = append(p.parked, run.ID)
 	return p.err
+}
+
+func (p *parkingDelivery) Portable() bool { return !p.local }
+
+// TestMovableRuns: a run moves between machines only with a delivery that
+// pushes its branch when it parks.
+func TestMovableRuns(t *testing.T) {
+	t.Parallel()
+	var dv Delivery
+	r := &Runner{cfg: Config{Delivery: func(store.Run) (Delivery, error) { return dv, nil }}}
+	for _, tc := range []struct {
+		name string
+		dv   Delivery
+		want bool
+	}{
+		{"no delivery", nil, false},
+		{"a delivery that cannot park", plainDelivery{}, false},
+		{"a delivery that does not push", &parkingDelivery{local: true}, false},
+		{"a delivery that pushes", &parkingDelivery{}, true},
+	} {
+		dv = tc.dv
+		if got, err := r.movable(store.Run{ID: "r1"}); got != tc.want || err != nil {
+			t.Errorf("%s: movable = %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
 }
 
 // TestParkWorkCallsTheDeliveryParker: parkWork parks through a Delivery
