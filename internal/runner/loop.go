@@ -185,8 +185,10 @@ func (r *Runner) step(ctx context.Context, d *drive, run store.Run) error {
 	}
 	if len(sets) > 0 {
 		if r.cfg.Park {
-			// Another instance may resume the run: its work so far goes
-			// to the run's branch (with git delivery that pushes).
+			// Another instance may resume the run: its work so far is on
+			// the run's branch (each turn parks it: finish), unless that
+			// failed; try again (idempotent, and cheap when nothing
+			// changed).
 			r.parkWork(ctx, run)
 			return fmt.Errorf("run %s, question set %s: %w", run.ID, sets[0].Set.ID, ErrParked)
 		}

@@ -128,12 +128,20 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 // finish stores a turn's outcome, with the questions it asked (or, for a
 // turn stopped at the run's limits, the question whether to go on; see
 // limit.go), in one transaction. The CLI's session file (of the turn run in
-// workdir) is saved to the store first, so that a turn recorded finished
-// has its conversation there for a resume on another machine.
+// workdir) is saved to the store first, and on a shared store its work is
+// parked on the run's branch, so that a turn recorded finished has its
+// conversation and its work where another machine finds them.
 func (r *Runner) finish(ctx context.Context, d *drive, run store.Run, t store.Turn, workdir string, out executor.Outcome, col *questions.TurnCollector) error {
 	// The turn happened: record it whatever else is going on.
 	ctx = context.WithoutCancel(ctx)
 	r.saveSession(ctx, d.Agent, run, t, workdir) // sessions.go
+	if r.cfg.Park {
+		// On a shared store another instance may take the run up after
+		// this turn (this one dies, or the run parks): the turn's work goes
+		// to the run's branch with its conversation, so the two match
+		// wherever the run goes on (park.go).
+		r.parkWork(ctx, run)
+	}
 	res := store.TurnResult{
 		Status:       out.Status,
 		Category:     out.Category,
