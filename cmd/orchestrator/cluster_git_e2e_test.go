@@ -67,8 +67,24 @@ func under(path, dir string) bool {
 // another instance, whose worktree holds first.txt (the model's cat prints
 // it back); the run ends done, the answer delivered once, and the run's
 // branch on origin has both files.
+//
+// The instances share the checkout (one machine): the next one removes the
+// killed one's worktree of the run, which keeps the branch checked out.
+// With "machine gone", the killed instance's worktree and the run's local
+// branch are deleted too, as if it had been on a machine of its own: the
+// work can come from origin only.
 func TestClusterGitRunMovesToAnotherInstance(t *testing.T) {
 	t.Parallel()
+	for _, gone := range []bool{false, true} {
+		name := "shared clone"
+		if gone {
+			name = "machine gone"
+		}
+		t.Run(name, func(t *testing.T) { testGitRunMoves(t, gone) })
+	}
+}
+
+func testGitRunMoves(t *testing.T, machineGone bool) {
 	c := newCluster(t, 3, "", movingRules()...)
 	origin, checkout := newOrigin(t, c.e.dir)
 	spec := filepath.Join(c.e.dir, "moves.md")
@@ -128,6 +144,13 @@ func TestClusterGitRunMovesToAnotherInstance(t *testing.T) {
 	}
 	c.kill(first)
 	t.Logf("the first turn ran on %s, killed", first.name)
+	if machineGone {
+		gitCmd(t, checkout, "worktree", "remove", "--force", "--force", dl.Worktree)
+		gitCmd(t, checkout, "branch", "--quiet", "-D", dl.Branch)
+		if err := os.RemoveAll(first.state); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	c.command("answer", set.Set.Questions[0].ID, "2")
 	waitFor(t, "the run done on another instance", func() bool {
@@ -162,6 +185,22 @@ func TestClusterGitRunMovesToAnotherInstance(t *testing.T) {
 	}
 	if !saw {
 		t.Errorf("the resumed turn's cat did not print first.txt (%q): its worktree lacked the first turn's work", firstContent)
+	}
+	// The instance that took the run added its worktree from the run's
+	// branch: the shared clone's local one, or origin's when the killed
+	// instance's machine is gone.
+	from := "refs/heads/" + dl.Branch
+	if machineGone {
+		from = "refs/remotes/origin/" + dl.Branch
+	}
+	moved := 0
+	for _, in := range c.nodes {
+		if in != first && strings.Contains(in.out.String(), "from="+from) {
+			moved++
+		}
+	}
+	if moved != 1 {
+		t.Errorf("%d instances say they added the run's worktree from %s, want 1", moved, from)
 	}
 
 	// The run's branch on origin carries both files.
