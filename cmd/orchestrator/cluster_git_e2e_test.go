@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -201,6 +202,14 @@ func testGitRunMoves(t *testing.T, machineGone bool) {
 	}
 	if moved != 1 {
 		t.Errorf("%d instances say they added the run's worktree from %s, want 1", moved, from)
+	}
+	// Nothing about the run went wrong on the way (a park or a worktree
+	// that failed is only a warning).
+	trouble := regexp.MustCompile(`level=(WARN|ERROR).*run=` + runID)
+	for _, in := range c.nodes {
+		if m := trouble.FindString(in.out.String()); m != "" {
+			t.Errorf("%s: %s", in.name, m)
+		}
 	}
 
 	// The run's branch on origin carries both files.
