@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"os"
 	"sync"
 	"time"
@@ -209,9 +208,7 @@ func (s *Store) Lead(ctx context.Context, name string, retry time.Duration, fn f
 		fn(ctx)
 		return
 	}
-	h := fnv.New64a()
-	h.Write([]byte("orchestrator leader " + name))
-	key := int64(h.Sum64() >> 1)
+	key := d.lockKey("leader " + name)
 	for ctx.Err() == nil {
 		c, err := pgx.ConnectConfig(ctx, d.cfg)
 		if err == nil {

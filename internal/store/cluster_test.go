@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/internal/pgtest"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
 
@@ -345,4 +346,32 @@ func answerAll(set questions.Set, label string) questions.Response {
 		resp.Answers = append(resp.Answers, questions.Answer{QuestionID: q.ID, Labels: []string{label}})
 	}
 	return resp
+}
+
+// testTwoSchemasLeadApart: two orchestrators in two schemas of one
+// database (two teams, or two tests) each have a leader: advisory locks,
+// the database's, are keyed by schema.
+func testTwoSchemasLeadApart(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	led := make(chan string, 2)
+	for _, name := range []string{"a", "b"} {
+		s, err := OpenDatabase(ctx, t.TempDir(), pgtest.Schema(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		go s.Lead(ctx, "serve", 100*time.Millisecond, func(lctx context.Context) {
+			led <- name
+			<-lctx.Done()
+		})
+	}
+	for i := 0; i < 2; i++ {
+		select {
+		case <-led:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of the two schemas' instances lead; want both", i)
+		}
+	}
 }

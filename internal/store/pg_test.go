@@ -89,6 +89,7 @@ var pgTests = []struct {
 	{"TestLeaseOneHolderAndTakeOver", TestLeaseOneHolderAndTakeOver},
 	{"TestLeadOneAtATime", TestLeadOneAtATime},
 	{"TestWaitChangeWokenByAnotherInstance", TestWaitChangeWokenByAnotherInstance},
+	{"TestTwoSchemasLeadApart", testTwoSchemasLeadApart},
 	{"TestNudgeReachesEveryInstance", TestNudgeReachesEveryInstance},
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"regexp"
 	"strings"
@@ -42,6 +43,13 @@ func OpenDatabase(ctx context.Context, dir, databaseURL string) (*Store, error) 
 	pool.SetMaxOpenConns(8)
 	pool.SetMaxIdleConns(4)
 	d := &pgDialect{cfg: cfg}
+	// Advisory locks are the database's, not a schema's: they are keyed by
+	// the schema too, so that orchestrators in two schemas of one database
+	// (or the tests, a schema each) do not take each other's locks.
+	if err := pool.QueryRowContext(ctx, `SELECT COALESCE(current_schema(), '')`).Scan(&d.schema); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open store (PostgreSQL %s/%s): %w", cfg.Host, cfg.Database, err)
+	}
 	if err := d.migrate(ctx, pool); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open store (PostgreSQL %s/%s): %w", cfg.Host, cfg.Database, err)
@@ -57,15 +65,18 @@ func isPostgresURL(u string) bool {
 // pgDialect is a PostgreSQL database shared by any number of processes on
 // any number of machines.
 type pgDialect struct {
-	cfg *pgx.ConnConfig // for the listener's own connection
+	cfg    *pgx.ConnConfig // for the listener's own connection
+	schema string          // where the store's tables are (current_schema())
 }
 
-// Advisory lock keys (pg_advisory_lock): the migration's, held by the one
-// process migrating, and the writers', held by each write transaction.
-const (
-	pgMigrateLock int64 = 0x6f72636800000001 // "orch" 1
-	pgWriteLock   int64 = 0x6f72636800000002 // "orch" 2
-)
+// lockKey is the advisory lock key (pg_advisory_lock) of purpose in the
+// store's schema: "migrate", held by the one process migrating; "write",
+// held by each write transaction; "leader …" (Lead).
+func (d *pgDialect) lockKey(purpose string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("orchestrator\x00" + d.schema + "\x00" + purpose))
+	return int64(h.Sum64() >> 1)
+}
 
 // pgWakeChannel is the NOTIFY channel of pokes.
 const pgWakeChannel = "orchestrator_wake"
@@ -77,12 +88,12 @@ func (*pgDialect) rebind(q string) string { return numberPlaceholders(q) }
 // write of the store (claim an answered set exactly once, a final run is
 // never changed) holds as it does there. Read committed reads see every
 // transaction committed before the lock was granted.
-func (*pgDialect) begin(ctx context.Context, db *sql.DB) (*sql.Tx, error) {
+func (d *pgDialect) begin(ctx context.Context, db *sql.DB) (*sql.Tx, error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, pgWriteLock); err != nil {
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, d.lockKey("write")); err != nil {
 		tx.Rollback()
 		return nil, err
 	}
@@ -108,16 +119,16 @@ func pgMigration(m string) string {
 // with its row in schema_migrations, under a session advisory lock: when
 // several processes start at once on an empty database, one migrates and
 // the others then find the schema up to date.
-func (*pgDialect) migrate(ctx context.Context, db *sql.DB) error {
+func (d *pgDialect) migrate(ctx context.Context, db *sql.DB) error {
 	c, err := db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	defer c.Close()
-	if _, err := c.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, pgMigrateLock); err != nil {
+	if _, err := c.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, d.lockKey("migrate")); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	defer c.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, pgMigrateLock)
+	defer c.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, d.lockKey("migrate"))
 	if _, err := c.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    BIGINT PRIMARY KEY,
 		applied_at BIGINT NOT NULL
