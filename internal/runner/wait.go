@@ -124,6 +124,20 @@ func (r *Runner) wait(ctx context.Context, d *drive, run store.Run, rec store.Se
 	var failures int // rounds in a row in which every surface failed
 	var retryAt time.Time
 	for {
+		// What is due already happens before anyone is asked: a timeout
+		// that passed while nobody drove the run is not raced by a
+		// surface that cannot ask (the terminal's input ended).
+		if what, due := r.duePolicyEvent(pol, rec); due {
+			done, err := r.policyEvent(ctx, run, &rec, &surfs, pol, what)
+			if done || err != nil {
+				return err
+			}
+			if what == policyEscalate {
+				gone = false // a new surface to ask
+				retryAt = time.Time{}
+			}
+			continue
+		}
 		actx, cancel := context.WithCancel(ctx)
 		var asked chan error
 		var retryTimer *time.Timer
@@ -435,6 +449,26 @@ const (
 // nextPolicyEvent computes, from the stored times (so restarts keep the
 // schedule), when the next reminder, escalation or timeout is due.
 func (r *Runner) nextPolicyEvent(pol Policy, rec store.SetRecord) (*time.Timer, policyWhat) {
+	at, what := policyAt(pol, rec)
+	if what == 0 {
+		return nil, 0
+	}
+	d := at.Sub(r.cfg.Now())
+	if d < 0 {
+		d = 0
+	}
+	return time.NewTimer(d), what
+}
+
+// duePolicyEvent is the reminder, escalation or timeout already due, if any
+// (a run taken up after its question's timeout passed).
+func (r *Runner) duePolicyEvent(pol Policy, rec store.SetRecord) (policyWhat, bool) {
+	at, what := policyAt(pol, rec)
+	return what, what != 0 && !at.After(r.cfg.Now())
+}
+
+// policyAt is when the next reminder, escalation or timeout of rec is due.
+func policyAt(pol Policy, rec store.SetRecord) (time.Time, policyWhat) {
 	var at time.Time
 	var what policyWhat
 	consider := func(t time.Time, w policyWhat) {
@@ -456,14 +490,7 @@ func (r *Runner) nextPolicyEvent(pol Policy, rec store.SetRecord) (*time.Timer, 
 			consider(last.Add(pol.RemindEvery), policyRemind)
 		}
 	}
-	if what == 0 {
-		return nil, 0
-	}
-	d := at.Sub(r.cfg.Now())
-	if d < 0 {
-		d = 0
-	}
-	return time.NewTimer(d), what
+	return at, what
 }
 
 // policyEvent carries out a reminder, an escalation or a timeout. done is
