@@ -164,11 +164,15 @@ func (d *Daemon) claim(ctx context.Context) {
 // serve stops).
 func (d *Daemon) askLoop(lctx context.Context) {
 	asking := map[string]bool{}
-	retryAt := map[string]time.Time{}
-	ended := make(chan string)
+	retryAt := map[string]time.Time{} // runs whose asking failed: when to ask again
+	type askEnded struct {
+		runID  string
+		failed bool
+	}
+	ended := make(chan askEnded)
 	defer func() {
 		for len(asking) > 0 {
-			delete(asking, <-ended)
+			delete(asking, (<-ended).runID)
 		}
 	}()
 	look := func() {
@@ -197,12 +201,7 @@ func (d *Daemon) askLoop(lctx context.Context) {
 				default:
 					d.log.Error("ask the questions of a waiting run", "run", run.ID, "spec", run.Spec, "err", err)
 				}
-				if err != nil && lctx.Err() == nil {
-					d.mu.Lock()
-					d.askFailed[run.ID] = time.Now().Add(d.cfg.AdoptEvery)
-					d.mu.Unlock()
-				}
-				ended <- run.ID
+				ended <- askEnded{run.ID, err != nil && lctx.Err() == nil}
 			}()
 		}
 	}
@@ -224,14 +223,13 @@ func (d *Daemon) askLoop(lctx context.Context) {
 		select {
 		case <-lctx.Done():
 			return
-		case id := <-ended:
-			delete(asking, id)
-			d.mu.Lock()
-			if at, ok := d.askFailed[id]; ok {
-				retryAt[id] = at
-				delete(d.askFailed, id)
+		case e := <-ended:
+			delete(asking, e.runID)
+			if e.failed {
+				retryAt[e.runID] = time.Now().Add(d.cfg.AdoptEvery)
+			} else {
+				delete(retryAt, e.runID)
 			}
-			d.mu.Unlock()
 		case <-changes:
 			look()
 		}

@@ -151,17 +151,16 @@ type Daemon struct {
 	mux   *http.ServeMux
 	ready chan struct{}
 
-	mu        sync.Mutex
-	started   bool
-	stopping  bool
-	addr      string
-	driving   map[string]string    // run ID → spec name, for the runs driven here
-	bySpec    map[string]int       // spec name → runs of it driven here
-	wg        sync.WaitGroup       // drivers
-	failed    map[string]retry     // run ID → when to drive again a run whose drive failed
-	undriven  []string             // active runs no process drove at the last look
-	leader    bool                 // this instance leads (cluster.go)
-	askFailed map[string]time.Time // waiting runs whose asking failed: when to ask again
+	mu       sync.Mutex
+	started  bool
+	stopping bool
+	addr     string
+	driving  map[string]string // run ID → spec name, for the runs driven here
+	bySpec   map[string]int    // spec name → runs of it driven here
+	wg       sync.WaitGroup    // drivers
+	failed   map[string]retry  // run ID → when to drive again a run whose drive failed
+	undriven []string          // active runs no process drove at the last look
+	leader   bool              // this instance leads (cluster.go)
 
 	specDir      *specDir              // nil without SpecsDir; used by New, then by the rescan loop
 	specTexts    map[string]loadedSpec // spec name → the version scheduled, with its text
@@ -208,13 +207,12 @@ func New(cfg Config) (*Daemon, error) {
 		cfg.AdoptEvery = 5 * time.Second
 	}
 	d := &Daemon{
-		cfg:       cfg,
-		log:       cfg.Logger,
-		ready:     make(chan struct{}),
-		driving:   map[string]string{},
-		bySpec:    map[string]int{},
-		failed:    map[string]retry{},
-		askFailed: map[string]time.Time{},
+		cfg:     cfg,
+		log:     cfg.Logger,
+		ready:   make(chan struct{}),
+		driving: map[string]string{},
+		bySpec:  map[string]int{},
+		failed:  map[string]retry{},
 	}
 	initial := cfg.Specs
 	if cfg.SpecsDir != "" {
