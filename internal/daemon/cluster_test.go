@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -96,5 +98,75 @@ func TestClusterInstancesShareTheQueue(t *testing.T) {
 	}
 	for _, c := range calls[1:] {
 		c.finish <- store.RunDone
+	}
+}
+
+// recordingAsks records the runs asked and fails the first ask of each.
+type recordingAsks struct {
+	mu    sync.Mutex
+	asked map[string]int
+	calls chan string
+}
+
+func (a *recordingAsks) Ask(ctx context.Context, runID string) error {
+	a.mu.Lock()
+	a.asked[runID]++
+	n := a.asked[runID]
+	a.mu.Unlock()
+	a.calls <- runID
+	if n == 1 {
+		return errors.New("every surface failed")
+	}
+	<-ctx.Done() // asks until the lead ends
+	return ctx.Err()
+}
+
+// TestClusterLeaderAsksWaitingRuns: the leading instance asks every
+// waiting run's questions, a run whose asking failed again after a while,
+// and leaves alone a waiting run some process drives.
+func TestClusterLeaderAsksWaitingRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := store.OpenDatabase(ctx, t.TempDir(), pgtest.Schema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	for _, id := range []string{"w1", "held"} {
+		if _, err := st.CreateRun(ctx, store.Run{ID: id, Prompt: "p", Status: store.RunWaiting}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lock, err := st.LockRun("held") // a foreground `run` waits at its terminal
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Unlock()
+	asks := &recordingAsks{asked: map[string]int{}, calls: make(chan string, 16)}
+	d, err := New(Config{Runs: newFakeRuns(st, ""), Asks: asks, Store: st, AdoptEvery: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(dctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("daemon: %v", err)
+		}
+	}()
+	for i := 0; i < 2; i++ { // asked, failed, asked again
+		select {
+		case id := <-asks.calls:
+			if id != "w1" {
+				t.Fatalf("asked %s; want only w1 (held is driven by another process)", id)
+			}
+		case <-time.After(wait):
+			t.Fatalf("w1 asked %d times, want 2 (again after its asking failed)", i)
+		}
+	}
+	if !d.Leader() {
+		t.Error("the one instance does not lead")
 	}
 }
