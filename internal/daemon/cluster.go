@@ -77,6 +77,11 @@ func (d *Daemon) heartbeat(ctx context.Context) {
 	}
 	beat()
 	every(ctx, max(d.cfg.Store.LeaseTTL()/3, time.Second), beat)
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := d.cfg.Store.Goodbye(gctx); err != nil {
+		d.log.Warn("leave the instances' list", "err", err)
+	}
 }
 
 func (d *Daemon) setLeader(on bool) {

@@ -66,6 +66,7 @@ type Store interface {
 	Lead(ctx context.Context, name string, retry time.Duration, fn func(ctx context.Context))
 	// Heartbeat and LeaseTTL: this instance as `status` lists it.
 	Heartbeat(ctx context.Context, started time.Time, leader bool, driving int) error
+	Goodbye(ctx context.Context) error
 	LeaseTTL() time.Duration
 }
 

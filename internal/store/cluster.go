@@ -358,6 +358,15 @@ func (s *Store) Heartbeat(ctx context.Context, started time.Time, leader bool, d
 	return err
 }
 
+// Goodbye forgets this instance (a clean shutdown): status stops listing it
+// at once.
+func (s *Store) Goodbye(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM instances WHERE id = ?`, s.instance); err != nil {
+		return fmt.Errorf("goodbye: %w", err)
+	}
+	return nil
+}
+
 // Instances lists the instances whose heartbeat is newer than since,
 // oldest first.
 func (s *Store) Instances(ctx context.Context, since time.Time) ([]InstanceInfo, error) {

@@ -375,3 +375,35 @@ func testTwoSchemasLeadApart(t *testing.T) {
 		}
 	}
 }
+
+// TestInstancesHeartbeatAndGoodbye: an instance is listed from its
+// heartbeat, with what it said, until it says goodbye.
+func TestInstancesHeartbeatAndGoodbye(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, b := open(t, dir), open(t, dir)
+	ctx := context.Background()
+	started := time.Now().Add(-time.Minute)
+	if err := a.Heartbeat(ctx, started, true, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Heartbeat(ctx, time.Now(), false, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Heartbeat(ctx, started, true, 3); err != nil { // beats again
+		t.Fatal(err)
+	}
+	list, err := b.Instances(ctx, time.Now().Add(-time.Minute))
+	if err != nil || len(list) != 2 {
+		t.Fatalf("instances %+v, %v; want 2", list, err)
+	}
+	if in := list[0]; in.ID != a.Instance() || !in.Leader || in.Driving != 3 || in.PID == 0 {
+		t.Errorf("first instance %+v; want a, leading, driving 3", in)
+	}
+	if err := a.Goodbye(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := b.Instances(ctx, time.Now().Add(-time.Minute)); err != nil || len(list) != 1 || list[0].ID != b.Instance() {
+		t.Fatalf("after a's goodbye: %+v, %v", list, err)
+	}
+}

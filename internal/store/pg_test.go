@@ -90,6 +90,7 @@ var pgTests = []struct {
 	{"TestLeadOneAtATime", TestLeadOneAtATime},
 	{"TestWaitChangeWokenByAnotherInstance", TestWaitChangeWokenByAnotherInstance},
 	{"TestTwoSchemasLeadApart", testTwoSchemasLeadApart},
+	{"TestInstancesHeartbeatAndGoodbye", TestInstancesHeartbeatAndGoodbye},
 	{"TestNudgeReachesEveryInstance", TestNudgeReachesEveryInstance},
 }
 
