@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -108,7 +109,7 @@ func TestBrowserInboxAnswersRunPageAndCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := text(t, ctx, chromedp.ID("run-cost")); !mark || c != "$0.0042" {
+	if c := liveText(t, ctx, "run-cost", "$0.0042"); !mark || c != "$0.0042" {
 		t.Fatalf("live update: mark %v (false: the page was reloaded), cost %q", mark, c)
 	}
 	browsertest.Screenshot(t, ctx, "run")
@@ -121,8 +122,30 @@ func TestBrowserInboxAnswersRunPageAndCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := text(t, ctx, chromedp.ID("run-status")); st != "cancelled" {
+	if st := liveText(t, ctx, "run-status", "cancelled"); st != "cancelled" {
 		t.Fatalf("status after cancel: %q", st)
+	}
+}
+
+// liveText reads the text of the element with id on a page that redraws
+// it live, until it is want or a generous while passed; it returns the
+// last text read. The page's own script reads it, in one step: a node
+// replaced between finding it and reading it (chromedp's "No node with
+// given id found") cannot fail the read.
+func liveText(t *testing.T, ctx context.Context, id, want string) string {
+	t.Helper()
+	var got string
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.getElementById(`+strconv.Quote(id)+`) || {}).textContent || ""`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = strings.TrimSpace(s)
+		if got == want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
