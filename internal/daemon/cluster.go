@@ -134,34 +134,7 @@ func (d *Daemon) claim(ctx context.Context) {
 		}
 		return
 	}
-	now := time.Now()
-	var undriven []string
-	for _, run := range runs {
-		if room == 0 {
-			break
-		}
-		d.mu.Lock()
-		_, here := d.driving[run.ID]
-		r, failed := d.failed[run.ID]
-		d.mu.Unlock()
-		if here {
-			continue
-		}
-		if failed && now.Before(r.at) {
-			undriven = append(undriven, run.ID)
-			continue
-		}
-		if !d.register(run.ID, run.Spec) {
-			continue
-		}
-		room--
-		d.log.Info("claiming a run", "run", run.ID, "spec", run.Spec, "status", run.Status)
-		go func() { _ = d.drive(ctx, run.ID, run.Spec, "claim") }()
-	}
-	d.cfg.Metrics.setUndriven(len(undriven))
-	d.mu.Lock()
-	d.undriven = undriven
-	d.mu.Unlock()
+	d.take(ctx, runs, room, "claim", "claiming a run", func(store.Run) bool { return false })
 }
 
 // askLoop, while this instance leads, asks the questions of every waiting

@@ -524,22 +524,33 @@ func (d *Daemon) adopt(ctx context.Context) {
 		return
 	}
 	now := time.Now()
+	d.take(ctx, runs, -1, "adopt", "adopting a run no process drives", func(run store.Run) bool {
+		driven, err := d.cfg.Store.RunDriven(run.ID)
+		if err != nil {
+			d.log.Error("adopt runs: is the run driven", "run", run.ID, "err", err)
+			return true
+		}
+		return driven || (run.Status == store.RunRunning && now.Sub(run.UpdatedAt) < orphanGrace)
+	})
+}
+
+// take drives, each in its own goroutine, the runs not driven here (at most
+// room of them; -1: no bound) that skip does not leave out, except those
+// whose drive failed lately: they wait out their backoff and are reported
+// undriven (/healthz, orchestrator_runs_undriven).
+func (d *Daemon) take(ctx context.Context, runs []store.Run, room int, trigger, msg string, skip func(store.Run) bool) {
+	now := time.Now()
 	var undriven []string
 	for _, run := range runs {
+		if room == 0 {
+			break
+		}
 		d.mu.Lock()
 		_, here := d.driving[run.ID]
 		r, failed := d.failed[run.ID]
 		stopping := d.stopping
 		d.mu.Unlock()
-		if here || stopping {
-			continue
-		}
-		driven, err := d.cfg.Store.RunDriven(run.ID)
-		if err != nil {
-			d.log.Error("adopt runs: is the run driven", "run", run.ID, "err", err)
-			continue
-		}
-		if driven || (run.Status == store.RunRunning && now.Sub(run.UpdatedAt) < orphanGrace) {
+		if here || stopping || skip(run) {
 			continue
 		}
 		if failed && now.Before(r.at) {
@@ -549,8 +560,9 @@ func (d *Daemon) adopt(ctx context.Context) {
 		if !d.register(run.ID, run.Spec) {
 			continue
 		}
-		d.log.Info("adopting a run no process drives", "run", run.ID, "spec", run.Spec, "status", run.Status)
-		go func() { _ = d.drive(ctx, run.ID, run.Spec, "adopt") }()
+		room--
+		d.log.Info(msg, "run", run.ID, "spec", run.Spec, "status", run.Status)
+		go func() { _ = d.drive(ctx, run.ID, run.Spec, trigger) }()
 	}
 	// The gauge first: whoever sees /healthz degraded finds it counted.
 	d.cfg.Metrics.setUndriven(len(undriven))
