@@ -48,12 +48,17 @@ state then drives the run on, else continue with 'orchestrator resume RUN'.`,
 			return m.runRun(cmd.Context(), spec, f)
 		},
 	}
+	taskFlags(cmd, &f)
+	cmd.Flags().BoolVar(&f.json, "json", false, "print progress as NDJSON events on stdout, see docs/json.md (questions go to stderr)")
+	return cmd
+}
+
+// taskFlags are the flags that say what a new run is (run, submit).
+func taskFlags(cmd *cobra.Command, f *runFlags) {
 	cmd.Flags().StringVar(&f.prompt, "prompt", "", "the task, instead of a spec file")
 	cmd.Flags().StringSliceVar(&f.surfaces, "surface", nil, "where to ask questions: "+surfaceNames("or")+" (repeatable)")
 	cmd.Flags().StringVar(&f.workdir, "workdir", "", "the agent's working directory (default: the spec's, else agent.workdir, else here)")
 	cmd.Flags().BoolVar(&f.git, "git", false, "deliver the run's work through git: its own worktree and branch, a commit, a push and a pull request as configured (git:)")
-	cmd.Flags().BoolVar(&f.json, "json", false, "print progress as NDJSON events on stdout, see docs/json.md (questions go to stderr)")
-	return cmd
 }
 
 // newRunFrom builds the NewRun of a spec file or a prompt.

@@ -28,10 +28,7 @@ with 'orchestrator status' and 'orchestrator show RUN'.`,
 			return m.runSubmit(cmd.Context(), spec, f)
 		},
 	}
-	cmd.Flags().StringVar(&f.prompt, "prompt", "", "the task, instead of a spec file")
-	cmd.Flags().StringSliceVar(&f.surfaces, "surface", nil, "where to ask questions: "+surfaceNames("or")+" (repeatable)")
-	cmd.Flags().StringVar(&f.workdir, "workdir", "", "the agent's working directory on the instance that takes the run (default: the spec's, else agent.workdir, else here)")
-	cmd.Flags().BoolVar(&f.git, "git", false, "deliver the run's work through git: its own worktree and branch, a commit, a push and a pull request as configured (git:); such a run can move between instances")
+	taskFlags(cmd, &f) // run.go
 	return cmd
 }
 

@@ -806,13 +806,14 @@ func TestAdoptsRunsNoProcessDrives(t *testing.T) {
 	createRun(t, st, "fresh", "", store.RunRunning)
 	createRun(t, st, "left-waiting", "", store.RunWaiting)
 	createRun(t, st, "left-interrupted", "", store.RunInterrupted)
-	got := []string{f.next(t).runID, f.next(t).runID}
+	createRun(t, st, "submitted", "", store.RunQueued) // `orchestrator submit`
+	got := []string{f.next(t).runID, f.next(t).runID, f.next(t).runID}
 	slices.Sort(got)
-	if want := []string{"left-interrupted", "left-waiting"}; !slices.Equal(got, want) {
+	if want := []string{"left-interrupted", "left-waiting", "submitted"}; !slices.Equal(got, want) {
 		t.Fatalf("adopted %v, want %v", got, want)
 	}
 	time.Sleep(100 * time.Millisecond) // a few more looks
-	if want := []string{"left-interrupted", "left-waiting"}; !slices.Equal(d.Running(), want) {
+	if want := []string{"left-interrupted", "left-waiting", "submitted"}; !slices.Equal(d.Running(), want) {
 		t.Fatalf("Running() = %v, want %v", d.Running(), want)
 	}
 }
