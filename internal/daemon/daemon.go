@@ -309,9 +309,9 @@ func (d *Daemon) Running() []string {
 }
 
 // takeUp are the statuses of the runs a starting daemon drives on: those
-// waiting on a question, those interrupted by a shutdown, and those left
-// running by a process that died (a run another process still drives is
-// locked, and skipped).
+// queued by `orchestrator submit`, those waiting on a question, those
+// interrupted by a shutdown, and those left running by a process that died
+// (a run another process still drives is locked, and skipped).
 var takeUp = []store.RunStatus{store.RunQueued, store.RunWaiting, store.RunInterrupted, store.RunRunning}
 
 // Run is the daemon: it takes the daemon lock of the state directory (a
