@@ -361,6 +361,28 @@ func TestClusterKillTheInstanceRunningATurn(t *testing.T) {
 	}
 }
 
+// repo is the repository of the GitHub cluster tests.
+const repo = "acme/app"
+
+// newGitHubCluster starts three instances that ask on an issue of repo on a
+// fake GitHub (alice may answer), with more settings of the github block
+// (YAML lines indented under it).
+func newGitHubCluster(t *testing.T, more string) (*cluster, *githubtest.Server, int) {
+	t.Helper()
+	c := newCluster(t, 0, "", standardRules(0)...)
+	gh := githubtest.NewServer(t)
+	gh.RequireToken("test-token")
+	gh.SetPermission("alice", "write")
+	issue := gh.CreateIssue(repo, "Cluster questions")
+	c.e.base += fmt.Sprintf("  github:\n    enabled: true\n    base_url: %q\n    token: test-token\n    repo: %s\n    issue: %d\n%s",
+		gh.URL()+"/", repo, issue, more)
+	c.add(3)
+	for _, in := range c.nodes {
+		c.start(in)
+	}
+	return c, gh, issue
+}
+
 // TestClusterLeaderKilledGitHubPollingMovesOn: three instances ask on a
 // (fake) GitHub issue. The leader, which alone asks and polls GitHub, posts
 // a run's question and polls for its answer; it is killed (SIGKILL).
@@ -369,18 +391,7 @@ func TestClusterKillTheInstanceRunningATurn(t *testing.T) {
 // commented after the kill, resumes the run exactly once.
 func TestClusterLeaderKilledGitHubPollingMovesOn(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 0, "", standardRules(0)...)
-	gh := githubtest.NewServer(t)
-	gh.RequireToken("test-token")
-	gh.SetPermission("alice", "write")
-	const repo = "acme/app"
-	issue := gh.CreateIssue(repo, "Cluster questions")
-	c.e.base += fmt.Sprintf("  github:\n    enabled: true\n    base_url: %q\n    token: test-token\n    repo: %s\n    issue: %d\n    poll_interval: 1s\n",
-		gh.URL()+"/", repo, issue)
-	c.add(3)
-	for _, in := range c.nodes {
-		c.start(in)
-	}
+	c, gh, issue := newGitHubCluster(t, "    poll_interval: 1s\n")
 	st := c.store()
 	ctx := context.Background()
 	defer func() {
@@ -464,18 +475,8 @@ func TestClusterLeaderKilledGitHubPollingMovesOn(t *testing.T) {
 // the answer: the run resumes within seconds, the answer delivered once.
 func TestClusterWebhookAtANonLeader(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 0, "", standardRules(0)...)
-	gh := githubtest.NewServer(t)
-	gh.RequireToken("test-token")
-	gh.SetPermission("alice", "write")
-	const repo, secret = "acme/app", "hook-secret"
-	issue := gh.CreateIssue(repo, "Cluster questions")
-	c.e.base += fmt.Sprintf("  github:\n    enabled: true\n    base_url: %q\n    token: test-token\n    repo: %s\n    issue: %d\n    poll_interval: 1h\n    webhook_secret: %s\n",
-		gh.URL()+"/", repo, issue, secret)
-	c.add(3)
-	for _, in := range c.nodes {
-		c.start(in)
-	}
+	const secret = "hook-secret"
+	c, gh, issue := newGitHubCluster(t, "    poll_interval: 1h\n    webhook_secret: "+secret+"\n")
 	st := c.store()
 	ctx := context.Background()
 	defer func() {

@@ -155,14 +155,7 @@ func TestWorkdirReplacesAStaleWorktree(t *testing.T) {
 	f := newFixture(t, "")
 	ctx := context.Background()
 	run := f.newRun(t, "r00000p2", checkout)
-	wd, err := f.d.Workdir(ctx, run, prOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(wd, "a.txt"), []byte("a"), 0o600)
-	if err := f.d.Park(ctx, run, prOpts); err != nil {
-		t.Fatal(err)
-	}
+	wd := f.parkWork(t, run, prOpts)
 	// Another machine took the run, went on and parked.
 	other := filepath.Join(t.TempDir(), "other")
 	git(t, filepath.Dir(other), "clone", "--quiet", "--branch", "orchestrator/nightly-deps/r00000p2", origin, other)
@@ -211,14 +204,7 @@ func TestParkWithoutPushKeepsTheWorkHere(t *testing.T) {
 	ctx := context.Background()
 	run := f.newRun(t, "r00000p3", checkout)
 	opts := Options{}
-	wd, err := f.d.Workdir(ctx, run, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(wd, "a.txt"), []byte("a"), 0o600)
-	if err := f.d.Park(ctx, run, opts); err != nil {
-		t.Fatal(err)
-	}
+	wd := f.parkWork(t, run, opts)
 	if out := git(t, origin, "branch", "--list", "orchestrator/*"); out != "" {
 		t.Fatalf("branches on origin: %s", out)
 	}
@@ -242,14 +228,7 @@ func TestParkRefusesAStaleWorktree(t *testing.T) {
 	f := newFixture(t, "")
 	ctx := context.Background()
 	run := f.newRun(t, "r00000p5", checkout)
-	wd, err := f.d.Workdir(ctx, run, prOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(wd, "a.txt"), []byte("a"), 0o600)
-	if err := f.d.Park(ctx, run, prOpts); err != nil {
-		t.Fatal(err)
-	}
+	wd := f.parkWork(t, run, prOpts)
 	dl, _, _ := f.st.Delivery(ctx, run.ID)
 	dl.CommitSHA = strings.Repeat("1", 40) // parked elsewhere since
 	if err := f.st.SaveDelivery(ctx, dl); err != nil {
@@ -280,14 +259,7 @@ func TestParkPushesOverHTTPSThroughAskpass(t *testing.T) {
 	f := newFixture(t, token)
 	ctx := context.Background()
 	run := f.newRun(t, "r00000p6", checkout)
-	wd, err := f.d.Workdir(ctx, run, prOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(wd, "a.txt"), []byte("a"), 0o600)
-	if err := f.d.Park(ctx, run, prOpts); err != nil {
-		t.Fatal(err)
-	}
+	f.parkWork(t, run, prOpts)
 	b, err := New(Config{Store: f.st, Token: token, Root: filepath.Join(t.TempDir(), "worktrees"),
 		LocalWorkDir: func(store.Run) string { return other }})
 	if err != nil {
@@ -305,4 +277,23 @@ func TestParkPushesOverHTTPSThroughAskpass(t *testing.T) {
 			t.Fatalf("the token is in %s's config", filepath.Base(dir))
 		}
 	}
+}
+
+// parkWork prepares run's worktree, writes a.txt in it (the work of a
+// turn) and parks the run with opts, failing the test on any error; it
+// returns the worktree.
+func (f *fixture) parkWork(t *testing.T, run store.Run, opts Options) string {
+	t.Helper()
+	ctx := context.Background()
+	wd, err := f.d.Workdir(ctx, run, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(wd, "a.txt"), []byte("a"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.d.Park(ctx, run, opts); err != nil {
+		t.Fatal(err)
+	}
+	return wd
 }
