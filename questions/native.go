@@ -12,6 +12,10 @@ const (
 	KindMarker   = "marker"   // a <!--QUESTION:…--> block in the model's text
 	KindAskTool  = "ask_tool" // the model's AskUserQuestion tool call
 	KindApproval = "approval" // a permission request for a tool call
+	// KindSecrets is the run's own question, not the model's: its work
+	// holds secrets or oversized files, held back from delivery until a
+	// person says to deliver without those files or to stop.
+	KindSecrets = "secrets"
 )
 
 // The options of an approval question, exactly.
