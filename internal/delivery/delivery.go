@@ -52,6 +52,11 @@ type Options struct {
 	// (default "orchestrator <orchestrator@localhost>").
 	AuthorName  string
 	AuthorEmail string
+	// MaxFileSize holds back from delivery a file larger than this, in
+	// bytes, as a secret is (default DefaultMaxFileSize; secrets.go).
+	MaxFileSize int64
+
+	leaveOut bool // DeliverWithout
 }
 
 // PROptions says how the pull request is opened.
@@ -312,12 +317,14 @@ func (d *Deliverer) Deliver(ctx context.Context, run store.Run, o Options, failp
 			}
 			return Result{Delivery: dl}, nil
 		}
-		if status != "" {
+		// Secrets and oversized files are held back (secrets.go).
+		staged, err := d.screen(ctx, run, dl, o, o.leaveOut)
+		if err != nil {
+			return Result{Delivery: dl}, err
+		}
+		if staged {
 			rep, err := d.report(ctx, run, "")
 			if err != nil {
-				return Result{Delivery: dl}, err
-			}
-			if _, err := g.run(ctx, dl.Worktree, nil, "", "add", "--all"); err != nil {
 				return Result{Delivery: dl}, err
 			}
 			if _, err := g.run(ctx, dl.Worktree, authorEnv(o), rep.CommitMessage(), "-c", "commit.gpgsign=false", "commit", "--quiet", "--no-verify", "--file", "-"); err != nil {
@@ -325,6 +332,13 @@ func (d *Deliverer) Deliver(ctx context.Context, run store.Run, o Options, failp
 			}
 		}
 		dl.CommitSHA, _ = g.resolve(ctx, dl.Worktree, "HEAD")
+		if dl.CommitSHA == dl.BaseCommit { // all of it was left out
+			dl.State, dl.Note = store.DeliveryUnchanged, "no change left to deliver once the files held back were left out: nothing committed, no pull request"
+			if err := d.cfg.Store.SaveDelivery(ctx, dl); err != nil {
+				return Result{Delivery: dl}, err
+			}
+			return Result{Delivery: dl}, nil
+		}
 		dl.State = store.DeliveryCommitted
 		if err := d.cfg.Store.SaveDelivery(ctx, dl); err != nil {
 			return Result{Delivery: dl}, err

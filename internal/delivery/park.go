@@ -63,20 +63,26 @@ func (d *Deliverer) Park(ctx context.Context, run store.Run, o Options) error {
 	if status == "" && (head == dl.BaseCommit || (dl.Pushed && head == dl.CommitSHA)) {
 		return nil // nothing done yet, or nothing since the last park
 	}
-	if status != "" {
+	// Secrets and oversized files are left out of the work in progress
+	// (secrets.go): the final delivery asks about them.
+	staged, err := d.screen(ctx, run, dl, o, true)
+	if err != nil {
+		return fmt.Errorf("park run %s: %w", run.ID, err)
+	}
+	if staged {
 		turn, err := lastTurn(ctx, d.cfg.Store, run.ID)
 		if err != nil {
 			return err
-		}
-		if _, err := g.run(ctx, dl.Worktree, nil, "", "add", "--all"); err != nil {
-			return fmt.Errorf("park run %s: %w", run.ID, err)
 		}
 		msg := fmt.Sprintf("orchestrator: work in progress of run %s at turn %d\n\n"+
 			"The run waits for answers; whichever orchestrator instance resumes it goes on from this commit.\n", run.ID, turn)
 		if _, err := g.run(ctx, dl.Worktree, authorEnv(o), msg, "-c", "commit.gpgsign=false", "commit", "--quiet", "--no-verify", "--file", "-"); err != nil {
 			return fmt.Errorf("park run %s: commit its work in progress: %w", run.ID, err)
 		}
-		head, _ = g.resolve(ctx, dl.Worktree, "HEAD")
+	}
+	head, _ = g.resolve(ctx, dl.Worktree, "HEAD")
+	if head == dl.BaseCommit || (dl.Pushed && head == dl.CommitSHA) {
+		return nil // all that changed was left out
 	}
 	if err := d.push(ctx, dl, o); err != nil {
 		return fmt.Errorf("park run %s: %w", run.ID, err)
