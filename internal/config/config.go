@@ -299,7 +299,7 @@ func DefaultEnv(lookup LookupFunc) Config {
 	return Config{
 		StateDir:    defaultStateDir(lookup),
 		DatabaseURL: defaultDatabaseURL(lookup),
-		Git:         Git{KeepWorktrees: DefaultKeepWorktrees},
+		Git:         Git{KeepWorktrees: DefaultKeepWorktrees, MaxFileSize: DefaultMaxFileSize},
 		Approvals:   Approvals{Hold: DefaultApprovalHold},
 		Log:         Log{Level: "info", Format: "text"},
 		Agent: Agent{

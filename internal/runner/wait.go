@@ -113,9 +113,9 @@ func (r *Runner) wait(ctx context.Context, d *drive, run store.Run, rec store.Se
 	}
 	ask := unanswered(rec.Set, rec.Response)
 	why := ""
-	if limit, err := r.isLimitSet(ctx, run.ID, rec.Set.ID); err != nil {
+	if own, err := r.runAsks(ctx, run.ID, rec.Set); err != nil {
 		return err
-	} else if limit {
+	} else if own {
 		why = rec.Set.Context
 	}
 	r.emit(Event{Kind: EventQuestion, RunID: run.ID, Set: &ask, Surfaces: names(surfs), Text: why})
@@ -569,7 +569,7 @@ func (r *Runner) timeout(ctx context.Context, run store.Run, rec store.SetRecord
 		ids = append(ids, q.ID)
 	}
 	action := pol.OnTimeout.Action
-	limit, err := r.isLimitSet(ctx, run.ID, rec.Set.ID)
+	limit, err := r.runAsks(ctx, run.ID, rec.Set)
 	if err != nil {
 		return err
 	}
@@ -585,8 +585,9 @@ func (r *Runner) timeout(ctx context.Context, run store.Run, rec store.SetRecord
 			}
 			switch {
 			case limit && err != nil:
-				// Whether to spend more is not the model's to decide: a
-				// budget question nobody answered stops the run.
+				// Whether to spend more, or to push what the delivery
+				// held back, is not the model's to decide: the run's own
+				// question nobody answered stops the run.
 				a = questions.Answer{QuestionID: q.ID, Labels: []string{limitStop}}
 			case err == nil && len(a.Labels) > 0:
 				a.Text = TimeoutText("default", pol.OnTimeout.Option, pol.QuestionTimeout)
