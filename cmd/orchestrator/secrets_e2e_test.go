@@ -184,3 +184,38 @@ func TestOversizedFileAsksBeforeDelivery(t *testing.T) {
 		t.Fatalf("pull requests = %+v", prs)
 	}
 }
+
+// TestSecretQuestionWaitsAcrossARestart: the process that asked is killed
+// while the question waits; a maintainer answers on GitHub meanwhile;
+// `resume` finds the question already asked, takes the answer and delivers
+// without config.env.
+func TestSecretQuestionWaitsAcrossARestart(t *testing.T) {
+	t.Parallel()
+	g := newGitE2EWith(t, leakRules()...)
+	spec := g.spec("leak", "Leak spec T", "")
+	cmd := g.child("", "", "run", "--surface", "github", spec)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	q := g.gh.WaitQuestion(t, deliveryRepo, 1, 2*time.Minute)
+	cmd.Process.Kill()
+	cmd.Wait()
+	run := g.onlyRun()
+	if run.Status != store.RunWaiting {
+		t.Fatalf("run after the kill: %s %q", run.Status, run.Error)
+	}
+	g.wantNothingPushed(t)
+	g.gh.AddComment(deliveryRepo, q.Issue, "maint", "1")
+	code, out, errs := g.run("", "resume", run.ID)
+	if code != 0 {
+		t.Fatalf("resume: exit %d", code)
+	}
+	noLeak(t, "the output of resume", out+errs)
+	dl, _, _ := g.store().Delivery(context.Background(), run.ID)
+	if files := gitCmd(t, g.origin, "ls-tree", "-r", "--name-only", dl.Branch); files != "README.md\nok.txt" {
+		t.Fatalf("pushed tree = %q, want README.md and ok.txt", files)
+	}
+	if qs := g.gh.Questions(deliveryRepo); len(qs) != 1 {
+		t.Fatalf("%d questions on GitHub, want the one asked before the restart", len(qs))
+	}
+}
