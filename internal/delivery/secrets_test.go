@@ -149,3 +149,17 @@ func TestParkLeavesSecretsOut(t *testing.T) {
 		t.Fatalf("Deliver after park = %v", err)
 	}
 }
+
+// TestPRBodyRedactsEveryShapeTheScreenKnows: a secret in the model's summary
+// (an AWS key here, which the output's redaction does not know) reaches
+// neither the pull request nor the commit message.
+func TestPRBodyRedactsEveryShapeTheScreenKnows(t *testing.T) {
+	t.Parallel()
+	key := "AKIA" + "QW3RT5Y7U2IOPASD"
+	r := Report{RunID: "r1", Spec: "deps", Summary: "Set the key " + key + " in config.env."}
+	for what, s := range map[string]string{"title": r.PRTitle(), "body": r.PRBody(), "commit message": r.CommitMessage()} {
+		if strings.Contains(s, key) || !strings.Contains(s, "[REDACTED]") {
+			t.Errorf("%s: %q", what, s)
+		}
+	}
+}
