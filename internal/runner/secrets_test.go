@@ -52,8 +52,10 @@ func (h *harness) withDelivery(t *testing.T, d runner.Delivery, surfs []surfaces
 	t.Helper()
 	var err error
 	h.runner, err = runner.New(runner.Config{
-		Store:    h.store,
-		Resolve:  func(store.Run) (runner.Resolved, error) { return runner.Resolved{Agent: h.agent, Surfaces: surfs, Policy: pol}, nil },
+		Store: h.store,
+		Resolve: func(store.Run) (runner.Resolved, error) {
+			return runner.Resolved{Agent: h.agent, Surfaces: surfs, Policy: pol}, nil
+		},
 		Delivery: func(store.Run) (runner.Delivery, error) { return d, nil },
 		Observe: func(ev runner.Event) {
 			select {
