@@ -155,3 +155,20 @@ func TestFindingString(t *testing.T) {
 		t.Errorf("Error() = %q", err.Error())
 	}
 }
+
+// BenchmarkScan scans 1 MiB of source-like text without secrets, the
+// common case of a run's changed file.
+func BenchmarkScan(b *testing.B) {
+	var sb strings.Builder
+	for sb.Len() < 1<<20 {
+		sb.WriteString("\tif err := s.store.Save(ctx, key, value); err != nil { // token = cfg.Token\n")
+		sb.WriteString("\t\treturn fmt.Errorf(\"save %s: %w\", key, err)\n\t}\n")
+	}
+	content := []byte(sb.String())
+	b.SetBytes(int64(len(content)))
+	for b.Loop() {
+		if m := Scan(content); len(m) != 0 {
+			b.Fatal(m)
+		}
+	}
+}
