@@ -113,7 +113,7 @@ var rules = func() []Rule {
 			re:    regexp.MustCompile(`(?i)(?:api[_.-]?key|access[_.-]?key|secret[_.-]?key|private[_.-]?key|secret|token|password|passwd|pwd|credentials?)["']?\s*(?:=|:|:=|=>)\s*["'` + "`" + `]?([A-Za-z0-9_\-+/=.~]{20,200})`),
 			group: 1, minEntropy: 3.5, allow: func(v string) bool { return !strings.ContainsAny(v, "0123456789") || awsExample(v) },
 			keywords: []string{"key", "secret", "token", "password", "passwd", "pwd", "credential"},
-			lineOK: func(line []byte) bool { return longestRun(line, "_-+/=.~") >= 20 }},
+			lineOK:   func(line []byte) bool { return longestRun(line, "_-+/=.~") >= 20 }},
 	)
 	return out
 }()
