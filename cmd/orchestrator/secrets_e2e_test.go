@@ -21,11 +21,13 @@ import (
 // files or to stop; the question names the file, the line and the kind of
 // secret, and nothing the orchestrator writes holds the secret's value.
 
-// leakToken is a GitHub-token-shaped value, made at test time.
+// leakToken is a GitHub-token-shaped value, made at test time; leakAWS an
+// AWS-secret-key-shaped one.
 func leakToken() string { return "ghp" + "_" + strings.Repeat("Zq8wX", 7) + "m" }
+func leakAWS() string   { return strings.Repeat("kR7/tW2+", 5) }
 
-// leakRules: "Leak spec T" writes config.env with a token on its line 2 and
-// ok.txt; "Leak spec B" writes big.bin (2 KiB) and ok.txt. Then the model
+// leakRules: "Leak spec T" writes config.env with a GitHub token on its
+// line 2 and an AWS secret key on its line 3, and ok.txt; "Leak spec B" writes big.bin (2 KiB) and ok.txt. Then the model
 // is done.
 func leakRules() []fakeapi.Rule {
 	write := func(cmd string) fakeapi.Reply {
@@ -33,17 +35,17 @@ func leakRules() []fakeapi.Rule {
 			Input: map[string]any{"command": cmd + " && echo ordinary > ok.txt && echo wrote-the-files", "description": "Write the files"}}}
 	}
 	return []fakeapi.Rule{
-		{When: "Leak spec T", Reply: write(fmt.Sprintf("printf 'MODE=prod\\nGITHUB_TOKEN=%s\\n' > config.env", leakToken()))},
+		{When: "Leak spec T", Reply: write(fmt.Sprintf("printf 'MODE=prod\\nGITHUB_TOKEN=%s\\nAWS_SECRET_ACCESS_KEY=%s\\n' > config.env", leakToken(), leakAWS()))},
 		{When: "Leak spec B", Reply: write("yes x | head -c 2048 > big.bin")},
 		{When: "wrote-the-files", Reply: fakeapi.Reply{Text: "Wrote the files."}},
 	}
 }
 
-// noLeak fails t when s holds the token.
+// noLeak fails t when s holds a secret's value.
 func noLeak(t *testing.T, where, s string) {
 	t.Helper()
-	if strings.Contains(s, leakToken()) {
-		t.Errorf("%s holds the secret's value", where)
+	if strings.Contains(s, leakToken()) || strings.Contains(s, leakAWS()) {
+		t.Errorf("%s holds a secret's value", where)
 	}
 }
 
@@ -101,7 +103,8 @@ func TestSecretInTheWorkAsksBeforeDelivery(t *testing.T) {
 				done <- result{code, out, errs}
 			}()
 			q := g.gh.WaitQuestion(t, deliveryRepo, 1, 2*time.Minute)
-			for _, want := range []string{"config.env line 2: GitHub token", "Deliver without them", "Stop", "Nothing was pushed"} {
+			for _, want := range []string{"config.env line 2: GitHub token", "config.env line 3: AWS secret access key", "Deliver without this file",
+				"Deliver without them", "Stop", "Nothing was pushed"} {
 				if !strings.Contains(q.Body, want) {
 					t.Errorf("the question lacks %q:\n%s", want, q.Body)
 				}
