@@ -41,10 +41,11 @@ func leakRules() []fakeapi.Rule {
 	}
 }
 
-// noLeak fails t when s holds a secret's value.
+// noLeak fails t when s holds a secret's value, or the start of one (an
+// output that cut a line at its width).
 func noLeak(t *testing.T, where, s string) {
 	t.Helper()
-	if strings.Contains(s, leakToken()) || strings.Contains(s, leakAWS()) {
+	if strings.Contains(s, leakToken()[:12]) || strings.Contains(s, leakAWS()[:12]) {
 		t.Errorf("%s holds a secret's value", where)
 	}
 }

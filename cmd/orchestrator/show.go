@@ -16,6 +16,7 @@ import (
 	"github.com/orchestrator-dev/orchestrator/executor"
 	"github.com/orchestrator-dev/orchestrator/internal/output"
 	"github.com/orchestrator-dev/orchestrator/internal/runner"
+	"github.com/orchestrator-dev/orchestrator/internal/secretscan"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
@@ -248,7 +249,7 @@ func lineHead(br *bufio.Reader) (size int, prefix []byte, ok bool) {
 type transcriptCalls struct{ runner.ToolCalls }
 
 func newTranscriptCalls() *transcriptCalls {
-	return &transcriptCalls{runner.ToolCalls{Summarize: func(in json.RawMessage) string { return questions.Redact(toolLine(in)) }}}
+	return &transcriptCalls{runner.ToolCalls{Summarize: func(in json.RawMessage) string { return secretscan.Redact(questions.Redact(toolLine(in))) }}}
 }
 
 func (c *transcriptCalls) observe(ev executor.Event) { c.Observe(ev) }

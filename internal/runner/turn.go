@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
+	"github.com/orchestrator-dev/orchestrator/internal/secretscan"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
@@ -224,7 +225,7 @@ func (r *Runner) progress(runID string, turn int, ev executor.Event, started tim
 		for _, b := range ev.Content {
 			switch b.Type {
 			case "text":
-				if txt := strings.TrimSpace(questions.Strip(b.Text)); txt != "" {
+				if txt := strings.TrimSpace(secretscan.Redact(questions.Strip(b.Text))); txt != "" {
 					r.emit(Event{Kind: EventText, RunID: runID, Turn: turn, Text: txt, Elapsed: r.cfg.Now().Sub(started)})
 				}
 			case "tool_use":
@@ -241,7 +242,7 @@ func (r *Runner) progress(runID string, turn int, ev executor.Event, started tim
 // toolSummary is a one-line view of a tool call's input, made printable
 // with secrets redacted before the cut, so no part of one is left.
 func toolSummary(input json.RawMessage) string {
-	return clipLine(questions.Printable(toolInput(input)), 80)
+	return clipLine(secretscan.Redact(questions.Printable(toolInput(input))), 80)
 }
 
 // toolInput is the part of a tool call's input that says what it does.

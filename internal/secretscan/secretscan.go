@@ -96,7 +96,7 @@ var rules = func() []Rule {
 	out = append(out,
 		Rule{Kind: "AWS access key ID", re: regexp.MustCompile(`\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b`), allow: awsExample,
 			keywords: []string{"a3t", "akia", "asia", "abia", "acca"}},
-		Rule{Kind: "AWS secret access key", re: regexp.MustCompile(`(?im)aws_?secret_?(?:access_?)?key["']?\s*(?:=|:|:=|=>)\s*["']?([A-Za-z0-9/+]{40})(?:["'\s,;]|$)`),
+		Rule{Kind: "AWS secret access key", re: regexp.MustCompile(`(?im)aws_?secret_?(?:access_?)?key["']?\s*(?:=|:|:=|=>)\s*["']?([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`),
 			group: 1, allow: awsExample, keywords: []string{"aws"}},
 		rule("Google API key", `\bAIza[0-9A-Za-z_\-]{35}\b`, "aiza"),
 		Rule{Kind: "Azure storage account key", re: regexp.MustCompile(`(?i)AccountKey=([A-Za-z0-9+/]{86}==)`), group: 1, keywords: []string{"accountkey="}},

@@ -172,3 +172,16 @@ func BenchmarkScan(b *testing.B) {
 		}
 	}
 }
+
+// TestSecretInAShellCommand: a value written by a command (followed by an
+// escaped newline, not a real one) is found and redacted too.
+func TestSecretInAShellCommand(t *testing.T) {
+	v := strings.Repeat("kR7/tW2+", 5)
+	cmd := `printf 'AWS_SECRET_ACCESS_KEY=` + v + `\nMODE=prod\n' > config.env`
+	if got := Scan([]byte(cmd)); len(got) != 1 || got[0].Kind != "AWS secret access key" {
+		t.Fatalf("Scan = %v", got)
+	}
+	if r := Redact(cmd); strings.Contains(r, v[:12]) {
+		t.Fatalf("Redact = %q", r)
+	}
+}
