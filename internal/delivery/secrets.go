@@ -114,12 +114,14 @@ type change struct {
 // scan returns the findings in what the index of wt adds to from.
 func (d *Deliverer) scan(ctx context.Context, wt, from string, limit int64) ([]secretscan.Finding, error) {
 	g := d.cfg.Git
-	out, err := g.run(ctx, wt, nil, "", "diff", "--cached", "--raw", "-z", "--no-abbrev", "--no-renames", "--no-ext-diff", "--no-textconv", from, "--")
+	out, err := g.run(ctx, wt, nil, "", "diff", "--cached", "--raw", "-z", "--no-abbrev", "--find-renames", "--no-ext-diff", "--no-textconv", from, "--")
 	if err != nil {
 		return nil, err
 	}
 	var changes []change
-	// -z --raw: ":oldmode newmode oldsha newsha status" NUL path NUL.
+	// -z --raw: ":oldmode newmode oldsha newsha status" NUL path NUL, and
+	// for a rename or copy (status R… or C…) the source path first: a
+	// moved file's secrets are as old as it is.
 	fields := strings.Split(out, "\x00")
 	for i := 0; i+1 < len(fields); i += 2 {
 		meta := strings.Fields(strings.TrimPrefix(fields[i], ":"))
@@ -127,6 +129,12 @@ func (d *Deliverer) scan(ctx context.Context, wt, from string, limit int64) ([]s
 			return nil, fmt.Errorf("git diff --raw: unexpected entry %q", fields[i])
 		}
 		newMode, oldSHA, newSHA, status := meta[1], meta[2], meta[3], meta[4]
+		if status[0] == 'R' || status[0] == 'C' {
+			i++
+			if i+1 >= len(fields) {
+				return nil, fmt.Errorf("git diff --raw: entry %q has no destination", fields[i-2])
+			}
+		}
 		if status == "D" || newMode == "160000" { // deleted; a submodule's commit
 			continue
 		}

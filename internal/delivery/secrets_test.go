@@ -163,3 +163,30 @@ func TestPRBodyRedactsEveryShapeTheScreenKnows(t *testing.T) {
 		}
 	}
 }
+
+// TestDeliverLeavesAMovedSecretAlone: a file the base held, with a token,
+// moved (and changed a little) is not the run's secret.
+func TestDeliverLeavesAMovedSecretAlone(t *testing.T) {
+	t.Parallel()
+	_, checkout := repos(t)
+	token := fakeGitHubToken()
+	body := "TOKEN=" + token + "\n" + strings.Repeat("fixture line\n", 20)
+	os.WriteFile(filepath.Join(checkout, "fixture.env"), []byte(body), 0o600)
+	git(t, checkout, "add", ".")
+	git(t, checkout, "commit", "--quiet", "-m", "a fixture")
+	git(t, checkout, "push", "--quiet", "origin", "main")
+	f := newFixture(t, "")
+	ctx := context.Background()
+	run := f.newRun(t, "r00000s4", checkout)
+	o := Options{Push: true}
+	wd, err := f.d.Workdir(ctx, run, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(wd, "testdata"), 0o700)
+	os.WriteFile(filepath.Join(wd, "testdata", "moved.env"), []byte(body+"one more line\n"), 0o600)
+	os.Remove(filepath.Join(wd, "fixture.env"))
+	if res, err := f.d.Deliver(ctx, run, o, nil); err != nil || !res.Delivery.Pushed {
+		t.Fatalf("Deliver = %+v, %v", res, err)
+	}
+}
