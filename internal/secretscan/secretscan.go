@@ -5,9 +5,10 @@
 // (a question, a log line, a store row, a pull request's body) can leak it.
 //
 // The rules are a compact table rather than a maintained rule set such as
-// gitleaks': gitleaks is a program first, and its library pulls in its
-// configuration and logging stack (viper, zerolog and more) for what is here
-// a few dozen lines of patterns. The table takes every shape the
+// gitleaks': gitleaks v8 is a program first, its default rules are loaded
+// through its configuration stack, and its module requires cobra, viper,
+// zerolog, sprig, lipgloss, go-git and more, for what is here a few dozen
+// lines of patterns (taken after its default rules). The table takes every shape the
 // orchestrator already redacts from its output (questions.SecretShapes),
 // then cloud keys, private keys and other well-known token shapes, after
 // the patterns of gitleaks' default rules, and one generic rule for a
