@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -67,8 +68,15 @@ const DefaultBranch = "orchestrator/{spec}/{run}"
 // Config is what a Deliverer is made of.
 type Config struct {
 	Store *store.Store
-	// Root is where worktrees are added (default <state>/worktrees).
+	// Root is where worktrees are added (default <state>/worktrees). A
+	// Root inside a git checkout (state_dir: ./state in a repository) is
+	// never used: a worktree is never created inside a checkout, and
+	// AwayRoot is used instead.
 	Root string
+	// AwayRoot is where worktrees go when Root is inside a git checkout
+	// (default: worktrees/<name>-<hash of Root> in the user's state
+	// directory, $XDG_STATE_HOME/orchestrator or ~/.local/state/orchestrator).
+	AwayRoot string
 	Git  Git
 	// Token authenticates pushes over HTTPS (askpass); empty: git's own
 	// credentials.
@@ -104,6 +112,14 @@ func New(cfg Config) (*Deliverer, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	root, err := rootOutsideCheckouts(cfg.Root, cfg.AwayRoot)
+	if err != nil {
+		return nil, fmt.Errorf("delivery: %w", err)
+	}
+	if root != cfg.Root {
+		cfg.Logger.Info("the state directory is inside a git checkout: run worktrees are kept outside it", "inside", cfg.Root, "worktrees", root)
+		cfg.Root = root
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -516,12 +532,21 @@ func (d *Deliverer) Finish(ctx context.Context, run store.Run) error {
 
 func (d *Deliverer) remove(ctx context.Context, dl store.Delivery) error {
 	g := d.cfg.Git
-	if _, err := os.Stat(dl.Worktree); err == nil {
+	if _, err := os.Lstat(dl.Worktree); err == nil {
 		if _, err := g.run(ctx, dl.RepoDir, nil, "", "worktree", "remove", "--force", "--force", dl.Worktree); err != nil {
 			if rerr := os.RemoveAll(dl.Worktree); rerr != nil {
 				return fmt.Errorf("remove worktree %s: %w", dl.Worktree, err)
 			}
 		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove worktree %s: %w", dl.Worktree, err)
+	}
+	// Removed is what is gone, not what a command said it did.
+	if _, err := os.Lstat(dl.Worktree); !errors.Is(err, fs.ErrNotExist) {
+		if err == nil {
+			err = errors.New("it is still there after git worktree remove")
+		}
+		return fmt.Errorf("remove worktree %s: %w", dl.Worktree, err)
 	}
 	g.run(ctx, dl.RepoDir, nil, "", "worktree", "prune")
 	if dl.State == store.DeliveryUnchanged || dl.State == store.DeliveryPrepared {

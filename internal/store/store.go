@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"io"
 	"os"
 	"path/filepath"
@@ -56,6 +57,20 @@ type Store struct {
 	leaseTTL time.Duration
 }
 
+// ignoreDir writes a .gitignore that ignores everything into the state
+// directory, once: a state_dir inside a checkout ("state_dir: ./state"
+// beside the repository) leaves `git status` clean.
+func ignoreDir(dir string) error {
+	p := filepath.Join(dir, ".gitignore")
+	if _, err := os.Lstat(p); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return nil // there already (a person's own is left alone), or unreadable: not ours to fix
+	}
+	if err := os.WriteFile(p, []byte("# orchestrator's state: never committed\n*\n"), 0o600); err != nil {
+		return fmt.Errorf("state directory %s: %w", dir, err)
+	}
+	return nil
+}
+
 // FileName is the database's name inside the state directory.
 const FileName = "orchestrator.db"
 
@@ -66,6 +81,9 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 		return nil, errors.New("open store: no state directory")
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if err := ignoreDir(dir); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
