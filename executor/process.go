@@ -77,6 +77,7 @@ type Process struct {
 	// The control protocol (control.go).
 	ctl      controlState
 	pendingN atomic.Int32
+	heldN    atomic.Int32 // Holds not yet released
 
 	mu          sync.Mutex
 	stop        Category
@@ -371,7 +372,7 @@ func (r *Process) supervise() {
 				killC = r.interrupt(cfg.KillGrace)
 			}
 		case <-idleC:
-			if r.pendingN.Load() > 0 {
+			if r.pendingN.Load() > 0 || r.heldN.Load() > 0 {
 				// A person is being asked: silence is expected.
 				r.idle.Reset(cfg.IdleTimeout)
 				continue

@@ -89,6 +89,9 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 		}
 		return r.fail(ctx, run, fmt.Sprintf("start turn %d: %v", t.Seq, err))
 	}
+	if live != nil {
+		live.hold = ex.Hold
+	}
 	if t.Kind == store.TurnAnswer {
 		r.cfg.Failpoint("turn-started")
 		r.notifyResumed(ctx, d, t.SetID)
