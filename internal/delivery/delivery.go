@@ -77,7 +77,7 @@ type Config struct {
 	// (default: worktrees/<name>-<hash of Root> in the user's state
 	// directory, $XDG_STATE_HOME/orchestrator or ~/.local/state/orchestrator).
 	AwayRoot string
-	Git  Git
+	Git      Git
 	// Token authenticates pushes over HTTPS (askpass); empty: git's own
 	// credentials.
 	Token string
