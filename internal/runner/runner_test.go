@@ -567,3 +567,55 @@ func TestSurfacesAllFailAreRetried(t *testing.T) {
 		t.Errorf("%d retry events, want 2", n)
 	}
 }
+
+// TestCLISlotsBoundTheCLIs: with CLISlots of one, three runs driven at once
+// never have two agent CLIs running together (counted at the model's API:
+// each CLI is in a request while it runs).
+func TestCLISlotsBoundTheCLIs(t *testing.T) {
+	t.Parallel()
+	var now, peak atomic.Int32
+	slow := fakeapi.Rule{Respond: func(fakeapi.Request) fakeapi.Reply {
+		n := now.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(300 * time.Millisecond)
+		now.Add(-1)
+		return fakeapi.Reply{Text: "Done."}
+	}}
+	h := newHarness(t, nil, runner.Policy{}, runner.Limits{}, slow)
+	r, err := runner.New(runner.Config{
+		Store: h.store,
+		Resolve: func(store.Run) (runner.Resolved, error) {
+			return runner.Resolved{Agent: h.agent}, nil
+		},
+		CLISlots: make(chan struct{}, 1),
+		Sleep:    func(ctx context.Context, d time.Duration) error { return ctx.Err() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range 3 {
+		run, err := r.Create(ctx, runner.NewRun{Prompt: fmt.Sprintf("task %d", i), WorkDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got, err := r.Drive(ctx, run.ID); err != nil || got.Status != store.RunDone {
+				t.Errorf("run %s: %s %q, %v", run.ID, got.Status, got.Error, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if p := peak.Load(); p != 1 {
+		t.Errorf("%d agent CLIs ran at once, want at most 1", p)
+	}
+}
