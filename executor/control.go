@@ -206,8 +206,11 @@ func (r *Process) observeControl(ev Event) {
 			r.pendingN.Add(-1)
 		}
 	case *Result:
-		// The turn is over: closing stdin lets the CLI exit.
-		r.closeStdin()
+		// The turn is over: closing stdin lets the CLI exit, unless
+		// background tasks it started are still in flight (background.go).
+		if r.bg.inFlight() == 0 {
+			r.closeStdin()
+		}
 	}
 }
 
