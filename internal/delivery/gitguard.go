@@ -362,11 +362,11 @@ func (d *Deliverer) refresh(ctx context.Context, run store.Run, dl store.Deliver
 	return err
 }
 
-// verify checks, before the run's work is committed or pushed, that the
-// worktree is still the one recorded when it was added — its .git file,
-// its git directory in the run's repository, the run's branch — and
-// restores the checkout's git configuration and hooks to the snapshot,
-// reporting what it restored. It returns the guard; the worktree's
+// verify restores the checkout's git configuration and hooks to the
+// snapshot, reporting what it restored, then checks, before the run's work
+// is committed or pushed, that the worktree is still the one recorded when
+// it was added: its .git file, its git directory in the run's repository,
+// the run's branch. It returns the guard; the worktree's
 // commands then run with wtEnv.
 func (d *Deliverer) verify(ctx context.Context, run store.Run, dl store.Delivery, o Options) (store.GitGuard, error) {
 	gd, ok, err := d.cfg.Store.GitGuard(ctx, run.ID)
@@ -380,6 +380,16 @@ func (d *Deliverer) verify(ctx context.Context, run store.Run, dl store.Delivery
 		if gd, _, err = d.cfg.Store.GitGuard(ctx, run.ID); err != nil {
 			return gd, err
 		}
+	}
+	// The checkout gets its configuration and hooks back first, whatever
+	// else the agent changed.
+	var snap snapshot
+	if err := json.Unmarshal(gd.Snapshot, &snap); err != nil {
+		return gd, fmt.Errorf("run %s: the recorded git configuration: %w", run.ID, err)
+	}
+	keep := filepath.Join(d.cfg.Root, run.ID+".rejected", d.cfg.Now().UTC().Format("20060102T150405.000000000"))
+	for _, line := range snap.restore(keep) {
+		d.log.Warn("the checkout's git configuration or hooks changed while the run ran: "+line, "run", run.ID)
 	}
 	changed := func(format string, args ...any) error {
 		return fmt.Errorf("run %s: %w: %s; nothing of the run's is committed or pushed (the worktree %s is kept)",
@@ -421,14 +431,6 @@ func (d *Deliverer) verify(ctx context.Context, run store.Run, dl store.Delivery
 			head = "a detached HEAD"
 		}
 		return gd, changed("it is on %s, not the run's branch %s", head, dl.Branch)
-	}
-	var snap snapshot
-	if err := json.Unmarshal(gd.Snapshot, &snap); err != nil {
-		return gd, fmt.Errorf("run %s: the recorded git configuration: %w", run.ID, err)
-	}
-	keep := filepath.Join(d.cfg.Root, run.ID+".rejected", d.cfg.Now().UTC().Format("20060102T150405.000000000"))
-	for _, line := range snap.restore(keep) {
-		d.log.Warn("the checkout's git configuration or hooks changed while the run ran: "+line, "run", run.ID)
 	}
 	gd.Checked = true
 	if err := d.cfg.Store.SaveGitGuard(ctx, gd); err != nil {
