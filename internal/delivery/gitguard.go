@@ -330,7 +330,11 @@ func (d *Deliverer) record(ctx context.Context, gd store.GitGuard, top, wt strin
 	}
 	gd.GitDir, gd.DotGit = gitDir, string(b)
 	if !keep || len(gd.Snapshot) == 0 {
-		if gd.Snapshot, err = json.Marshal(d.takeSnapshot(ctx, top, gd.CommonDir, gitDir)); err != nil {
+		snap := d.takeSnapshot(ctx, top, gd.CommonDir, gitDir)
+		if err := d.inherit(ctx, gd, &snap); err != nil {
+			return gd, err
+		}
+		if gd.Snapshot, err = json.Marshal(snap); err != nil {
 			return gd, err
 		}
 		gd.Checked = false
@@ -339,6 +343,40 @@ func (d *Deliverer) record(ctx context.Context, gd store.GitGuard, top, wt strin
 		return gd, err
 	}
 	return gd, nil
+}
+
+// inherit makes the snapshot of another run still working in the same
+// repository the baseline of snap, for the files it has: what that run's
+// agent changed so far is not taken for the checkout's own.
+func (d *Deliverer) inherit(ctx context.Context, gd store.GitGuard, snap *snapshot) error {
+	others, err := d.cfg.Store.GitGuardsOf(ctx, gd.CommonDir)
+	if err != nil {
+		return err
+	}
+	for _, o := range others {
+		if o.RunID == gd.RunID || len(o.Snapshot) == 0 {
+			continue
+		}
+		var base snapshot
+		if err := json.Unmarshal(o.Snapshot, &base); err != nil {
+			continue
+		}
+		for _, dir := range base.Dirs {
+			for p := range snap.Files {
+				if _, ok := base.Files[p]; !ok && strings.HasPrefix(p, dir+string(filepath.Separator)) {
+					delete(snap.Files, p) // appeared since that run began
+				}
+			}
+			if !slicesContains(snap.Dirs, dir) {
+				snap.Dirs = append(snap.Dirs, dir)
+			}
+		}
+		for p, f := range base.Files {
+			snap.Files[p] = f
+		}
+		return nil // the oldest run's baseline
+	}
+	return nil
 }
 
 // refresh takes a new snapshot for a turn about to run when the checkout

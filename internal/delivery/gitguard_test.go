@@ -283,3 +283,44 @@ func TestSwappedRepositoryStopsTheDelivery(t *testing.T) {
 		})
 	}
 }
+
+// TestAnotherRunsChangesAreNotTakenForTheCheckouts: run A's agent writes a
+// hook and changes the config; run B starts on the same checkout after
+// that; A delivers, then B: the checkout ends as it was before A, and B's
+// delivery does not bring A's changes back.
+func TestAnotherRunsChangesAreNotTakenForTheCheckouts(t *testing.T) {
+	t.Parallel()
+	_, checkout := repos(t)
+	f := newFixture(t, "")
+	ctx := context.Background()
+	opts := Options{}
+	a := f.newRun(t, "r0000s0a", checkout)
+	wa, err := f.d.Workdir(ctx, a, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(filepath.Join(checkout, ".git", "config"))
+	git(t, wa, "config", "core.sshCommand", "touch pwned")
+	hook := filepath.Join(checkout, ".git", "hooks", "post-checkout")
+	os.WriteFile(hook, []byte("#!/bin/sh\ntrue\n"), 0o700)
+	b := f.newRun(t, "r0000s0b", checkout)
+	wb, err := f.d.Workdir(ctx, b, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range []struct {
+		run store.Run
+		wd  string
+	}{{a, wa}, {b, wb}} {
+		os.WriteFile(filepath.Join(run.wd, "new.txt"), []byte(run.run.ID), 0o600)
+		if _, err := f.d.Deliver(ctx, run.run, opts, nil); err != nil {
+			t.Fatal(err)
+		}
+		if after, _ := os.ReadFile(filepath.Join(checkout, ".git", "config")); !bytes.Equal(before, after) {
+			t.Fatalf("after %s's delivery the checkout's config is:\n%s\nwas:\n%s", run.run.ID, after, before)
+		}
+		if _, err := os.Stat(hook); err == nil {
+			t.Fatalf("after %s's delivery the checkout keeps the hook", run.run.ID)
+		}
+	}
+}

@@ -71,3 +71,27 @@ func (s *Store) SaveGitGuard(ctx context.Context, g GitGuard) error {
 	}
 	return nil
 }
+
+// GitGuardsOf returns the guards recorded for worktrees of one repository
+// (its common git directory) by runs that have not ended, oldest first.
+func (s *Store) GitGuardsOf(ctx context.Context, commonDir string) ([]GitGuard, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT g.run_id, g.common_dir, g.git_dir, g.dot_git, g.fetch_url, g.push_url, g.snapshot, g.checked, g.updated_at
+		FROM git_guards g JOIN runs r ON r.id = g.run_id WHERE g.common_dir = ? AND r.status NOT IN (?, ?, ?, ?) ORDER BY r.created_at, r.id`,
+		commonDir, RunDone, RunFailed, RunCancelled, RunStopped)
+	if err != nil {
+		return nil, fmt.Errorf("git guards of %s: %w", commonDir, err)
+	}
+	defer rows.Close()
+	var out []GitGuard
+	for rows.Next() {
+		var g GitGuard
+		var checked int
+		var updated int64
+		if err := rows.Scan(&g.RunID, &g.CommonDir, &g.GitDir, &g.DotGit, &g.FetchURL, &g.PushURL, &g.Snapshot, &checked, &updated); err != nil {
+			return nil, fmt.Errorf("git guards of %s: %w", commonDir, err)
+		}
+		g.Checked, g.UpdatedAt = checked != 0, fromNanos(updated)
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
