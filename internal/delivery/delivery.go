@@ -19,11 +19,13 @@
 package delivery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -115,6 +117,19 @@ func New(cfg Config) (*Deliverer, error) {
 			return nil, fmt.Errorf("delivery: %w", err)
 		}
 		cfg.Git.Home = home
+	}
+	// git and ssh are found on PATH now, before any agent runs: a
+	// directory of PATH the agent can write cannot put its own in their
+	// place later.
+	if !filepath.IsAbs(cfg.Git.Bin) {
+		if p, err := exec.LookPath(cmp.Or(cfg.Git.Bin, "git")); err == nil {
+			cfg.Git.Bin = p
+		}
+	}
+	if cfg.Git.SSH == "" {
+		if p, err := exec.LookPath("ssh"); err == nil {
+			cfg.Git.SSH = p
+		}
 	}
 	return &Deliverer{cfg: cfg, log: cfg.Logger}, nil
 }

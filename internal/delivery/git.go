@@ -41,6 +41,9 @@ type Git struct {
 	// Home is the HOME git runs with, a directory of the orchestrator's
 	// own (default: os.DevNull, where nothing can be read).
 	Home string
+	// SSH is the ssh command of SSH remotes (core.sshCommand; default
+	// "ssh"), unless the orchestrator's environment has GIT_SSH_COMMAND.
+	SSH string
 }
 
 // protectedConfig is given to every git command at the command line's
@@ -51,6 +54,10 @@ var protectedConfig = [][2]string{
 	// can be made a hook in the null device.
 	{"core.hooksPath", os.DevNull},
 	{"core.fsmonitor", "false"},
+	// No attributes or ignore file outside the repository (the default
+	// ones are under HOME).
+	{"core.attributesFile", os.DevNull},
+	{"core.excludesFile", os.DevNull},
 	{"core.sshCommand", "ssh"},
 	// An empty askpass: only ours (GIT_ASKPASS, for the token) is asked.
 	{"core.askPass", ""},
@@ -106,6 +113,9 @@ func (g Git) Env(net bool) []string {
 	}
 	env = append(env, fmt.Sprintf("GIT_CONFIG_COUNT=%d", len(protectedConfig)))
 	for i, kv := range protectedConfig {
+		if kv[0] == "core.sshCommand" && g.SSH != "" {
+			kv[1] = g.SSH
+		}
 		env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", i, kv[0]), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", i, kv[1]))
 	}
 	return env

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -109,6 +110,21 @@ func (d *Deliverer) takeSnapshot(ctx context.Context, top, commonDir, gitDir str
 				}
 				paths = append(paths, filepath.Clean(p))
 			}
+		}
+	}
+	// Files an include names are watched even when they do not exist (yet).
+	if out, err := g.run(ctx, top, env, "", "config", "--local", "--includes", "--get-regexp", `^include(if\..*)?\.path$`); err == nil {
+		for _, l := range strings.Split(out, "\n") {
+			_, p, ok := strings.Cut(l, " ")
+			switch {
+			case !ok || p == "":
+				continue
+			case strings.HasPrefix(p, "~/"):
+				p = filepath.Join(cmp.Or(g.Home, os.DevNull), p[2:])
+			case !filepath.IsAbs(p):
+				p = filepath.Join(commonDir, p)
+			}
+			paths = append(paths, filepath.Clean(p))
 		}
 	}
 	for _, p := range paths {

@@ -324,3 +324,38 @@ func TestAnotherRunsChangesAreNotTakenForTheCheckouts(t *testing.T) {
 		}
 	}
 }
+
+// TestIncludedConfigIsWatched: a file the checkout's config includes, and
+// one it names that does not exist yet, are restored when the agent
+// writes them.
+func TestIncludedConfigIsWatched(t *testing.T) {
+	t.Parallel()
+	_, checkout := repos(t)
+	shared := filepath.Join(t.TempDir(), "shared.gitconfig")
+	os.WriteFile(shared, []byte("[user]\n\tname = Person\n"), 0o600)
+	git(t, checkout, "config", "--add", "include.path", shared)
+	git(t, checkout, "config", "--add", "include.path", "later.gitconfig")
+	f := newFixture(t, "")
+	ctx := context.Background()
+	run := f.newRun(t, "r0000s04", checkout)
+	wd, err := f.d.Workdir(ctx, run, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(shared, []byte("[core]\n\tfsmonitor = touch pwned\n"), 0o600)
+	later := filepath.Join(checkout, ".git", "later.gitconfig")
+	os.WriteFile(later, []byte("[core]\n\tsshCommand = touch pwned\n"), 0o600)
+	os.WriteFile(filepath.Join(wd, "new.txt"), []byte("x\n"), 0o600)
+	if _, err := f.d.Deliver(ctx, run, Options{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(shared); string(b) != "[user]\n\tname = Person\n" {
+		t.Errorf("the included file is now %q", b)
+	}
+	if _, err := os.Stat(later); err == nil {
+		t.Error("the include the agent created is still there")
+	}
+	if _, err := os.Stat(filepath.Join(wd, "pwned")); err == nil {
+		t.Error("the agent's fsmonitor ran")
+	}
+}
