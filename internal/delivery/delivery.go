@@ -15,7 +15,9 @@
 // Git is run as the git binary. A token for pushing over HTTPS is handed to
 // git through an askpass helper and the environment of that one command:
 // never in its arguments, the remote's URL, a log, or the agent's
-// environment.
+// environment. Every git command runs guarded (Git), and what the agent
+// can change in the worktree cannot redirect our commit and push
+// (gitguard.go).
 package delivery
 
 import (
