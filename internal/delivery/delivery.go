@@ -497,7 +497,7 @@ func (d *Deliverer) push(ctx context.Context, run store.Run, dl store.Delivery, 
 				lines = append(lines, l)
 			}
 		}
-		msg = strings.Join(lines, "\n")
+		msg = redactURLs(strings.Join(lines, "\n"), ge.args)
 	}
 	low := strings.ToLower(msg)
 	switch {

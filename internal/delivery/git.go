@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -147,7 +148,21 @@ func (e *gitError) Error() string {
 	if msg == "" {
 		msg = e.err.Error()
 	}
-	return fmt.Sprintf("git %s: %s", strings.Join(e.args, " "), msg)
+	return redactURLs(fmt.Sprintf("git %s: %s", strings.Join(e.args, " "), msg), e.args)
+}
+
+// redactURLs replaces, in s, each of args that is a URL with credentials
+// (a remote's recorded URL) by the URL without them.
+func redactURLs(s string, args []string) string {
+	for _, a := range args {
+		if u, err := url.Parse(a); err == nil && u.User != nil {
+			s = strings.ReplaceAll(s, a, u.Redacted())
+			if p, ok := u.User.Password(); ok && p != "" {
+				s = strings.ReplaceAll(s, p, "xxxxx")
+			}
+		}
+	}
+	return s
 }
 
 func (e *gitError) Unwrap() error { return e.err }

@@ -359,3 +359,23 @@ func TestIncludedConfigIsWatched(t *testing.T) {
 		t.Error("the agent's fsmonitor ran")
 	}
 }
+
+// TestRemoteURLCredentialsStayOutOfErrors: fetches and pushes name the
+// recorded URL; credentials in it never reach an error.
+func TestRemoteURLCredentialsStayOutOfErrors(t *testing.T) {
+	t.Parallel()
+	origin, checkout := repos(t)
+	url := gitHTTP(t, filepath.Dir(origin), "the-token")
+	u := strings.Replace(url, "http://", "http://person:sekrit-pw@", 1) + "/missing.git"
+	git(t, checkout, "remote", "set-url", "origin", u)
+	f := newFixture(t, "")
+	run := f.newRun(t, "r0000s05", checkout)
+	_, err := f.d.Workdir(context.Background(), run, prOpts)
+	if err == nil {
+		t.Fatal("fetch from a missing repository worked")
+	}
+	if strings.Contains(err.Error(), "sekrit-pw") {
+		t.Fatalf("the URL's password is in the error: %v", err)
+	}
+	t.Log(err)
+}
