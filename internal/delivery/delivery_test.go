@@ -378,12 +378,13 @@ func TestPushAuthRejected(t *testing.T) {
 	f := newFixture(t, "right-token")
 	ctx := context.Background()
 	run := f.newRun(t, "r0000006", checkout)
-	wd, err := f.d.Workdir(ctx, run, prOpts) // fetched from the local origin
+	// The remote is fetched from the local origin; its push URL wants
+	// credentials the run does not have.
+	git(t, checkout, "remote", "set-url", "--push", "origin", gitHTTP(t, filepath.Dir(origin), "another-token")+"/origin.git")
+	wd, err := f.d.Workdir(ctx, run, prOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The remote now wants credentials the run does not have.
-	git(t, checkout, "remote", "set-url", "origin", gitHTTP(t, filepath.Dir(origin), "another-token")+"/origin.git")
 	os.WriteFile(filepath.Join(wd, "x.txt"), []byte("x"), 0o600)
 	_, err = f.d.Deliver(ctx, run, prOpts, nil)
 	if !errors.Is(err, ErrPushRejected) || !strings.Contains(err.Error(), "credentials") || strings.Contains(err.Error(), "right-token") {
