@@ -47,18 +47,18 @@ func (d *Deliverer) DeliverWithout(ctx context.Context, run store.Run, o Options
 // (see above). With findings, it returns a *secretscan.Error, unless
 // leaveOut: then the files found are taken out of the index and the
 // findings logged. staged reports whether the index then differs from HEAD
-// (there is something to commit).
-func (d *Deliverer) screen(ctx context.Context, run store.Run, dl store.Delivery, o Options, leaveOut bool) (staged bool, err error) {
+// (there is something to commit). env is the worktree's (wtEnv).
+func (d *Deliverer) screen(ctx context.Context, run store.Run, dl store.Delivery, o Options, env []string, leaveOut bool) (staged bool, err error) {
 	g := d.cfg.Git
 	wt := dl.Worktree
-	if _, err := g.run(ctx, wt, nil, "", "add", "--all"); err != nil {
+	if _, err := g.run(ctx, wt, env, "", "add", "--all"); err != nil {
 		return false, err
 	}
 	from := dl.BaseCommit
 	if parked(dl) {
 		from = dl.CommitSHA
 	}
-	findings, err := d.scan(ctx, wt, from, o.maxFileSize())
+	findings, err := d.scan(ctx, wt, env, from, o.maxFileSize())
 	if err != nil {
 		return false, fmt.Errorf("screen the run's work for secrets: %w", err)
 	}
@@ -69,15 +69,15 @@ func (d *Deliverer) screen(ctx context.Context, run store.Run, dl store.Delivery
 		return false, &secretscan.Error{Findings: findings}
 	}
 	if len(findings) > 0 {
-		if head, _ := g.resolve(ctx, wt, "HEAD"); head != from {
+		if head, _ := g.resolveWith(ctx, wt, env, "HEAD"); head != from {
 			// The agent's own commits may hold a file left out: the run's
 			// commit replaces them.
-			if _, err := g.run(ctx, wt, nil, "", "reset", "--quiet", "--soft", from); err != nil {
+			if _, err := g.run(ctx, wt, env, "", "reset", "--quiet", "--soft", from); err != nil {
 				return false, fmt.Errorf("fold the agent's commits into the run's: %w", err)
 			}
 		}
 		paths := secretscan.Paths(findings)
-		if _, err := g.run(ctx, wt, []string{"GIT_LITERAL_PATHSPECS=1"}, strings.Join(paths, "\x00"),
+		if _, err := g.run(ctx, wt, append(env[:len(env):len(env)], "GIT_LITERAL_PATHSPECS=1"), strings.Join(paths, "\x00"),
 			"reset", "--quiet", "--pathspec-from-file=-", "--pathspec-file-nul", from); err != nil {
 			return false, fmt.Errorf("leave %d file(s) out of the commit: %w", len(paths), err)
 		}
@@ -85,7 +85,7 @@ func (d *Deliverer) screen(ctx context.Context, run store.Run, dl store.Delivery
 			d.log.Warn("left out of the commit", "run", run.ID, "finding", f.String())
 		}
 	}
-	_, err = g.run(ctx, wt, nil, "", "diff", "--cached", "--quiet", "HEAD", "--")
+	_, err = g.run(ctx, wt, env, "", "diff", "--cached", "--quiet", "HEAD", "--")
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
@@ -112,9 +112,9 @@ type change struct {
 }
 
 // scan returns the findings in what the index of wt adds to from.
-func (d *Deliverer) scan(ctx context.Context, wt, from string, limit int64) ([]secretscan.Finding, error) {
+func (d *Deliverer) scan(ctx context.Context, wt string, env []string, from string, limit int64) ([]secretscan.Finding, error) {
 	g := d.cfg.Git
-	out, err := g.run(ctx, wt, nil, "", "diff", "--cached", "--raw", "-z", "--no-abbrev", "--find-renames", "--no-ext-diff", "--no-textconv", from, "--")
+	out, err := g.run(ctx, wt, env, "", "diff", "--cached", "--raw", "-z", "--no-abbrev", "--find-renames", "--no-ext-diff", "--no-textconv", from, "--")
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +151,7 @@ func (d *Deliverer) scan(ctx context.Context, wt, from string, limit int64) ([]s
 	for _, c := range changes {
 		ids = append(ids, c.new)
 	}
-	sizes, err := g.blobSizes(ctx, wt, ids)
+	sizes, err := g.blobSizes(ctx, wt, env, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +169,7 @@ func (d *Deliverer) scan(ctx context.Context, wt, from string, limit int64) ([]s
 				want = append(want, c.old)
 			}
 		}
-		blobs, err := g.blobs(ctx, wt, want)
+		blobs, err := g.blobs(ctx, wt, env, want)
 		if err != nil {
 			return err
 		}
@@ -202,8 +202,8 @@ func (d *Deliverer) scan(ctx context.Context, wt, from string, limit int64) ([]s
 }
 
 // blobSizes returns the size of each blob.
-func (g Git) blobSizes(ctx context.Context, dir string, ids []string) (map[string]int64, error) {
-	out, err := g.run(ctx, dir, nil, strings.Join(ids, "\n")+"\n", "cat-file", "--batch-check")
+func (g Git) blobSizes(ctx context.Context, dir string, env, ids []string) (map[string]int64, error) {
+	out, err := g.run(ctx, dir, env, strings.Join(ids, "\n")+"\n", "cat-file", "--batch-check")
 	if err != nil {
 		return nil, err
 	}
@@ -223,8 +223,8 @@ func (g Git) blobSizes(ctx context.Context, dir string, ids []string) (map[strin
 }
 
 // blobs returns the content of each blob.
-func (g Git) blobs(ctx context.Context, dir string, ids []string) (map[string][]byte, error) {
-	out, err := g.run(ctx, dir, nil, strings.Join(ids, "\n")+"\n", "cat-file", "--batch")
+func (g Git) blobs(ctx context.Context, dir string, env, ids []string) (map[string][]byte, error) {
+	out, err := g.run(ctx, dir, env, strings.Join(ids, "\n")+"\n", "cat-file", "--batch")
 	if err != nil {
 		return nil, err
 	}
