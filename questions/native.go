@@ -83,7 +83,7 @@ func ApprovalSet(runID string, turn int, call ToolCall) Set {
 		Header: "Approval",
 		Options: []Option{
 			{Label: AllowOnce, Description: "run this call"},
-			{Label: AllowForRun, Description: "run it, and calls it matches, for the rest of this run"},
+			{Label: AllowForRun, Description: "run it, and this very call again (the same tool with the same input, nothing else) for the rest of this run"},
 			{Label: Deny, Description: "refuse it (add a reason as free text: the model is told)"},
 		},
 		FreeText: true,
@@ -264,17 +264,36 @@ func AskToolAnswers(set Set, resp Response) (json.RawMessage, error) {
 	return b, nil
 }
 
-// ToolRule is the rule in the CLI's syntax that "Allow for this run" adds
-// for call: Bash(<the exact command>) for a Bash call, the tool's name
-// otherwise.
+// ToolRule is the rule "Allow for this run" adds for call: that very call
+// and nothing broader — "exact:TOOL " and its input as canonical JSON (keys
+// sorted, numbers as written), so the same call made again matches it and
+// any other input does not. "" when the input is not JSON.
 func ToolRule(call ToolCall) string {
-	if call.Tool == "Bash" {
-		var in struct {
-			Command string `json:"command"`
-		}
-		if json.Unmarshal(call.Input, &in) == nil && in.Command != "" {
-			return "Bash(" + in.Command + ")"
-		}
+	in, ok := CanonicalJSON(call.Input)
+	if !ok || call.Tool == "" {
+		return ""
 	}
-	return call.Tool
+	return "exact:" + call.Tool + " " + in
+}
+
+// CanonicalJSON is raw re-encoded so that equal values are equal text:
+// object keys sorted, no insignificant space, numbers as written, no HTML
+// escaping. ok is false when raw is not JSON.
+func CanonicalJSON(raw json.RawMessage) (string, bool) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil || d.More() {
+		return "", false
+	}
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(v); err != nil {
+		return "", false
+	}
+	return strings.TrimSuffix(b.String(), "\n"), true
 }

@@ -94,8 +94,15 @@ func TestApprovalSetAndVerdict(t *testing.T) {
 			t.Errorf("%q: verdict %+v %v, want %+v", text, v, err, want)
 		}
 	}
-	if r := ToolRule(call); r != "Bash(rm -rf build)" {
+	// "Allow for this run" stores the very call, keys in order.
+	if r := ToolRule(call); r != `exact:Bash {"command":"rm -rf build","description":"clean"}` {
 		t.Errorf("rule %q", r)
+	}
+	if r := ToolRule(ToolCall{Tool: "Bash", Input: json.RawMessage(`{"description":"clean", "command":"rm -rf build"}`)}); r != ToolRule(call) {
+		t.Errorf("the same input written otherwise gets another rule: %q", r)
+	}
+	if r := ToolRule(ToolCall{Tool: "Bash", Input: json.RawMessage(`{"command":`)}); r != "" {
+		t.Errorf("rule of an input that is not JSON: %q", r)
 	}
 }
 
