@@ -146,3 +146,28 @@ func TestJSONToolInputPrintable(t *testing.T) {
 		}
 	}
 }
+
+// TestConfiguredRuleAllowsEachPartOnly: a configured Bash(ls build:*)
+// allows `ls build`, never `ls build ; echo PWNED2 > f`: that is asked
+// (here nobody answers: the run parks with nothing run).
+func TestConfiguredRuleAllowsEachPartOnly(t *testing.T) {
+	t.Parallel()
+	var script atomic.Pointer[[]*fakeapi.ToolUse]
+	calls := []*fakeapi.ToolUse{bashCall("ls build"), bashCall("ls build ; echo PWNED2 > pwned2.txt")}
+	script.Store(&calls)
+	e := newE2E(t, scriptedCalls(&script))
+	if err := os.MkdirAll(filepath.Join(e.dir, "work", "build"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e.writeConfig("\napprovals:\n  allow: [\"Bash(ls build:*)\"]\n")
+	code, out, _ := e.run("", "run", "--prompt", "list the build", "--surface", "terminal")
+	if code != exitWaiting {
+		t.Fatalf("exit %d, want %d (the chained command waits for a person):\n%s", code, exitWaiting, out)
+	}
+	if n := strings.Count(out, "to run this?"); n != 1 || !strings.Contains(out, "echo PWNED2") {
+		t.Errorf("asked %d times, want once, about the chained command:\n%s", n, out)
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "work", "pwned2.txt")); err == nil {
+		t.Error("the chained command ran")
+	}
+}
