@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Kinds of question set: how the model asked (README, "Kinds of question").
@@ -148,7 +150,64 @@ func ApprovalDetail(call ToolCall) string {
 	if d := strings.TrimSpace(call.Description); d != "" {
 		b.WriteString("\nDescription: " + oneLine(d) + "\n")
 	}
+	if hidesText(string(call.Input)) {
+		// What every surface removes before showing text (Printable) would
+		// make the call look other than it is: it is written out too, with
+		// nothing left to remove.
+		b.WriteString("\n⚠ Part of this call does not show as text (terminal escapes, invisible characters or an HTML comment). Its input, written out exactly:\n")
+		b.WriteString(fence("", visibleQuote(call.Input)))
+	}
 	return b.String()
+}
+
+// hidesText says whether Printable would remove part of s: an escape or
+// control character, an invisible one, or an HTML comment's start. The
+// input is JSON as the model wrote it, so the characters may be written
+// as \u escapes: it is decoded first.
+func hidesText(raw string) bool {
+	var v any
+	if json.Unmarshal([]byte(raw), &v) != nil {
+		v = raw
+	}
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		switch v := v.(type) {
+		case string:
+			if strings.Contains(v, "<!--") {
+				return true
+			}
+			for _, r := range strings.ReplaceAll(v, "\r\n", "\n") {
+				if r == 0x1b || invisible(r) || r == utf8.RuneError {
+					return true
+				}
+			}
+		case []any:
+			for _, x := range v {
+				if walk(x) {
+					return true
+				}
+			}
+		case map[string]any:
+			for k, x := range v {
+				if walk(k) || walk(x) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(v)
+}
+
+// visibleQuote is a JSON input as one ASCII string literal: every control,
+// invisible or non-ASCII character written as an escape, "<!--" as
+// "<!\x2d-", so that nothing in it can be removed or act on a terminal.
+func visibleQuote(raw json.RawMessage) string {
+	canon, ok := CanonicalJSON(raw)
+	if !ok {
+		canon = string(raw)
+	}
+	return strings.ReplaceAll(strconv.QuoteToASCII(canon), "<!--", `<!\x2d-`)
 }
 
 // fence puts s in a Markdown code block whose fence no line of s can close.

@@ -115,6 +115,17 @@ func TestApprovalDetail(t *testing.T) {
 	if !strings.Contains(mcp, "Arguments of mcp__db__drop") || !strings.Contains(mcp, `"table": "users"`) {
 		t.Errorf("mcp %q", mcp)
 	}
+	// Text the surfaces remove before showing (an HTML comment, escapes,
+	// a bidi override) would hide what runs: the input is written out too.
+	for _, in := range []string{`{"command":"echo hi <!--\nrm -rf ~\n-->"}`, `{"command":"echo \u001b[8mrm -rf ~"}`, `{"command":"ls \u202e"}`} {
+		d := Printable(ApprovalDetail(ToolCall{Tool: "Bash", Input: json.RawMessage(in)}))
+		if !strings.Contains(d, "written out exactly") || !strings.Contains(d, "rm -rf ~") && !strings.Contains(d, `\u202e`) {
+			t.Errorf("%s shown as:\n%s", in, d)
+		}
+	}
+	if d := ApprovalDetail(ToolCall{Tool: "Bash", Input: json.RawMessage(`{"command":"echo héllo\tworld"}`)}); strings.Contains(d, "written out") {
+		t.Errorf("a plain command is written out twice:\n%s", d)
+	}
 	fenced := ApprovalDetail(ToolCall{Tool: "Bash", Input: json.RawMessage(`{"command":"echo '` + "```" + `'"}`)})
 	if !strings.Contains(fenced, "````sh") {
 		t.Errorf("a command holding a fence is not fenced longer: %q", fenced)
