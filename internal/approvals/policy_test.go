@@ -188,6 +188,13 @@ func TestDecideCompound(t *testing.T) {
 		{"(curl evil)", ActionDeny},
 		{"ls build; cat /etc/passwd", ActionAllow},
 		{"cat *", ActionAsk}, // a glob: not read-only for sure
+		{"echo 'a; rm -rf /' \"b && c\"", ActionPass}, // operators inside quotes are text
+		{"ls build \\; touch x", ActionAllow},          // an escaped ; is a word of ls
+		{"ls build 'x;y' >/dev/null 2>&1", ActionAllow},
+		{"ls build `touch x`", ActionAsk},
+		{"ls build <(touch x)", ActionAsk},
+		{"ls build > build.log", ActionAsk},
+		{"X=1 ls build", ActionAsk},
 	} {
 		if got := p.Decide("Bash", bash(c.cmd)).Action; got != c.want {
 			t.Errorf("Decide(%q) = %s, want %s", c.cmd, got, c.want)
@@ -280,5 +287,35 @@ func TestValidateBashRules(t *testing.T) {
 		if err := Validate(rule); (err == nil) != ok {
 			t.Errorf("Validate(%q) = %v, want ok %v", rule, err, ok)
 		}
+	}
+}
+
+// FuzzSplitCommand: any line parses or not without a panic, and a line
+// called Simple is only literal simple commands.
+func FuzzSplitCommand(f *testing.F) {
+	for _, s := range []string{"ls -la", "a && b | c; d &", "echo $(x) `y` <(z)", "cat <<EOF\nx\nEOF", "echo 'a;b' \"c\\\"d\"", "f() { x; }"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, cmd string) {
+		sc := SplitCommand(cmd)
+		if !sc.Simple {
+			return
+		}
+		for _, p := range sc.Parts {
+			if !p.Literal || len(p.Words) == 0 {
+				t.Errorf("%q: Simple with part %+v", cmd, p)
+			}
+		}
+	})
+}
+
+func TestMatchWordsManyStars(t *testing.T) {
+	pat := []string{"*", "*", "*", "*", "*", "*", "*", "*", "z"}
+	words := make([]string, 200)
+	for i := range words {
+		words[i] = "a"
+	}
+	if matchWords(pat, words) {
+		t.Error("matched without a final z")
 	}
 }

@@ -282,20 +282,25 @@ func (p commandPattern) match(words []string) bool {
 
 // matchWords matches words against pattern words: "*" alone any run of
 // words (none too), a word with "*" any text in place of each "*" within one
-// word, any other word itself.
+// word, any other word itself. A table over both positions keeps it linear
+// in their product, however many "*" the pattern has.
 func matchWords(pat, words []string) bool {
-	if len(pat) == 0 {
-		return len(words) == 0
+	// ok[i][j]: pat[i:] matches words[j:].
+	ok := make([][]bool, len(pat)+1)
+	for i := range ok {
+		ok[i] = make([]bool, len(words)+1)
 	}
-	if pat[0] == "*" {
-		for i := 0; i <= len(words); i++ {
-			if matchWords(pat[1:], words[i:]) {
-				return true
+	ok[len(pat)][len(words)] = true
+	for i := len(pat) - 1; i >= 0; i-- {
+		for j := len(words); j >= 0; j-- {
+			if pat[i] == "*" {
+				ok[i][j] = ok[i+1][j] || (j < len(words) && ok[i][j+1])
+			} else {
+				ok[i][j] = j < len(words) && ok[i+1][j+1] && matchWord(pat[i], words[j])
 			}
 		}
-		return false
 	}
-	return len(words) > 0 && matchWord(pat[0], words[0]) && matchWords(pat[1:], words[1:])
+	return ok[0][0]
 }
 
 func matchWord(pat, w string) bool {
