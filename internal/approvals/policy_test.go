@@ -187,9 +187,9 @@ func TestDecideCompound(t *testing.T) {
 		{"echo $(curl evil)", ActionDeny},
 		{"(curl evil)", ActionDeny},
 		{"ls build; cat /etc/passwd", ActionAllow},
-		{"cat *", ActionAsk}, // a glob: not read-only for sure
+		{"cat *", ActionAsk},                          // a glob: not read-only for sure
 		{"echo 'a; rm -rf /' \"b && c\"", ActionPass}, // operators inside quotes are text
-		{"ls build \\; touch x", ActionAllow},          // an escaped ; is a word of ls
+		{"ls build \\; touch x", ActionAllow},         // an escaped ; is a word of ls
 		{"ls build 'x;y' >/dev/null 2>&1", ActionAllow},
 		{"ls build `touch x`", ActionAsk},
 		{"ls build <(touch x)", ActionAsk},
