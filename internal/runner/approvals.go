@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
@@ -25,13 +26,18 @@ import (
 // the CLI fires the hook again for the deferred call, and the hook hands out
 // the decision, once.
 
-// approvalsOn stores the run's policy for its hook; false when native
-// asking is off for the run.
-func (r *Runner) approvalsOn(ctx context.Context, d *drive, run store.Run) (bool, error) {
+// approvalsOn stores the run's policy for its hook, with the agent's
+// working directory its path rules are read from; false when native asking
+// is off for the run.
+func (r *Runner) approvalsOn(ctx context.Context, d *drive, run store.Run, workdir string) (bool, error) {
 	if d.Approvals == nil {
 		return false, nil
 	}
-	if err := r.cfg.Store.SetRunPolicy(ctx, run.ID, d.Approvals.Encode()); err != nil {
+	p := *d.Approvals
+	if abs, err := filepath.Abs(workdir); err == nil {
+		p.Workdir = abs
+	}
+	if err := r.cfg.Store.SetRunPolicy(ctx, run.ID, p.Encode()); err != nil {
 		return false, err
 	}
 	return true, nil

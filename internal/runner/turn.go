@@ -59,7 +59,7 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 		}
 		req.MaxBudgetUSD = budgetLeft(d.Policy, run.ID, turns)
 	}
-	native, err := r.approvalsOn(ctx, d, run) // approvals.go
+	native, err := r.approvalsOn(ctx, d, run, workdir) // approvals.go
 	if err != nil {
 		return err
 	}

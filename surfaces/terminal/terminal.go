@@ -20,7 +20,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/term"
 
@@ -409,11 +408,16 @@ func (s *Surface) renderSet(set questions.Set) string {
 	}
 	b.WriteString(head + "\n")
 	if c := strings.TrimSpace(clean(set.Context)); c != "" {
-		c = lastBytes(c, maxContext)
+		// A long context shows its start and its end, and says what was
+		// cut and where the whole is: never a part of a call alone.
+		c, cut := questions.Excerpt(c, maxContext)
 		if s.opts.Pretty && questions.KindOf(set) == questions.KindApproval {
 			c = highlightCode(c)
 		}
 		b.WriteString(indent(c, "  ") + "\n")
+		if cut > 0 {
+			b.WriteString("  " + oneLine(questions.WholeCallHint(set.RunID)) + "\n")
+		}
 	}
 	return b.String()
 }
@@ -565,24 +569,9 @@ func clean(s string) string {
 // oneLine is clean on one line, spaces collapsed.
 func oneLine(s string) string { return strings.Join(strings.Fields(clean(s)), " ") }
 
-// maxContext bounds how much of a set's context is printed: its end, where
-// the model leads up to its questions.
+// maxContext bounds how many characters of a set's context are printed:
+// past it, its start and its end (questions.Excerpt).
 const maxContext = 4 << 10
-
-// lastBytes keeps the last n bytes of s, from a line start when it can.
-func lastBytes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[len(s)-n:]
-	for len(s) > 0 && !utf8.RuneStart(s[0]) {
-		s = s[1:]
-	}
-	if i := strings.IndexByte(s, '\n'); i >= 0 && i < len(s)-1 {
-		s = s[i+1:]
-	}
-	return "[…]\n" + s
-}
 
 func indent(s, prefix string) string {
 	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix)

@@ -502,18 +502,18 @@ func BenchmarkAsk(b *testing.B) {
 	}
 }
 
-func TestLongContextKeepsItsEnd(t *testing.T) {
+func TestLongContextKeepsBothEnds(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
 	s := newSurface(t, strings.NewReader("1\n"), &out, terminal.Options{})
-	ctx := strings.Repeat("héllo wörld, line of model text\n", 2000) + "THE END"
+	ctx := "THE START\n" + strings.Repeat("héllo wörld, line of model text\n", 2000) + "THE END"
 	set := surfacetest.NewSet("long").Context(ctx).Single().Set()
 	if _, err := ask(t, s, set); err != nil {
 		t.Fatal(err)
 	}
 	got := out.String()
-	if !strings.Contains(got, "  […]\n  héllo") || !strings.Contains(got, "THE END") || len(got) > 6<<10 {
-		t.Errorf("long context printed as %d bytes, want its end (THE END) after […]", len(got))
+	if !strings.Contains(got, "THE START") || !strings.Contains(got, "THE END") || !strings.Contains(got, "characters cut …") || len(got) > 6<<10 {
+		t.Errorf("long context printed as %d bytes, want its start and end and what was cut:\n%s", len(got), got)
 	}
 	checkPrintable(t, got)
 }
@@ -565,4 +565,25 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// TestApprovalShowsHiddenFirstLine: a command whose dangerous first line is
+// followed by 4 KiB of comments shows that line, says how much was cut and
+// where the whole is (issue 21).
+func TestApprovalShowsHiddenFirstLine(t *testing.T) {
+	t.Parallel()
+	for _, pretty := range []bool{false, true} {
+		var out bytes.Buffer
+		s := newSurface(t, strings.NewReader("Deny\n"), &out, terminal.Options{Pretty: pretty})
+		set := surfacetest.HiddenApproval()
+		if _, err := ask(t, s, set); err != nil {
+			t.Fatal(err)
+		}
+		got := out.String()
+		for _, want := range []string{surfacetest.HiddenFirstLine, "echo done", "characters cut …", "orchestrator show " + set.RunID} {
+			if !strings.Contains(got, want) {
+				t.Errorf("pretty %v: the terminal does not show %q:\n%s", pretty, want, got)
+			}
+		}
+	}
 }
