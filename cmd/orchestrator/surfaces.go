@@ -169,6 +169,9 @@ func buildTerminal(m *Main, _ config.SurfaceConfig, _ *store.Store) (surfaces.Su
 	if f, ok := out.(*os.File); ok {
 		pretty = terminal.IsTerminal(f)
 	}
+	if m.termOut == nil {
+		out = m.stdout() // shared with the progress lines
+	}
 	if f, ok := m.Stdin.(*os.File); ok {
 		echo = !terminal.IsTerminal(f)
 	}
