@@ -51,9 +51,9 @@ type Delivery struct {
 	Attempts      int
 	NextAttemptAt time.Time
 	LastError     string
-	RemovedAt time.Time // when the worktree was removed; zero while it exists
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	RemovedAt     time.Time // when the worktree was removed; zero while it exists
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
 }
 
 const deliveryColumns = `run_id, repo_dir, worktree, branch, base, base_commit, state, commit_sha, pushed, pr_number, pr_url, commented, note, removed_at, created_at, updated_at, pending, attempts, next_attempt_at, last_error`
