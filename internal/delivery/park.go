@@ -63,6 +63,11 @@ func (d *Deliverer) Park(ctx context.Context, run store.Run, o Options) error {
 	if status == "" && (head == dl.BaseCommit || (dl.Pushed && head == dl.CommitSHA)) {
 		return nil // nothing done yet, or nothing since the last park
 	}
+	// Until origin has the work in progress, the run stays with this
+	// machine: no instance elsewhere may take it up and start without it.
+	if err := d.cfg.Store.SetRunHost(ctx, run.ID, store.Hostname()); err != nil {
+		return fmt.Errorf("park run %s: %w", run.ID, err)
+	}
 	if status != "" {
 		turn, err := lastTurn(ctx, d.cfg.Store, run.ID)
 		if err != nil {
@@ -78,11 +83,22 @@ func (d *Deliverer) Park(ctx context.Context, run store.Run, o Options) error {
 		}
 		head, _ = g.resolve(ctx, dl.Worktree, "HEAD")
 	}
-	if err := d.push(ctx, dl, o); err != nil {
-		return fmt.Errorf("park run %s: %w", run.ID, err)
+	if dl.CommitSHA != head || dl.Pushed {
+		// The latest work in progress, not on origin yet.
+		dl.CommitSHA, dl.Pushed = head, false
+		if err := d.cfg.Store.SaveDelivery(ctx, dl); err != nil {
+			return err
+		}
 	}
-	dl.CommitSHA, dl.Pushed = head, true
+	if err := d.push(ctx, dl, o); err != nil {
+		return fmt.Errorf("park run %s: its work in progress (commit %.12s) stays on host %s until a push succeeds: %w",
+			run.ID, head, store.Hostname(), err)
+	}
+	dl.Pushed = true
 	if err := d.cfg.Store.SaveDelivery(ctx, dl); err != nil {
+		return err
+	}
+	if err := d.cfg.Store.ReleaseRunHost(ctx, run.ID, store.Hostname()); err != nil {
 		return err
 	}
 	d.log.Info("work in progress parked", "run", run.ID, "branch", dl.Branch, "commit", head)
@@ -113,6 +129,16 @@ func authorEnv(o Options) []string {
 func parked(dl store.Delivery) bool {
 	return dl.State == store.DeliveryPrepared && dl.Pushed && dl.CommitSHA != ""
 }
+
+// unpushed reports whether the run's latest work in progress was committed
+// (dl.CommitSHA) but its push failed: the remote may not have it.
+func unpushed(dl store.Delivery) bool {
+	return dl.State == store.DeliveryPrepared && !dl.Pushed && dl.CommitSHA != ""
+}
+
+// parkedHere reports whether the run has recorded work in progress to go
+// on from, pushed or not.
+func parkedHere(dl store.Delivery) bool { return parked(dl) || unpushed(dl) }
 
 // worktreePath is where this instance keeps the run's worktree.
 func (d *Deliverer) worktreePath(runID string) string { return filepath.Join(d.cfg.Root, runID) }
@@ -191,10 +217,19 @@ func (d *Deliverer) here(ctx context.Context, run store.Run, dl store.Delivery, 
 	_, hasLocal := g.resolve(ctx, top, localRef)
 	var start string
 	switch {
-	case parked(dl) && hasLocal && g.contains(ctx, top, localRef, dl.CommitSHA):
+	case parkedHere(dl) && hasLocal && g.contains(ctx, top, localRef, dl.CommitSHA):
 		start = localRef
-	case parked(dl) && fetched && g.contains(ctx, top, remoteRef, dl.CommitSHA):
+	case parkedHere(dl) && fetched && g.contains(ctx, top, remoteRef, dl.CommitSHA):
 		start = remoteRef
+	case unpushed(dl):
+		// Its latest work in progress never reached the remote: only the
+		// checkout it was made in has it, and the run goes on there.
+		host := run.Host
+		if host == "" {
+			host = "the one whose checkout holds it"
+		}
+		return dl, fmt.Errorf("run %s: its work in progress (commit %.12s) is not on %s (its push failed) nor in %s; it stays with host %s: %w",
+			run.ID, dl.CommitSHA, o.Remote, top, host, store.ErrWorkElsewhere)
 	case parked(dl):
 		return dl, fmt.Errorf("run %s: its branch %s on %s does not hold its work in progress (commit %.12s): was it rewritten?", run.ID, dl.Branch, o.Remote, dl.CommitSHA)
 	case mine && hasLocal:
@@ -208,6 +243,19 @@ func (d *Deliverer) here(ctx context.Context, run store.Run, dl store.Delivery, 
 			}
 		}
 		start = dl.BaseCommit
+	}
+	if hasLocal && start != localRef {
+		// -B resets the local branch to start: never when it holds
+		// commits start does not (work in progress whose push failed).
+		switch {
+		case g.contains(ctx, top, start, localRef):
+		case g.contains(ctx, top, localRef, start):
+			start = localRef
+		default:
+			tip, _ := g.resolve(ctx, top, localRef)
+			return dl, fmt.Errorf("run %s: its branch %s in %s (at %.12s) and %s have both moved on; not resetting it, so that no commit is lost",
+				run.ID, dl.Branch, top, tip, start)
+		}
 	}
 	if err := d.dropWorktree(ctx, top, wt); err != nil {
 		return dl, err

@@ -241,3 +241,9 @@ func (s *Store) ReleaseRunHost(ctx context.Context, id, host string) error {
 	}
 	return nil
 }
+
+// ErrWorkElsewhere says that what a run needs to go on (its worktree, or
+// commits of its branch that its remote does not have) is on another
+// instance: that one goes on with it (Run.Host), and the run is left as it
+// is here, neither failed nor restarted.
+var ErrWorkElsewhere = errors.New("the run's work is on another instance")
