@@ -186,14 +186,6 @@ func (d *Deliverer) here(ctx context.Context, run store.Run, dl store.Delivery, 
 		// Another instance drove the run since and parked newer work:
 		// what is here is stale.
 	}
-	if !mine && g.isWorktree(ctx, dl.Worktree) && isDir(dl.RepoDir) {
-		// Another instance's worktree of the run, on this machine: it is
-		// stale (we hold the run now), and in a clone both instances
-		// share it would keep the branch checked out.
-		if _, err := g.run(ctx, dl.RepoDir, nil, "", "worktree", "remove", "--force", "--force", dl.Worktree); err != nil {
-			d.log.Warn("remove another instance's worktree of the run", "run", run.ID, "worktree", dl.Worktree, "err", err)
-		}
-	}
 	top := dl.RepoDir
 	if !mine || !isDir(top) {
 		var err error
@@ -243,6 +235,15 @@ func (d *Deliverer) here(ctx context.Context, run store.Run, dl store.Delivery, 
 			}
 		}
 		start = dl.BaseCommit
+	}
+	if !mine && g.isWorktree(ctx, dl.Worktree) && isDir(dl.RepoDir) {
+		// Another instance's worktree of the run, on this machine: it is
+		// stale (we hold the run now, and what it committed is on the
+		// branch we start from), and in a clone both instances share it
+		// would keep the branch checked out.
+		if _, err := g.run(ctx, dl.RepoDir, nil, "", "worktree", "remove", "--force", "--force", dl.Worktree); err != nil {
+			d.log.Warn("remove another instance's worktree of the run", "run", run.ID, "worktree", dl.Worktree, "err", err)
+		}
 	}
 	if hasLocal && start != localRef {
 		// -B resets the local branch to start: never when it holds
