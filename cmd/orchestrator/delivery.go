@@ -81,7 +81,8 @@ func (m *Main) gitToken() string {
 // deliverer returns the process's Deliverer, built on first use.
 func (m *Main) deliverer(st *store.Store, ss *surfaceSet) (*delivery.Deliverer, error) {
 	m.deliveryOnce.Do(func() {
-		cfg := delivery.Config{Store: st, Token: m.gitToken(), Logger: m.Logger.With("part", "delivery")}
+		cfg := delivery.Config{Store: st, Token: m.gitToken(), Logger: m.Logger.With("part", "delivery"),
+			Backoff: m.deliveryRetry, RetryAfter: m.deliveryRetry}
 		gc := m.Config.Surfaces.GitHub
 		if tok := m.gitToken(); tok != "" {
 			// The surface's handling of GitHub's rate limits and transient
@@ -191,6 +192,10 @@ type deliveryState struct {
 	deliveryOnce sync.Once
 	deliveryD    *delivery.Deliverer
 	deliveryErr  error
+	// deliveryRetry, when set (tests), replaces the delivery's waits: the
+	// first wait between two tries of a push or a pull request, before a
+	// pending delivery is tried again, and how often serve looks.
+	deliveryRetry time.Duration
 }
 
 // timeoutTransport bounds each request sent (the client's own timeout
@@ -233,7 +238,11 @@ const deliveryRetryEvery = 15 * time.Second
 // One held by another instance, or whose commit is on another instance,
 // is left to it.
 func (m *Main) retryDeliveries(ctx context.Context, st *store.Store, r *runner.Runner) {
-	t := time.NewTicker(deliveryRetryEvery)
+	every := deliveryRetryEvery
+	if m.deliveryRetry > 0 {
+		every = m.deliveryRetry
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		due, err := st.PendingDeliveries(ctx, time.Now())

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 )
@@ -140,4 +142,76 @@ func TestDeliveryPendingThenResumeOpensOnePR(t *testing.T) {
 		t.Errorf("a second resume: exit %d, want nothing to resume", code)
 	}
 	g.wantCheckoutUntouched(t, 0)
+}
+
+// TestServeRetriesAPendingDelivery: a run done with its pull request
+// pending (GitHub failing every POST /pulls); serve tries it again, backing
+// off (each failed attempt moves the next one later), and once the outage
+// is over opens exactly one pull request and removes the worktree.
+func TestServeRetriesAPendingDelivery(t *testing.T) {
+	t.Parallel()
+	g := newGitE2E(t)
+	spec := g.presetSpec("deps", "Implement spec X", "")
+	g.gh.FailAlways(http.MethodPost, deliveryPulls, http.StatusBadGateway, nil, "<html>502 Bad Gateway</html>")
+	const wait = 100 * time.Millisecond
+	var runOut lockedBuffer
+	m := &Main{Stdin: strings.NewReader(""), Stdout: &runOut, Stderr: &runOut, Dir: filepath.Join(g.dir, "work"),
+		LookupEnv: func(string) (string, bool) { return "", false }}
+	m.deliveryRetry = wait
+	if code := m.Exec(context.Background(), []string{"--config", g.config, "run", spec}); code != 0 || !strings.Contains(runOut.String(), "delivery pending") {
+		t.Fatalf("run: exit %d, want done with the delivery pending:\n%s", code, runOut.String())
+	}
+	run := g.onlyRun()
+	ctx := context.Background()
+	first, _, _ := g.store().Delivery(ctx, run.ID)
+	if !first.Pending || first.Attempts != 1 {
+		t.Fatalf("delivery = %+v, want pending after one attempt", first)
+	}
+
+	var out lockedBuffer
+	addr := make(chan string, 1)
+	sm := &Main{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &out, Dir: filepath.Join(g.dir, "work"),
+		LookupEnv: func(string) (string, bool) { return "", false }, serveReady: func(a string) { addr <- a }}
+	sm.deliveryRetry = wait
+	g.writeConfig(fmt.Sprintf("  github:\n    enabled: true\n    base_url: %q\n    token: test-token\n    repo: %s\n    poll_interval: 100ms\n"+
+		"serve:\n  listen: 127.0.0.1:0\n", g.gh.URL()+"/", deliveryRepo))
+	sctx, cancel := context.WithCancel(ctx)
+	code := make(chan int, 1)
+	go func() { code <- sm.Exec(sctx, []string{"--config", g.config, "serve"}) }()
+	defer func() {
+		cancel()
+		select {
+		case <-code:
+		case <-time.After(time.Minute):
+			t.Error("serve did not stop")
+		}
+		if t.Failed() {
+			t.Logf("serve output:\n%s", out.String())
+		}
+	}()
+	select {
+	case <-addr:
+	case <-time.After(time.Minute):
+		t.Fatal("serve did not start")
+	}
+	var again store.Delivery
+	waitFor(t, "serve to try the delivery again", func() bool {
+		again, _, _ = g.store().Delivery(ctx, run.ID)
+		return again.Attempts >= 2
+	})
+	if !again.Pending || !again.NextAttemptAt.After(first.NextAttemptAt) {
+		t.Errorf("after serve's failed attempt: %+v; want still pending, its next attempt later", again)
+	}
+	if n := len(g.gh.Pulls(deliveryRepo)); n != 0 {
+		t.Fatalf("%d pull requests during the outage", n)
+	}
+	g.gh.ClearFaults()
+	waitFor(t, "serve to open the pull request", func() bool {
+		dl, _, _ := g.store().Delivery(ctx, run.ID)
+		return !dl.Pending && dl.State == store.DeliveryOpened && !dl.RemovedAt.IsZero()
+	})
+	g.wantDelivered(t, g.onlyRun())
+	if !strings.Contains(out.String(), "delivery tried again") {
+		t.Errorf("serve's log does not say it tried the delivery again")
+	}
 }
