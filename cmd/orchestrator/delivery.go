@@ -86,13 +86,16 @@ func (m *Main) deliverer(st *store.Store, ss *surfaceSet) (*delivery.Deliverer, 
 		gc := m.Config.Surfaces.GitHub
 		if tok := m.gitToken(); tok != "" {
 			// The surface's handling of GitHub's rate limits and transient
-			// failures, over the process's instrumented transport.
+			// failures, over the process's instrumented transport. A limit
+			// longer than MaxWait is not waited out here: the delivery is
+			// left pending, and tried again later.
 			var base http.RoundTripper = http.DefaultTransport
 			if m.metrics != nil {
 				base = m.metrics.InstrumentTransport("github", base)
 			}
-			hc := &http.Client{Timeout: 20 * time.Minute, Transport: github.Transport(github.TransportConfig{
-				Base: &timeoutTransport{base: base, timeout: 30 * time.Second}, Logger: m.Logger.With("part", "delivery")})}
+			hc := &http.Client{Timeout: 10 * time.Minute, Transport: github.Transport(github.TransportConfig{
+				Base: &timeoutTransport{base: base, timeout: 30 * time.Second}, Logger: m.Logger.With("part", "delivery"),
+				MaxWait: 2 * time.Minute})}
 			prs, err := delivery.NewGitHub(delivery.GitHubConfig{BaseURL: gc.BaseURL, Token: tok, HTTPClient: hc})
 			if err != nil {
 				m.deliveryErr = err

@@ -362,6 +362,13 @@ func (d *Deliverer) Deliver(ctx context.Context, run store.Run, o Options, failp
 			}
 			return Result{Delivery: dl}, nil
 		}
+		if o.Push {
+			// Until the push, the commit is on this machine only: the run
+			// stays here (released once pushed).
+			if err := d.cfg.Store.SetRunHost(ctx, run.ID, store.Hostname()); err != nil {
+				return Result{Delivery: dl}, err
+			}
+		}
 		if status != "" {
 			rep, err := d.report(ctx, run, "")
 			if err != nil {
@@ -386,9 +393,10 @@ func (d *Deliverer) Deliver(ctx context.Context, run store.Run, o Options, failp
 	if !o.Push {
 		return res, nil
 	}
-	if dl.State == store.DeliveryCommitted && (!d.mine(run, dl) || !g.isWorktree(ctx, dl.Worktree)) {
-		// The commit is on the branch of the instance that made it.
-		return res, fmt.Errorf("run %s: its commit %.12s is in the worktree %s of another instance, which pushes it: %w",
+	if dl.State == store.DeliveryCommitted && !g.isWorktree(ctx, dl.Worktree) {
+		// The commit is in the worktree it was made in, on another
+		// machine (the run stays with its host).
+		return res, fmt.Errorf("run %s: its commit %.12s is in the worktree %s, not on this machine; the instance there pushes it: %w",
 			run.ID, dl.CommitSHA, dl.Worktree, store.ErrWorkElsewhere)
 	}
 	err = d.ship(ctx, run, o, &dl, failpoint)
@@ -413,12 +421,6 @@ func (d *Deliverer) Deliver(ctx context.Context, run store.Run, o Options, failp
 	dl.NextAttemptAt = d.cfg.Now().Add(d.cfg.Jitter(min(d.cfg.RetryAfter<<min(dl.Attempts-1, 16), d.cfg.RetryMax)))
 	if err := d.cfg.Store.SaveDelivery(ctx, dl); err != nil {
 		return res, err
-	}
-	if dl.State == store.DeliveryCommitted {
-		// The commit is on this machine only: the run stays here.
-		if err := d.cfg.Store.SetRunHost(ctx, run.ID, store.Hostname()); err != nil {
-			return res, err
-		}
 	}
 	res.Delivery, res.Pending = dl, true
 	d.log.Warn("delivery pending", "run", run.ID, "state", dl.State, "attempts", dl.Attempts, "next", dl.NextAttemptAt, "err", err)

@@ -87,6 +87,10 @@ func (r *Runner) done(ctx context.Context, run store.Run, last store.Turn) error
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
+			if errors.Is(err, store.ErrWorkElsewhere) {
+				r.log.Warn("leaving the run to the instance that has its work", "run", run.ID, "err", err)
+				return err
+			}
 			return r.fail(ctx, run, fmt.Sprintf("deliver: %v", err))
 		}
 		r.emit(Event{Kind: EventDelivered, RunID: run.ID, Text: line})
