@@ -2,12 +2,17 @@ package delivery
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	gh "github.com/google/go-github/v60/github"
 
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/surfaces/github"
@@ -224,5 +229,37 @@ func TestDeliverLeavesAFailingPushPending(t *testing.T) {
 	}
 	if pulls := f.gh.Pulls("acme/app"); len(pulls) != 1 {
 		t.Fatalf("%d pull requests, want 1", len(pulls))
+	}
+}
+
+// TestTransient: what may pass by trying again, and what will not.
+func TestTransient(t *testing.T) {
+	t.Parallel()
+	resp := func(code int) *http.Response {
+		return &http.Response{StatusCode: code, Request: &http.Request{Method: "POST"}}
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"502", &gh.ErrorResponse{Response: resp(502), Message: "Server Error"}, true},
+		{"503 wrapped", fmt.Errorf("github: open: %w", &gh.ErrorResponse{Response: resp(503)}), true},
+		{"429", &gh.ErrorResponse{Response: resp(429)}, true},
+		{"403 secondary limit", &gh.ErrorResponse{Response: resp(403), Message: "You have exceeded a secondary rate limit."}, true},
+		{"abuse limit", &gh.AbuseRateLimitError{Response: resp(403)}, true},
+		{"network", &url.Error{Op: "Post", URL: "https://api.github.com/repos/a/b/pulls", Err: io.EOF}, true},
+		{"push failed", fmt.Errorf("%w: unreachable", ErrPushFailed), true},
+		{"403 permission", &gh.ErrorResponse{Response: resp(403), Message: "Resource not accessible by integration"}, false},
+		{"401", &gh.ErrorResponse{Response: resp(401), Message: "Bad credentials"}, false},
+		{"404", &gh.ErrorResponse{Response: resp(404)}, false},
+		{"422", &gh.ErrorResponse{Response: resp(422), Message: "Validation Failed"}, false},
+		{"push rejected", fmt.Errorf("%w: not a fast-forward", ErrPushRejected), false},
+		{"cancelled", context.Canceled, false},
+		{"nil", nil, false},
+	} {
+		if got := Transient(tc.err); got != tc.want {
+			t.Errorf("%s: Transient = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
