@@ -22,12 +22,22 @@ import (
 // other is added again from the pushed branch. Deliver goes on from there:
 // the pull request's branch carries the work-in-progress commits, then the
 // final commit.
+//
+// No commit of the run is ever lost on the way. Park ties the run to this
+// host (store.Run.Host) before it commits, records the commit before it
+// pushes (CommitSHA with Pushed false: origin may not have it), and unties
+// the run once the push is recorded. A push that fails leaves the run tied:
+// only an instance on this host takes it up, and `status` says why. An
+// instance that has not got the recorded commit (not in its clone's branch,
+// not on origin) refuses to go on (store.ErrWorkElsewhere) instead of
+// starting from the base, and no worktree is ever added with -B over a
+// local branch that holds commits its start lacks.
 
 // Park hands the run's work in progress over to whichever instance drives
 // the run next: the worktree's changes, if any, are committed on the run's
 // branch ("work in progress of run X at turn N") and the branch is pushed
 // (never forced). It is idempotent: parking again with nothing new does
-// nothing. Call it while the run is still held (before its lease is
+// nothing, and parking again after a push that failed pushes again. Call it while the run is still held (before its lease is
 // released), so that no other instance starts from the branch before the
 // push.
 //
