@@ -10,7 +10,11 @@
 // step is recorded in the store once done (store.Delivery), so a process
 // that dies between two steps is replaced by one that goes on from the next,
 // and retries are idempotent: a pull request already open for the branch is
-// updated, never duplicated.
+// updated, never duplicated, and one whose creation got no answer is found
+// by its branch. A push or a pull request that fails for a reason that may
+// pass (Transient) is tried again a few times; if it still fails, the
+// delivery is left pending (store.Delivery.Pending) for a later attempt,
+// and the run is done all the same.
 //
 // Git is run as the git binary. A token for pushing over HTTPS is handed to
 // git through an askpass helper and the environment of that one command:
