@@ -52,3 +52,5 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
+
+replace github.com/bwmarrin/discordgo => ./internal/third_party/discordgo

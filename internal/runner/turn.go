@@ -38,6 +38,11 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 		// The session may have been recorded on another machine (sessions.go).
 		r.restoreSession(ctx, agent, run, t.SessionID, workdir)
 	}
+	release, err := r.takeSlot(ctx, run)
+	if err != nil {
+		return err
+	}
+	defer release()
 	t, err = r.cfg.Store.BeginTurn(ctx, t) // claims the set of an answer turn
 	if err != nil {
 		return err
@@ -88,6 +93,9 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 			return nil // the loop finds the run cancelled
 		}
 		return r.fail(ctx, run, fmt.Sprintf("start turn %d: %v", t.Seq, err))
+	}
+	if live != nil {
+		live.hold = ex.Hold
 	}
 	if t.Kind == store.TurnAnswer {
 		r.cfg.Failpoint("turn-started")
@@ -282,4 +290,24 @@ func Collect(col *questions.TurnCollector, ev executor.Event) {
 	case *executor.Result:
 		col.AddResultText(ev.Text)
 	}
+}
+
+// takeSlot waits for one of Config.CLISlots (none: at once), before the
+// turn claims anything, so that a run waiting for room has nothing started.
+func (r *Runner) takeSlot(ctx context.Context, run store.Run) (release func(), err error) {
+	slots := r.cfg.CLISlots
+	if slots == nil {
+		return func() {}, nil
+	}
+	select {
+	case slots <- struct{}{}:
+	default:
+		r.log.Info("waiting for a free slot: serve.max_concurrent_runs agent CLIs are running", "run", run.ID, "max", cap(slots))
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return func() { <-slots }, nil
 }

@@ -500,15 +500,27 @@ func (r *Runner) policyEvent(ctx context.Context, run store.Run, rec *store.SetR
 	now := r.cfg.Now()
 	switch what {
 	case policyRemind:
+		var reminded []string
 		for _, s := range *surfs {
-			if rm, ok := s.(surfaces.Reminder); ok {
-				if err := rm.Remind(ctx, rec.Set); err != nil {
-					r.log.Warn("remind", "surface", s.Name(), "set", rec.Set.ID, "err", err)
-				}
+			rm, ok := s.(surfaces.Reminder)
+			if !ok {
+				continue
+			}
+			switch err := rm.Remind(ctx, rec.Set); {
+			case errors.Is(err, surfaces.ErrNotAsked):
+				// Not posted there yet: no reminder before the question.
+				r.log.Info("no reminder: the question is not posted yet", "surface", s.Name(), "set", rec.Set.ID)
+			case err != nil:
+				r.log.Warn("remind", "surface", s.Name(), "set", rec.Set.ID, "err", err)
+			default:
+				reminded = append(reminded, s.Name())
 			}
 		}
+		// The next reminder is due RemindEvery from now either way.
 		rec.RemindedAt = now
-		r.emit(Event{Kind: EventReminder, RunID: run.ID, Set: &rec.Set, Surfaces: names(*surfs)})
+		if len(reminded) > 0 {
+			r.emit(Event{Kind: EventReminder, RunID: run.ID, Set: &rec.Set, Surfaces: reminded})
+		}
 		return false, st.MarkReminded(ctx, rec.Set.ID, now)
 	case policyEscalate:
 		*surfs = append(*surfs, pol.EscalateTo)
