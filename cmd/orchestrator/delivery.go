@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/specs"
+	"github.com/orchestrator-dev/orchestrator/surfaces/github"
 )
 
 // This file wires the delivery of a run's work through git: the
@@ -78,13 +81,21 @@ func (m *Main) gitToken() string {
 // deliverer returns the process's Deliverer, built on first use.
 func (m *Main) deliverer(st *store.Store, ss *surfaceSet) (*delivery.Deliverer, error) {
 	m.deliveryOnce.Do(func() {
-		cfg := delivery.Config{Store: st, Token: m.gitToken(), Logger: m.Logger.With("part", "delivery")}
+		cfg := delivery.Config{Store: st, Token: m.gitToken(), Logger: m.Logger.With("part", "delivery"),
+			Backoff: m.deliveryRetry, RetryAfter: m.deliveryRetry}
 		gc := m.Config.Surfaces.GitHub
 		if tok := m.gitToken(); tok != "" {
-			hc := &http.Client{Timeout: 30 * time.Second}
+			// The surface's handling of GitHub's rate limits and transient
+			// failures, over the process's instrumented transport. A limit
+			// longer than MaxWait is not waited out here: the delivery is
+			// left pending, and tried again later.
+			var base http.RoundTripper = http.DefaultTransport
 			if m.metrics != nil {
-				hc.Transport = m.metrics.InstrumentTransport("github", http.DefaultTransport)
+				base = m.metrics.InstrumentTransport("github", base)
 			}
+			hc := &http.Client{Timeout: 10 * time.Minute, Transport: github.Transport(github.TransportConfig{
+				Base: &timeoutTransport{base: base, timeout: 30 * time.Second}, Logger: m.Logger.With("part", "delivery"),
+				MaxWait: 2 * time.Minute})}
 			prs, err := delivery.NewGitHub(delivery.GitHubConfig{BaseURL: gc.BaseURL, Token: tok, HTTPClient: hc})
 			if err != nil {
 				m.deliveryErr = err
@@ -197,4 +208,81 @@ type deliveryState struct {
 	deliveryOnce sync.Once
 	deliveryD    *delivery.Deliverer
 	deliveryErr  error
+	// deliveryRetry, when set (tests), replaces the delivery's waits: the
+	// first wait between two tries of a push or a pull request, before a
+	// pending delivery is tried again, and how often serve looks.
+	deliveryRetry time.Duration
+}
+
+// timeoutTransport bounds each request sent (the client's own timeout
+// spans the rate-limit waits of the transport above it).
+type timeoutTransport struct {
+	base    http.RoundTripper
+	timeout time.Duration
+}
+
+func (t *timeoutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(req.Context(), t.timeout)
+	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelBody ends a request's context once its body is closed.
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
+// deliveryRetryEvery is how often serve looks for pending deliveries whose
+// next attempt is due.
+const deliveryRetryEvery = 15 * time.Second
+
+// retryDeliveries tries again, while ctx lasts, the pending deliveries of
+// done runs (a push or a pull request that had failed) whose next attempt
+// is due: each backs off (delivery.Config.RetryAfter) between attempts.
+// One held by another instance, or whose commit is on another instance,
+// is left to it.
+func (m *Main) retryDeliveries(ctx context.Context, st *store.Store, r *runner.Runner) {
+	every := deliveryRetryEvery
+	if m.deliveryRetry > 0 {
+		every = m.deliveryRetry
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		due, err := st.PendingDeliveries(ctx, time.Now())
+		if err != nil && ctx.Err() == nil {
+			m.Logger.Warn("pending deliveries", "err", err)
+		}
+		for _, dl := range due {
+			if ctx.Err() != nil {
+				return
+			}
+			line, err := r.Redeliver(ctx, dl.RunID)
+			switch {
+			case err == nil:
+				m.Logger.Info("delivery tried again", "run", dl.RunID, "delivery", line)
+			case errors.Is(err, store.ErrLocked), errors.Is(err, store.ErrWorkElsewhere), errors.Is(err, runner.ErrNothingPending):
+				m.Logger.Debug("pending delivery left", "run", dl.RunID, "err", err)
+			default:
+				m.Logger.Error("delivery failed", "run", dl.RunID, "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

@@ -94,6 +94,7 @@ func (m *Main) runServe(ctx context.Context) error {
 		return configError(problemsError("serve", err))
 	}
 	resumer.d = d
+	go m.retryDeliveries(ctx, st, r)
 	go func() {
 		select {
 		case <-d.Ready():
@@ -127,6 +128,8 @@ func logEvent(log *slog.Logger, ev runner.Event) {
 		}
 	case runner.EventReminder, runner.EventEscalated, runner.EventRetry, runner.EventCorrection:
 		log.Info(string(ev.Kind), "run", ev.RunID, "text", ev.Text, "surfaces", ev.Surfaces)
+	case runner.EventDelivered:
+		log.Info("delivered", "run", ev.RunID, "delivery", ev.Text)
 	case runner.EventRunEnded:
 		if ev.Run != nil {
 			log.Info("run stopped", "run", ev.RunID, "status", ev.Run.Status, "err", ev.Err)

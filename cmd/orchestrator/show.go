@@ -91,6 +91,12 @@ type showDelivery struct {
 	Worktree        string `json:"worktree"`
 	WorktreeRemoved bool   `json:"worktree_removed"`
 	Note            string `json:"note,omitempty"`
+	// Pending: the push or the pull request failed after its retries;
+	// serve tries again at next_attempt_at, `resume RUN` at once.
+	Pending       bool       `json:"pending,omitempty"`
+	Attempts      int        `json:"attempts,omitempty"`
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	LastError     string     `json:"last_error,omitempty"`
 }
 
 // usd rounds a cost to a millionth of a dollar (no float noise in JSON).
@@ -161,7 +167,11 @@ func buildShow(ctx context.Context, st *store.Store, id string, maxLine int) (sh
 		return showOutput{}, err
 	} else if ok {
 		out.Delivery = &showDelivery{State: string(dl.State), Branch: dl.Branch, Base: dl.Base, Commit: dl.CommitSHA, Pushed: dl.Pushed,
-			PullRequest: dl.PRNumber, PullRequestURL: dl.PRURL, Worktree: dl.Worktree, WorktreeRemoved: !dl.RemovedAt.IsZero(), Note: dl.Note}
+			PullRequest: dl.PRNumber, PullRequestURL: dl.PRURL, Worktree: dl.Worktree, WorktreeRemoved: !dl.RemovedAt.IsZero(), Note: dl.Note,
+			Pending: dl.Pending, Attempts: dl.Attempts, LastError: questions.Printable(dl.LastError)}
+		if dl.Pending {
+			out.Delivery.NextAttemptAt = timePtr(dl.NextAttemptAt)
+		}
 	}
 	return out, nil
 }
@@ -386,6 +396,14 @@ func printShow(w io.Writer, o showOutput) {
 		if d.Note != "" {
 			fmt.Fprintf(w, "  %s\n", d.Note)
 		}
+		switch {
+		case d.Pending && d.NextAttemptAt != nil:
+			fmt.Fprintf(w, "  pending: %s (failed attempts: %d; serve tries again from %s, or now: orchestrator resume %s)\n",
+				pendingWhat(d.Pushed), d.Attempts, d.NextAttemptAt.Local().Format(time.RFC3339), o.Run.ID)
+			fmt.Fprintf(w, "  last error: %s\n", d.LastError)
+		case d.LastError != "" && d.PullRequestURL == "":
+			fmt.Fprintf(w, "  not delivered: %s\n", d.LastError)
+		}
 		if d.WorktreeRemoved {
 			fmt.Fprintf(w, "  worktree %s (removed)\n", d.Worktree)
 		} else {
@@ -430,4 +448,12 @@ func printDecision(w io.Writer, d showDecision) {
 	} else {
 		fmt.Fprintf(w, "      → (%s)\n", d.State)
 	}
+}
+
+// pendingWhat says which step of a pending delivery is still to do.
+func pendingWhat(pushed bool) string {
+	if pushed {
+		return "the pull request is not opened yet"
+	}
+	return "the branch is not pushed yet"
 }

@@ -73,9 +73,65 @@ type statusReport struct {
 	Schedule     []statusNext     `json:"schedule"`
 	Specs        []statusSpec     `json:"specs"`
 	Worktrees    []statusWorktree `json:"worktrees"` // gc.go
+	// Deliveries are the deliveries still to finish: a done run's push
+	// or pull request that failed (pending, tried again), and a waiting
+	// run's work in progress that its push did not bring to the remote
+	// (the run stays with its host until one does).
+	Deliveries []statusDelivery `json:"deliveries"`
 	// Instances are the serve instances of a shared database whose
 	// heartbeat is recent (two lease TTLs).
 	Instances []statusInstance `json:"instances,omitempty"`
+}
+
+type statusDelivery struct {
+	RunID  string `json:"run_id"`
+	Spec   string `json:"spec,omitempty"`
+	Status string `json:"status"`
+	// What is "push" or "pull_request" (a pending delivery), or
+	// "work_in_progress" (a parked commit not on the remote).
+	What          string     `json:"what"`
+	Branch        string     `json:"branch"`
+	Commit        string     `json:"commit,omitempty"`
+	Host          string     `json:"host,omitempty"`
+	Attempts      int        `json:"attempts,omitempty"`
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	LastError     string     `json:"last_error,omitempty"`
+}
+
+// statusDeliveries lists the deliveries still to finish (statusReport).
+func statusDeliveries(ctx context.Context, st *store.Store, active []jsonRun) ([]statusDelivery, error) {
+	out := []statusDelivery{}
+	pending, err := st.PendingDeliveries(ctx, time.Now().AddDate(100, 0, 0))
+	if err != nil {
+		return nil, err
+	}
+	for _, dl := range pending {
+		run, err := st.Run(ctx, dl.RunID)
+		if err != nil {
+			return nil, err
+		}
+		what := "push"
+		if dl.Pushed {
+			what = "pull_request"
+		}
+		out = append(out, statusDelivery{RunID: run.ID, Spec: run.Spec, Status: string(run.Status), What: what, Branch: dl.Branch,
+			Commit: dl.CommitSHA, Host: questions.Printable(run.Host), Attempts: dl.Attempts, NextAttemptAt: timePtr(dl.NextAttemptAt),
+			LastError: questions.Printable(dl.LastError)})
+	}
+	for _, r := range active {
+		if r.Host == "" {
+			continue
+		}
+		dl, ok, err := st.Delivery(ctx, r.ID)
+		if err != nil {
+			return nil, err
+		}
+		if ok && dl.State == store.DeliveryPrepared && dl.CommitSHA != "" && !dl.Pushed {
+			out = append(out, statusDelivery{RunID: r.ID, Spec: r.Spec, Status: r.Status, What: "work_in_progress", Branch: dl.Branch,
+				Commit: dl.CommitSHA, Host: r.Host})
+		}
+	}
+	return out, nil
 }
 
 type statusInstance struct {
@@ -176,6 +232,9 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool, spec string) err
 	if rep.Worktrees, err = keptWorktrees(ctx, st); err != nil {
 		return err
 	}
+	if rep.Deliveries, err = statusDeliveries(ctx, st, rep.Runs); err != nil {
+		return err
+	}
 	if spec != "" {
 		if !known && len(rep.Runs) == 0 {
 			if any, err := st.ListRuns(ctx, store.RunFilter{Spec: spec, Limit: 1}); err != nil {
@@ -191,6 +250,13 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool, spec string) err
 			}
 		}
 		rep.Worktrees = kept
+		dls := []statusDelivery{}
+		for _, d := range rep.Deliveries {
+			if d.Spec == spec {
+				dls = append(dls, d)
+			}
+		}
+		rep.Deliveries = dls
 	}
 	if asJSON {
 		return writeJSON(m.Stdout, rep)
@@ -229,11 +295,20 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool, spec string) err
 		}
 	}
 	w.Flush()
+	wip := map[string]statusDelivery{}
+	for _, d := range rep.Deliveries {
+		if d.What == "work_in_progress" {
+			wip[d.RunID] = d
+		}
+	}
 	for _, r := range rep.Runs {
 		// Several instances on one database: say where a run is.
-		switch {
+		switch d, unpushed := wip[r.ID]; {
 		case r.DrivenBy != "":
 			fmt.Fprintf(m.Stdout, "run %s: driven by instance %s\n", r.ID, r.DrivenBy)
+		case unpushed && (r.Status == string(store.RunWaiting) || r.Status == string(store.RunInterrupted) || r.Status == string(store.RunQueued)):
+			fmt.Fprintf(m.Stdout, "run %s: stays with host %s, whose checkout alone has its work in progress (commit %.12s on branch %s): "+
+				"the push of it failed; it goes on there, or anywhere once a push succeeds\n", r.ID, r.Host, d.Commit, d.Branch)
 		case r.Host != "" && (r.Status == string(store.RunWaiting) || r.Status == string(store.RunInterrupted) || r.Status == string(store.RunQueued)):
 			fmt.Fprintf(m.Stdout, "run %s: stays with host %s, which holds its working directory (its work is not delivered through git)\n", r.ID, r.Host)
 		}
@@ -286,6 +361,26 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool, spec string) err
 			fmt.Fprintf(w, "%s\t%d\t$%.4f\t%s\n", s.Spec, s.Runs, s.CostUSD, s.LastStatus)
 		}
 		w.Flush()
+	}
+	var pend []statusDelivery
+	for _, d := range rep.Deliveries {
+		if d.What != "work_in_progress" {
+			pend = append(pend, d)
+		}
+	}
+	if len(pend) > 0 {
+		fmt.Fprintln(m.Stdout, "\nPending deliveries (serve tries them again; or now: orchestrator resume RUN):")
+		for _, d := range pend {
+			what := "the branch is not pushed yet"
+			if d.What == "pull_request" {
+				what = "the pull request is not opened yet"
+			}
+			next := ""
+			if d.NextAttemptAt != nil {
+				next = ", next attempt " + d.NextAttemptAt.Local().Format(time.RFC3339)
+			}
+			fmt.Fprintf(m.Stdout, "  run %s (%s), branch %s: %s (failed attempts: %d%s): %s\n", d.RunID, d.Status, d.Branch, what, d.Attempts, next, clip(d.LastError, 200))
+		}
 	}
 	printWorktrees(m.Stdout, rep.Worktrees)
 	return nil

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/orchestrator-dev/orchestrator/internal/secretscan"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
@@ -106,39 +107,94 @@ func (r Report) CommitMessage() string {
 	return b.String()
 }
 
+// MaxBodyChars is the longest body GitHub accepts for a pull request (in
+// characters).
+const MaxBodyChars = 65536
+
 // PRBody is a pull request's body: the summary, the decision log, the run's
-// numbers and a link to its question issue.
+// numbers and a link to its question issue. It is at most MaxBodyChars
+// long: a decision log that does not fit is cut, with a pointer to
+// `orchestrator show RUN`, which has all of it; a summary that alone does
+// not fit is cut too.
 func (r Report) PRBody() string {
-	var b strings.Builder
-	b.WriteString("## Summary\n\n")
+	summary := "_The model gave no summary._"
 	if sum := untrusted(r.Summary); sum != "" {
-		b.WriteString(noMentions(sum))
-	} else {
-		b.WriteString("_The model gave no summary._")
+		summary = noMentions(sum)
 	}
-	b.WriteString("\n\n## Decisions\n\n")
-	if len(r.Decisions) == 0 {
+	var rows []string
+	for i, d := range r.Decisions {
+		q := d.Question
+		if d.Header != "" {
+			q = d.Header + ": " + q
+		}
+		answer, by, on, when := d.Answer, d.By, d.Surface, ""
+		if !d.AnsweredAt.IsZero() {
+			when = d.AnsweredAt.UTC().Format("2006-01-02 15:04 UTC")
+		}
+		if answer == "" {
+			answer = "(" + string(d.State) + ")"
+		}
+		// The answerer is named as the surface knows them; the rest
+		// is model or human text and mentions nobody.
+		rows = append(rows, fmt.Sprintf("| %d | %s | %s | %s | %s | %s | %s |\n", i+1, noMentions(cell(q)), noMentions(cell(strings.Join(d.Options, " / "))),
+			noMentions(cell(answer)), cell(by), cell(on), cell(when)))
+	}
+	tail := r.runSection()
+	id := strings.ReplaceAll(oneLine(questions.Clean(r.RunID)), "`", "'")
+	cut := func(shown int) string {
+		return fmt.Sprintf("\n_%d more %s not shown (the body of a pull request is limited): `orchestrator show %s` has the whole decision log._\n",
+			len(rows)-shown, plural(len(rows)-shown, "decision", "decisions"), id)
+	}
+	const tableHead = "| # | Question | Options | Answer | Answered by | On | When |\n|---|---|---|---|---|---|---|\n"
+	const summaryHead, decisionsHead = "## Summary\n\n", "\n\n## Decisions\n\n"
+	n := func(s string) int { return utf8.RuneCountInString(s) }
+	// The summary takes what the rest leaves, at most, and leaves the
+	// decision log at least half the body.
+	fixed := n(summaryHead) + n(decisionsHead) + n(tail)
+	if len(rows) > 0 {
+		log := n(tableHead) + n(cut(0))
+		for _, row := range rows {
+			log += n(row)
+		}
+		fixed += min(log, MaxBodyChars/2)
+	} else {
+		fixed += n("No questions were asked.\n")
+	}
+	if room := MaxBodyChars - fixed; n(summary) > room {
+		const more = "\n\n_(The summary is cut here: `orchestrator show %s` has all of it.)_"
+		keep := max(room-n(fmt.Sprintf(more, id)), 0)
+		summary = string([]rune(summary)[:keep]) + fmt.Sprintf(more, id)
+	}
+	var b strings.Builder
+	b.WriteString(summaryHead)
+	b.WriteString(summary)
+	b.WriteString(decisionsHead)
+	if len(rows) == 0 {
 		b.WriteString("No questions were asked.\n")
 	} else {
-		b.WriteString("| # | Question | Options | Answer | Answered by | On | When |\n|---|---|---|---|---|---|---|\n")
-		for i, d := range r.Decisions {
-			q := d.Question
-			if d.Header != "" {
-				q = d.Header + ": " + q
+		b.WriteString(tableHead)
+		used := n(b.String()) + n(tail)
+		for i, row := range rows {
+			rest := 0
+			if i < len(rows)-1 {
+				rest = n(cut(i + 1))
 			}
-			answer, by, on, when := d.Answer, d.By, d.Surface, ""
-			if !d.AnsweredAt.IsZero() {
-				when = d.AnsweredAt.UTC().Format("2006-01-02 15:04 UTC")
+			if used+n(row)+rest > MaxBodyChars {
+				b.WriteString(cut(i))
+				break
 			}
-			if answer == "" {
-				answer = "(" + string(d.State) + ")"
-			}
-			// The answerer is named as the surface knows them; the rest
-			// is model or human text and mentions nobody.
-			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s |\n", i+1, noMentions(cell(q)), noMentions(cell(strings.Join(d.Options, " / "))),
-				noMentions(cell(answer)), cell(by), cell(on), cell(when))
+			b.WriteString(row)
+			used += n(row)
 		}
 	}
+	b.WriteString(tail)
+	return b.String()
+}
+
+// runSection is the end of a pull request's body: the run's numbers, its
+// question issue and the marker.
+func (r Report) runSection() string {
+	var b strings.Builder
 	b.WriteString("\n## Run\n\n")
 	fmt.Fprintf(&b, "- Run `%s`", strings.ReplaceAll(oneLine(questions.Clean(r.RunID)), "`", "'"))
 	if r.Spec != "" {

@@ -1,9 +1,11 @@
 package delivery
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 )
@@ -35,5 +37,64 @@ func TestPRBodyTreatsModelAndHumanTextAsUntrusted(t *testing.T) {
 	msg := r.CommitMessage()
 	if !strings.HasPrefix(msg, "deps\n\nDone") || strings.Contains(msg, "ghp_abc") || strings.Contains(msg, "Co-authored-by") {
 		t.Errorf("commit message %q", msg)
+	}
+}
+
+// TestPRBodyIsCappedAtGitHubsLimit: a decision log too long for a pull
+// request's body is cut, with a pointer to `orchestrator show RUN`; the
+// summary, the run's numbers and the marker stay; a summary too long on
+// its own is cut too. Characters, not bytes, are counted (as GitHub does).
+func TestPRBodyIsCappedAtGitHubsLimit(t *testing.T) {
+	t.Parallel()
+	many := func(n int) []store.Decision {
+		var out []store.Decision
+		for i := range n {
+			out = append(out, store.Decision{Header: "Q", Question: strings.Repeat("é", 250) + " " + string(rune('a'+i%26)),
+				Options: []string{"yes", "no"}, Answer: "yes", By: "@alice", Surface: "github", State: store.SetResumed})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name       string
+		summary    string
+		decisions  int
+		wantCut    bool
+		wantSumCut bool
+	}{
+		{"fits", "Done.", 10, false, false},
+		{"long log", "Done.", 400, true, false},
+		{"long summary", strings.Repeat("ü", 70000), 3, false, true},
+		{"both", strings.Repeat("ü", 70000), 400, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Report{RunID: "r-cap", Spec: "deps", Summary: tc.summary, Decisions: many(tc.decisions), Turns: 2, CostUSD: 0.25,
+				IssueURL: "https://github.com/acme/app/issues/7"}
+			body := r.PRBody()
+			if n := utf8.RuneCountInString(body); n > MaxBodyChars {
+				t.Fatalf("body is %d characters, over %d", n, MaxBodyChars)
+			}
+			for _, want := range []string{"## Summary", "## Decisions", "| 1 | Q: ", "2 turns, $0.2500", "issues/7", Marker("r-cap")} {
+				if !strings.Contains(body, want) {
+					t.Errorf("body lacks %q", want)
+				}
+			}
+			if got := strings.Contains(body, "`orchestrator show r-cap` has the whole decision log"); got != tc.wantCut {
+				t.Errorf("decision log cut: %v, want %v", got, tc.wantCut)
+			}
+			if tc.wantCut {
+				shown := strings.Count(body, "| Q: ")
+				if !strings.Contains(body, fmt.Sprintf("_%d more decisions not shown", tc.decisions-shown)) || shown == 0 {
+					t.Errorf("%d decisions shown; the pointer does not count the rest", shown)
+				}
+				if n := utf8.RuneCountInString(body); n < MaxBodyChars-1000 && !tc.wantSumCut {
+					t.Errorf("body cut to %d characters: more decisions fit", n)
+				}
+			} else if n := strings.Count(body, "| Q: "); n != tc.decisions {
+				t.Errorf("%d decisions shown, want all %d", n, tc.decisions)
+			}
+			if got := strings.Contains(body, "The summary is cut here: `orchestrator show r-cap`"); got != tc.wantSumCut {
+				t.Errorf("summary cut: %v, want %v", got, tc.wantSumCut)
+			}
+		})
 	}
 }

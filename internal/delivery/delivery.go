@@ -10,7 +10,11 @@
 // step is recorded in the store once done (store.Delivery), so a process
 // that dies between two steps is replaced by one that goes on from the next,
 // and retries are idempotent: a pull request already open for the branch is
-// updated, never duplicated.
+// updated, never duplicated, and one whose creation got no answer is found
+// by its branch. A push or a pull request that fails for a reason that may
+// pass (Transient) is tried again a few times; if it still fails, the
+// delivery is left pending (store.Delivery.Pending) for a later attempt,
+// and the run is done all the same.
 //
 // Git is run as the git binary. A token for pushing over HTTPS is handed to
 // git through an askpass helper and the environment of that one command:
@@ -27,6 +31,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,6 +107,22 @@ type Config struct {
 	LocalWorkDir func(run store.Run) string
 	Logger       *slog.Logger
 	Now          func() time.Time
+	// Attempts is how many times Deliver tries a push or a pull request
+	// that fails for a reason that may pass (Transient) before it leaves
+	// the delivery pending (default 3); Backoff is the first wait between
+	// two (default 2 seconds), doubling, with jitter.
+	Attempts int
+	Backoff  time.Duration
+	// RetryAfter is the first wait before a pending delivery is tried
+	// again (default 1 minute), doubling with each attempt up to
+	// RetryMax (default 1 hour), with jitter.
+	RetryAfter time.Duration
+	RetryMax   time.Duration
+	// Sleep waits (default: a timer, or until ctx ends).
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Jitter spreads a wait, never shortening it (default: up to half of
+	// it more).
+	Jitter func(time.Duration) time.Duration
 }
 
 // Deliverer delivers runs. It is safe for concurrent use on different runs;
@@ -132,6 +153,24 @@ func New(cfg Config) (*Deliverer, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Attempts <= 0 {
+		cfg.Attempts = 3
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = 2 * time.Second
+	}
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = time.Minute
+	}
+	if cfg.RetryMax <= 0 {
+		cfg.RetryMax = time.Hour
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleepCtx
+	}
+	if cfg.Jitter == nil {
+		cfg.Jitter = jitter
 	}
 	if cfg.Git.Home == "" {
 		// A HOME of git's own, empty: no one's global configuration.
@@ -307,6 +346,10 @@ type Result struct {
 	Delivery store.Delivery
 	// Changed is false when the run left the tree as it found it.
 	Changed bool
+	// Pending is set when the push or the pull request still failed after
+	// its retries (Delivery.Pending): the work is committed, and the
+	// delivery is tried again later.
+	Pending bool
 }
 
 // Line says what was delivered, in one line for people.
@@ -315,6 +358,13 @@ func (r Result) Line() string {
 	switch {
 	case !r.Changed:
 		return "no change: nothing committed, no pull request"
+	case r.Pending:
+		what := "push"
+		if dl.Pushed {
+			what = "pull request"
+		}
+		return fmt.Sprintf("delivery pending: the %s failed (%s); committed on branch %s (commit %.12s), tried again by serve from %s, or now by `orchestrator resume %s`",
+			what, lastLines(dl.LastError, 1), dl.Branch, dl.CommitSHA, dl.NextAttemptAt.UTC().Format(time.RFC3339), dl.RunID)
 	case dl.PRURL != "":
 		return fmt.Sprintf("pull request %s (branch %s, commit %.12s)", dl.PRURL, dl.Branch, dl.CommitSHA)
 	case dl.Pushed:
@@ -323,6 +373,10 @@ func (r Result) Line() string {
 		return fmt.Sprintf("committed on branch %s (commit %.12s, not pushed) in %s", dl.Branch, dl.CommitSHA, dl.RepoDir)
 	}
 }
+
+// ErrPushFailed: a push failed for a reason that may pass (the remote
+// unreachable, a server error), unlike ErrPushRejected.
+var ErrPushFailed = errors.New("push failed")
 
 // Failpoints Deliver passes, in order, after recording each step.
 const (
@@ -375,6 +429,13 @@ func (d *Deliverer) Deliver(ctx context.Context, run store.Run, o Options, failp
 		if err != nil {
 			return Result{Delivery: dl}, err
 		}
+		if o.Push {
+			// Until the push, the commit is on this machine only: the run
+			// stays here (released once pushed).
+			if err := d.cfg.Store.SetRunHost(ctx, run.ID, store.Hostname()); err != nil {
+				return Result{Delivery: dl}, err
+			}
+		}
 		if staged {
 			rep, err := d.report(ctx, run, "")
 			if err != nil {
@@ -403,23 +464,64 @@ func (d *Deliverer) Deliver(ctx context.Context, run store.Run, o Options, failp
 	if !o.Push {
 		return res, nil
 	}
+	if dl.State == store.DeliveryCommitted && !g.isWorktree(ctx, dl.Worktree) {
+		// The commit is in the worktree it was made in, on another
+		// machine (the run stays with its host).
+		return res, fmt.Errorf("run %s: its commit %.12s is in the worktree %s, not on this machine; the instance there pushes it: %w",
+			run.ID, dl.CommitSHA, dl.Worktree, store.ErrWorkElsewhere)
+	}
+	err = d.ship(ctx, run, o, &dl, failpoint)
+	res.Delivery = dl
+	if err == nil {
+		if dl.Pending {
+			dl.Pending, dl.NextAttemptAt, dl.LastError = false, time.Time{}, ""
+			if err := d.cfg.Store.SaveDelivery(ctx, dl); err != nil {
+				return res, err
+			}
+			res.Delivery = dl
+		}
+		return res, nil
+	}
+	if ctx.Err() != nil || !Transient(err) {
+		return res, err
+	}
+	// The work is committed (and perhaps pushed): the run is done, its
+	// delivery pending, tried again later (serve) or at once (resume).
+	dl.Pending, dl.LastError = true, err.Error()
+	dl.Attempts++
+	dl.NextAttemptAt = d.cfg.Now().Add(d.cfg.Jitter(min(d.cfg.RetryAfter<<min(dl.Attempts-1, 16), d.cfg.RetryMax)))
+	if err := d.cfg.Store.SaveDelivery(ctx, dl); err != nil {
+		return res, err
+	}
+	res.Delivery, res.Pending = dl, true
+	d.log.Warn("delivery pending", "run", run.ID, "state", dl.State, "attempts", dl.Attempts, "next", dl.NextAttemptAt, "err", err)
+	return res, nil
+}
+
+// ship pushes the committed branch, opens the pull request and links it
+// from the run's question issue, going on from the step recorded in dl. A
+// push or a pull request that fails for a reason that may pass is tried
+// again (Config.Attempts, Config.Backoff) before ship gives up.
+func (d *Deliverer) ship(ctx context.Context, run store.Run, o Options, dl *store.Delivery, failpoint func(string)) error {
 	if dl.State == store.DeliveryCommitted {
-		if err := d.push(ctx, run, dl, o); err != nil {
-			return res, err
+		if err := d.retry(ctx, run.ID, "push", func() error { return d.push(ctx, run, *dl, o) }); err != nil {
+			return err
 		}
 		dl.Pushed, dl.State = true, store.DeliveryPushed
-		if err := d.cfg.Store.SaveDelivery(ctx, dl); err != nil {
-			return res, err
+		if err := d.cfg.Store.SaveDelivery(ctx, *dl); err != nil {
+			return err
 		}
-		res.Delivery = dl
+		if err := d.cfg.Store.ReleaseRunHost(ctx, run.ID, store.Hostname()); err != nil {
+			return err
+		}
 		d.log.Info("pushed", "run", run.ID, "remote", o.Remote, "branch", dl.Branch)
 		failpoint(FailpointPushed)
 	}
-	if o.PullRequest == nil {
-		return res, nil
+	if o.PullRequest == nil || dl.State == store.DeliveryOpened && (dl.Commented || dl.PRNumber == 0) {
+		return nil
 	}
 	if d.cfg.PRs == nil || o.Repo == "" {
-		return res, errors.New("a pull request is configured (git.pull_request) but no GitHub repository: set surfaces.github.repo or git.repo, and a token")
+		return errors.New("a pull request is configured (git.pull_request) but no GitHub repository: set surfaces.github.repo or git.repo, and a token")
 	}
 	issue := 0
 	issueURL := ""
@@ -433,41 +535,87 @@ func (d *Deliverer) Deliver(ctx context.Context, run store.Run, o Options, failp
 			}
 		}
 	}
-	rep, err := d.report(ctx, run, issueURL)
-	if err != nil {
-		return res, err
+	if dl.State != store.DeliveryOpened {
+		rep, err := d.report(ctx, run, issueURL)
+		if err != nil {
+			return err
+		}
+		base := dl.Base
+		if o.Base != "" {
+			base = o.Base
+		}
+		req := PRRequest{Repo: o.Repo, Head: dl.Branch, Base: base, Title: rep.PRTitle(), Body: rep.PRBody(),
+			Draft: o.PullRequest.Draft, Reviewers: o.PullRequest.Reviewers, Labels: o.PullRequest.Labels}
+		var pr PullRequest
+		err = d.retry(ctx, run.ID, "open the pull request", func() error {
+			var err error
+			pr, err = d.cfg.PRs.Open(ctx, req)
+			if pr.Number != 0 {
+				if err != nil {
+					d.log.Warn("pull request opened, but", "run", run.ID, "pr", pr.URL, "err", err)
+				}
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		dl.PRNumber, dl.PRURL, dl.State = pr.Number, pr.URL, store.DeliveryOpened
+		if err := d.cfg.Store.SaveDelivery(ctx, *dl); err != nil {
+			return err
+		}
+		d.log.Info("pull request opened", "run", run.ID, "pr", pr.URL)
 	}
-	base := dl.Base
-	if o.Base != "" {
-		base = o.Base
-	}
-	pr, err := d.cfg.PRs.Open(ctx, PRRequest{Repo: o.Repo, Head: dl.Branch, Base: base, Title: rep.PRTitle(), Body: rep.PRBody(),
-		Draft: o.PullRequest.Draft, Reviewers: o.PullRequest.Reviewers, Labels: o.PullRequest.Labels})
-	if pr.Number == 0 {
-		return res, err
-	}
-	if err != nil {
-		d.log.Warn("pull request opened, but", "run", run.ID, "pr", pr.URL, "err", err)
-	}
-	dl.PRNumber, dl.PRURL, dl.State = pr.Number, pr.URL, store.DeliveryOpened
-	if err := d.cfg.Store.SaveDelivery(ctx, dl); err != nil {
-		return res, err
-	}
-	res.Delivery = dl
-	d.log.Info("pull request opened", "run", run.ID, "pr", pr.URL)
 	if issue > 0 && !dl.Commented {
-		body := fmt.Sprintf("The run's work is in pull request %s (branch `%s`).", pr.URL, strings.ReplaceAll(dl.Branch, "`", "'"))
+		body := fmt.Sprintf("The run's work is in pull request %s (branch `%s`).", dl.PRURL, strings.ReplaceAll(dl.Branch, "`", "'"))
 		if err := d.cfg.PRs.Comment(ctx, o.Repo, issue, body); err != nil {
 			d.log.Warn("comment on the run's question issue", "run", run.ID, "err", err)
 		} else {
 			dl.Commented = true
-			if err := d.cfg.Store.SaveDelivery(ctx, dl); err != nil {
-				return res, err
+			if err := d.cfg.Store.SaveDelivery(ctx, *dl); err != nil {
+				return err
 			}
-			res.Delivery = dl
 		}
 	}
-	return res, nil
+	return nil
+}
+
+// retry calls fn until it succeeds, fails for a reason that will not pass
+// (Transient), or Config.Attempts are spent, waiting Config.Backoff
+// (doubling, with jitter) between two.
+func (d *Deliverer) retry(ctx context.Context, runID, what string, fn func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil || !Transient(err) || attempt >= d.cfg.Attempts || ctx.Err() != nil {
+			return err
+		}
+		wait := d.cfg.Jitter(d.cfg.Backoff << min(attempt-1, 10))
+		d.log.Info("delivery: trying again", "run", runID, "step", what, "attempt", attempt, "wait", wait, "err", err)
+		if err := d.cfg.Sleep(ctx, wait); err != nil {
+			return err
+		}
+	}
+}
+
+// sleepCtx sleeps for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// jitter returns d plus a random part of up to half of it.
+func jitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d + rand.N(d/2)
 }
 
 // report gathers what the commit and the pull request say about the run.
@@ -539,7 +687,7 @@ func (d *Deliverer) push(ctx context.Context, run store.Run, dl store.Delivery, 
 		return fmt.Errorf("%w: %s refused the credentials (check git.token or surfaces.github.token, and its Contents: write permission); the worktree %s is kept: %s",
 			ErrPushRejected, o.Remote, dl.Worktree, lastLines(msg, 3))
 	default:
-		return fmt.Errorf("%w: push branch %s to %s; the worktree %s is kept: %s", ErrPushRejected, dl.Branch, o.Remote, dl.Worktree, lastLines(msg, 3))
+		return fmt.Errorf("%w: push branch %s to %s; the worktree %s is kept: %s", ErrPushFailed, dl.Branch, o.Remote, dl.Worktree, lastLines(msg, 3))
 	}
 }
 
@@ -585,7 +733,8 @@ func (d *Deliverer) Finish(ctx context.Context, run store.Run) error {
 		return nil
 	}
 	dl, ok, err := d.cfg.Store.Delivery(ctx, run.ID)
-	if err != nil || !ok || !dl.RemovedAt.IsZero() {
+	if err != nil || !ok || !dl.RemovedAt.IsZero() || dl.Pending {
+		// A pending delivery keeps the worktree it pushes from.
 		return err
 	}
 	return d.remove(ctx, dl)
@@ -640,7 +789,7 @@ func (d *Deliverer) GC(ctx context.Context, olderThan time.Duration) ([]Removed,
 	repos := map[string]bool{}
 	for _, k := range kept {
 		repos[k.Delivery.RepoDir] = true
-		if !k.Run.Status.Final() || k.Run.UpdatedAt.After(cutoff) {
+		if !k.Run.Status.Final() || k.Run.UpdatedAt.After(cutoff) || k.Delivery.Pending {
 			continue
 		}
 		if err := d.remove(ctx, k.Delivery); err != nil {

@@ -22,12 +22,22 @@ import (
 // other is added again from the pushed branch. Deliver goes on from there:
 // the pull request's branch carries the work-in-progress commits, then the
 // final commit.
+//
+// No commit of the run is ever lost on the way. Park ties the run to this
+// host (store.Run.Host) before it commits, records the commit before it
+// pushes (CommitSHA with Pushed false: origin may not have it), and unties
+// the run once the push is recorded. A push that fails leaves the run tied:
+// only an instance on this host takes it up, and `status` says why. An
+// instance that has not got the recorded commit (not in its clone's branch,
+// not on origin) refuses to go on (store.ErrWorkElsewhere) instead of
+// starting from the base, and no worktree is ever added with -B over a
+// local branch that holds commits its start lacks.
 
 // Park hands the run's work in progress over to whichever instance drives
 // the run next: the worktree's changes, if any, are committed on the run's
 // branch ("work in progress of run X at turn N") and the branch is pushed
 // (never forced). It is idempotent: parking again with nothing new does
-// nothing. Call it while the run is still held (before its lease is
+// nothing, and parking again after a push that failed pushes again. Call it while the run is still held (before its lease is
 // released), so that no other instance starts from the branch before the
 // push.
 //
@@ -74,6 +84,11 @@ func (d *Deliverer) Park(ctx context.Context, run store.Run, o Options) error {
 	if err != nil {
 		return fmt.Errorf("park run %s: %w", run.ID, err)
 	}
+	// Until origin has the work in progress, the run stays with this
+	// machine: no instance elsewhere may take it up and start without it.
+	if err := d.cfg.Store.SetRunHost(ctx, run.ID, store.Hostname()); err != nil {
+		return fmt.Errorf("park run %s: %w", run.ID, err)
+	}
 	if staged {
 		turn, err := lastTurn(ctx, d.cfg.Store, run.ID)
 		if err != nil {
@@ -89,11 +104,22 @@ func (d *Deliverer) Park(ctx context.Context, run store.Run, o Options) error {
 	if head == dl.BaseCommit || (dl.Pushed && head == dl.CommitSHA) {
 		return nil // all that changed was left out
 	}
-	if err := d.push(ctx, run, dl, o); err != nil {
-		return fmt.Errorf("park run %s: %w", run.ID, err)
+	if dl.CommitSHA != head || dl.Pushed {
+		// The latest work in progress, not on origin yet.
+		dl.CommitSHA, dl.Pushed = head, false
+		if err := d.cfg.Store.SaveDelivery(ctx, dl); err != nil {
+			return err
+		}
 	}
-	dl.CommitSHA, dl.Pushed = head, true
+	if err := d.push(ctx, run, dl, o); err != nil {
+		return fmt.Errorf("park run %s: its work in progress (commit %.12s) stays on host %s until a push succeeds: %w",
+			run.ID, head, store.Hostname(), err)
+	}
+	dl.Pushed = true
 	if err := d.cfg.Store.SaveDelivery(ctx, dl); err != nil {
+		return err
+	}
+	if err := d.cfg.Store.ReleaseRunHost(ctx, run.ID, store.Hostname()); err != nil {
 		return err
 	}
 	d.log.Info("work in progress parked", "run", run.ID, "branch", dl.Branch, "commit", head)
@@ -124,6 +150,16 @@ func authorEnv(o Options) []string {
 func parked(dl store.Delivery) bool {
 	return dl.State == store.DeliveryPrepared && dl.Pushed && dl.CommitSHA != ""
 }
+
+// unpushed reports whether the run's latest work in progress was committed
+// (dl.CommitSHA) but its push failed: the remote may not have it.
+func unpushed(dl store.Delivery) bool {
+	return dl.State == store.DeliveryPrepared && !dl.Pushed && dl.CommitSHA != ""
+}
+
+// parkedHere reports whether the run has recorded work in progress to go
+// on from, pushed or not.
+func parkedHere(dl store.Delivery) bool { return parked(dl) || unpushed(dl) }
 
 // worktreePath is where this instance keeps the run's worktree.
 func (d *Deliverer) worktreePath(runID string) string { return filepath.Join(d.cfg.Root, runID) }
@@ -171,14 +207,6 @@ func (d *Deliverer) here(ctx context.Context, run store.Run, dl store.Delivery, 
 		// Another instance drove the run since and parked newer work:
 		// what is here is stale.
 	}
-	if !mine && g.isWorktree(ctx, dl.Worktree) && isDir(dl.RepoDir) {
-		// Another instance's worktree of the run, on this machine: it is
-		// stale (we hold the run now), and in a clone both instances
-		// share it would keep the branch checked out.
-		if _, err := g.run(ctx, dl.RepoDir, nil, "", "worktree", "remove", "--force", "--force", dl.Worktree); err != nil {
-			d.log.Warn("remove another instance's worktree of the run", "run", run.ID, "worktree", dl.Worktree, "err", err)
-		}
-	}
 	top := dl.RepoDir
 	if !mine || !isDir(top) {
 		var err error
@@ -206,10 +234,19 @@ func (d *Deliverer) here(ctx context.Context, run store.Run, dl store.Delivery, 
 	_, hasLocal := g.resolve(ctx, top, localRef)
 	var start string
 	switch {
-	case parked(dl) && hasLocal && g.contains(ctx, top, localRef, dl.CommitSHA):
+	case parkedHere(dl) && hasLocal && g.contains(ctx, top, localRef, dl.CommitSHA):
 		start = localRef
-	case parked(dl) && fetched && g.contains(ctx, top, remoteRef, dl.CommitSHA):
+	case parkedHere(dl) && fetched && g.contains(ctx, top, remoteRef, dl.CommitSHA):
 		start = remoteRef
+	case unpushed(dl):
+		// Its latest work in progress never reached the remote: only the
+		// checkout it was made in has it, and the run goes on there.
+		host := run.Host
+		if host == "" {
+			host = "the one whose checkout holds it"
+		}
+		return dl, fmt.Errorf("run %s: its work in progress (commit %.12s) is not on %s (its push failed) nor in %s; it stays with host %s: %w",
+			run.ID, dl.CommitSHA, o.Remote, top, host, store.ErrWorkElsewhere)
 	case parked(dl):
 		return dl, fmt.Errorf("run %s: its branch %s on %s does not hold its work in progress (commit %.12s): was it rewritten?", run.ID, dl.Branch, o.Remote, dl.CommitSHA)
 	case mine && hasLocal:
@@ -223,6 +260,28 @@ func (d *Deliverer) here(ctx context.Context, run store.Run, dl store.Delivery, 
 			}
 		}
 		start = dl.BaseCommit
+	}
+	if !mine && g.isWorktree(ctx, dl.Worktree) && isDir(dl.RepoDir) {
+		// Another instance's worktree of the run, on this machine: it is
+		// stale (we hold the run now, and what it committed is on the
+		// branch we start from), and in a clone both instances share it
+		// would keep the branch checked out.
+		if _, err := g.run(ctx, dl.RepoDir, nil, "", "worktree", "remove", "--force", "--force", dl.Worktree); err != nil {
+			d.log.Warn("remove another instance's worktree of the run", "run", run.ID, "worktree", dl.Worktree, "err", err)
+		}
+	}
+	if hasLocal && start != localRef {
+		// -B resets the local branch to start: never when it holds
+		// commits start does not (work in progress whose push failed).
+		switch {
+		case g.contains(ctx, top, start, localRef):
+		case g.contains(ctx, top, localRef, start):
+			start = localRef
+		default:
+			tip, _ := g.resolve(ctx, top, localRef)
+			return dl, fmt.Errorf("run %s: its branch %s in %s (at %.12s) and %s have both moved on; not resetting it, so that no commit is lost",
+				run.ID, dl.Branch, top, tip, start)
+		}
 	}
 	if err := d.dropWorktree(ctx, top, wt); err != nil {
 		return dl, err

@@ -52,16 +52,27 @@ func (r *Runner) workdir(ctx context.Context, run store.Run) (string, error) {
 
 // workdirFailed ends a turn that has no directory to run in: the run fails
 // with the reason, unless ctx ended (a shutdown leaves it resumable).
+//
+// Work that is on another instance (store.ErrWorkElsewhere: work in
+// progress its push did not bring to the remote) does not fail the run:
+// it is left as it is, for the instance that has the work.
 func (r *Runner) workdirFailed(ctx context.Context, run store.Run, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if errors.Is(err, store.ErrWorkElsewhere) {
+		r.log.Warn("leaving the run to the instance that has its work", "run", run.ID, "err", err)
+		return err
 	}
 	return r.fail(ctx, run, err.Error())
 }
 
 // done ends a run whose last turn succeeded: its work is delivered, then
-// the run is done. A delivery that fails makes the run fail (its worktree
-// is kept); one stopped by ctx leaves the run resumable, and the next
+// the run is done. A delivery that fails for good makes the run fail (its
+// worktree is kept); one whose push or pull request still failed after its
+// retries leaves the run done with its delivery pending (store.Delivery:
+// Redeliver tries again); one that holds back secrets asks what to do
+// (secrets.go); one stopped by ctx leaves the run resumable, and the next
 // attempt goes on from the last step recorded.
 func (r *Runner) done(ctx context.Context, d *drive, run store.Run, last store.Turn) error {
 	final := last.Result.FinalText
@@ -82,6 +93,10 @@ func (r *Runner) done(ctx context.Context, d *drive, run store.Run, last store.T
 			if errors.As(err, &held) {
 				return r.askWithheld(ctx, d, run, last, held) // secrets.go
 			}
+			if errors.Is(err, store.ErrWorkElsewhere) {
+				r.log.Warn("leaving the run to the instance that has its work", "run", run.ID, "err", err)
+				return err
+			}
 			return r.fail(ctx, run, fmt.Sprintf("deliver: %v", err))
 		}
 		r.emit(Event{Kind: EventDelivered, RunID: run.ID, Text: line})
@@ -97,4 +112,61 @@ func (r *Runner) done(ctx context.Context, d *drive, run store.Run, last store.T
 		}
 	}
 	return nil
+}
+
+// ErrNothingPending: Redeliver found no pending delivery for the run.
+var ErrNothingPending = errors.New("no delivery pending")
+
+// Redeliver tries again the delivery of a done run whose push or pull
+// request had failed (store.Delivery.Pending), holding the run's lock
+// while it does, and returns what the delivery says now. It returns an
+// error wrapping ErrNothingPending when there is nothing to try, and one
+// wrapping store.ErrWorkElsewhere when the commit to push is on another
+// instance.
+func (r *Runner) Redeliver(ctx context.Context, runID string) (string, error) {
+	run, err := r.cfg.Store.Run(ctx, runID)
+	if err != nil {
+		return "", err
+	}
+	lock, err := r.cfg.Store.LockRun(run.ID)
+	if err != nil {
+		return "", fmt.Errorf("run %s: %w", run.ID, err)
+	}
+	defer lock.Unlock()
+	if run, err = r.cfg.Store.Run(ctx, runID); err != nil {
+		return "", err
+	}
+	dl, ok, err := r.cfg.Store.Delivery(ctx, run.ID)
+	if err != nil {
+		return "", err
+	}
+	if run.Status != store.RunDone || !ok || !dl.Pending {
+		return "", fmt.Errorf("run %s is %s: %w", run.ID, run.Status, ErrNothingPending)
+	}
+	dv, err := r.delivery(run)
+	if err != nil {
+		return "", err
+	}
+	if dv == nil {
+		return "", fmt.Errorf("run %s: its delivery is no longer configured: %w", run.ID, ErrNothingPending)
+	}
+	line, err := dv.Deliver(ctx, run, r.cfg.Failpoint)
+	if err != nil {
+		if !errors.Is(err, store.ErrWorkElsewhere) && ctx.Err() == nil {
+			// It will not pass by trying again: no longer pending.
+			dl, _, _ = r.cfg.Store.Delivery(ctx, run.ID)
+			dl.Pending, dl.LastError = false, err.Error()
+			if serr := r.cfg.Store.SaveDelivery(ctx, dl); serr != nil {
+				return "", errors.Join(err, serr)
+			}
+		}
+		return "", fmt.Errorf("deliver run %s: %w", run.ID, err)
+	}
+	r.emit(Event{Kind: EventDelivered, RunID: run.ID, Text: line})
+	if dl, _, err := r.cfg.Store.Delivery(ctx, run.ID); err == nil && !dl.Pending {
+		if err := dv.Finish(context.WithoutCancel(ctx), run); err != nil {
+			r.log.Warn("remove the run's worktree", "run", run.ID, "err", err)
+		}
+	}
+	return line, nil
 }

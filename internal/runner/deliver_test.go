@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -25,6 +26,7 @@ type fakeDelivery struct {
 	dir        string
 	workdirErr error
 	deliverErr error
+	onDeliver  func(run store.Run) // called by Deliver, if set
 
 	mu       sync.Mutex
 	workdirs int
@@ -43,6 +45,9 @@ func (d *fakeDelivery) Deliver(ctx context.Context, run store.Run, failpoint fun
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.delivers = append(d.delivers, run.Status)
+	if d.onDeliver != nil {
+		d.onDeliver(run)
+	}
 	return "pull request https://example.invalid/pull/1", d.deliverErr
 }
 
@@ -54,6 +59,17 @@ func (d *fakeDelivery) Finish(ctx context.Context, run store.Run) error {
 }
 
 func driveDelivered(t *testing.T, d *fakeDelivery) (store.Run, *store.Store, []runner.Event) {
+	t.Helper()
+	run, st, events, _, err := driveDeliveredErr(t, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run, st, events
+}
+
+// driveDeliveredErr is driveDelivered returning Drive's error, and the
+// runner.
+func driveDeliveredErr(t *testing.T, d *fakeDelivery) (store.Run, *store.Store, []runner.Event, *runner.Runner, error) {
 	t.Helper()
 	claude := clitest.Claude(t)
 	f := fakeapi.New(
@@ -92,12 +108,9 @@ func driveDelivered(t *testing.T, d *fakeDelivery) (store.Run, *store.Store, []r
 		t.Fatal(err)
 	}
 	run, err = r.Drive(ctx, run.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
 	mu.Lock()
 	defer mu.Unlock()
-	return run, st, events
+	return run, st, events, r, err
 }
 
 // TestDeliveryWorktreeIsWhereTurnsRun: the turns run in the delivery's
@@ -167,5 +180,59 @@ func TestDeliveryWorkdirErrorFailsBeforeAnyTurn(t *testing.T) {
 	}
 	if turns, _ := st.Turns(context.Background(), run.ID); len(turns) != 0 {
 		t.Fatalf("%d turns started without a worktree", len(turns))
+	}
+}
+
+// TestDeliveryWorkElsewhereLeavesTheRun: the run's work is on another
+// instance (store.ErrWorkElsewhere: a parked commit its push did not bring
+// to the remote): no turn runs here and the run is not failed.
+func TestDeliveryWorkElsewhereLeavesTheRun(t *testing.T) {
+	t.Parallel()
+	d := &fakeDelivery{workdirErr: fmt.Errorf("run x: its work in progress is not on origin: %w", store.ErrWorkElsewhere)}
+	run, st, _, _, err := driveDeliveredErr(t, d)
+	if !errors.Is(err, store.ErrWorkElsewhere) {
+		t.Fatalf("Drive: %v, want the work elsewhere", err)
+	}
+	run, _ = st.Run(context.Background(), run.ID)
+	if run.Status.Final() {
+		t.Fatalf("run %s %q, want it left for the instance that has its work", run.Status, run.Error)
+	}
+	if turns, _ := st.Turns(context.Background(), run.ID); len(turns) != 0 {
+		t.Fatalf("%d turns started without the run's work", len(turns))
+	}
+}
+
+// TestRedeliver: a done run whose delivery is pending is delivered again
+// (and finished once no longer pending); one with nothing pending says so.
+func TestRedeliver(t *testing.T) {
+	t.Parallel()
+	d := &fakeDelivery{dir: t.TempDir()}
+	run, st, _, r, err := driveDeliveredErr(t, d)
+	if err != nil || run.Status != store.RunDone {
+		t.Fatalf("drive: %s, %v", run.Status, err)
+	}
+	ctx := context.Background()
+	if _, err := r.Redeliver(ctx, run.ID); !errors.Is(err, runner.ErrNothingPending) {
+		t.Fatalf("Redeliver with no delivery pending: %v", err)
+	}
+	dl := store.Delivery{RunID: run.ID, Worktree: d.dir, Branch: "b", State: store.DeliveryPushed, Pending: true, Attempts: 1, LastError: "502"}
+	if err := st.SaveDelivery(ctx, dl); err != nil {
+		t.Fatal(err)
+	}
+	d.onDeliver = func(store.Run) {
+		dl.Pending, dl.State = false, store.DeliveryOpened
+		if err := st.SaveDelivery(ctx, dl); err != nil {
+			t.Error(err)
+		}
+	}
+	line, err := r.Redeliver(ctx, run.ID)
+	if err != nil || !strings.Contains(line, "pull request") {
+		t.Fatalf("Redeliver = %q, %v", line, err)
+	}
+	if len(d.delivers) != 2 || len(d.finished) != 2 {
+		t.Fatalf("delivers %v, finished %v; want one more of each", d.delivers, d.finished)
+	}
+	if _, err := r.Redeliver(ctx, run.ID); !errors.Is(err, runner.ErrNothingPending) {
+		t.Fatalf("Redeliver once delivered: %v", err)
 	}
 }

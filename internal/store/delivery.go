@@ -41,26 +41,51 @@ type Delivery struct {
 	// linking the pull request.
 	Commented bool
 	// Note says what happened, for people ("no change: nothing to commit").
-	Note      string
-	RemovedAt time.Time // when the worktree was removed; zero while it exists
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	Note string
+	// Pending is set when the run ended with its delivery not finished: a
+	// push or a pull request that still failed after its retries. The run
+	// is done; serve tries again at NextAttemptAt, and `resume RUN` at
+	// once. Attempts counts the attempts that failed, LastError says why
+	// the last one did.
+	Pending       bool
+	Attempts      int
+	NextAttemptAt time.Time
+	LastError     string
+	RemovedAt     time.Time // when the worktree was removed; zero while it exists
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
 }
 
-const deliveryColumns = `run_id, repo_dir, worktree, branch, base, base_commit, state, commit_sha, pushed, pr_number, pr_url, commented, note, removed_at, created_at, updated_at`
+const deliveryColumns = `run_id, repo_dir, worktree, branch, base, base_commit, state, commit_sha, pushed, pr_number, pr_url, commented, note, removed_at, created_at, updated_at, pending, attempts, next_attempt_at, last_error`
+
+// deliveryScan is a row of deliveryColumns being scanned.
+type deliveryScan struct {
+	d                                  Delivery
+	pushed, commented, pending         int
+	removed, created, updated, nextAtt int64
+}
+
+func (x *deliveryScan) dest() []any {
+	d := &x.d
+	return []any{&d.RunID, &d.RepoDir, &d.Worktree, &d.Branch, &d.Base, &d.BaseCommit, &d.State, &d.CommitSHA,
+		&x.pushed, &d.PRNumber, &d.PRURL, &x.commented, &d.Note, &x.removed, &x.created, &x.updated,
+		&x.pending, &d.Attempts, &x.nextAtt, &d.LastError}
+}
+
+func (x *deliveryScan) delivery() Delivery {
+	d := x.d
+	d.Pushed, d.Commented, d.Pending = x.pushed != 0, x.commented != 0, x.pending != 0
+	d.RemovedAt, d.CreatedAt, d.UpdatedAt = fromNanos(x.removed), fromNanos(x.created), fromNanos(x.updated)
+	d.NextAttemptAt = fromNanos(x.nextAtt)
+	return d
+}
 
 func scanDelivery(row interface{ Scan(...any) error }) (Delivery, error) {
-	var d Delivery
-	var pushed, commented int
-	var removed, created, updated int64
-	err := row.Scan(&d.RunID, &d.RepoDir, &d.Worktree, &d.Branch, &d.Base, &d.BaseCommit, &d.State, &d.CommitSHA,
-		&pushed, &d.PRNumber, &d.PRURL, &commented, &d.Note, &removed, &created, &updated)
-	if err != nil {
+	var x deliveryScan
+	if err := row.Scan(x.dest()...); err != nil {
 		return Delivery{}, err
 	}
-	d.Pushed, d.Commented = pushed != 0, commented != 0
-	d.RemovedAt, d.CreatedAt, d.UpdatedAt = fromNanos(removed), fromNanos(created), fromNanos(updated)
-	return d, nil
+	return x.delivery(), nil
 }
 
 // Delivery returns the delivery of a run; ok is false when it has none.
@@ -85,17 +110,40 @@ func (s *Store) SaveDelivery(ctx context.Context, d Delivery) error {
 	if d.CreatedAt.IsZero() {
 		d.CreatedAt = now
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO deliveries (`+deliveryColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO deliveries (`+deliveryColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 		ON CONFLICT(run_id) DO UPDATE SET repo_dir = excluded.repo_dir, worktree = excluded.worktree, branch = excluded.branch,
 			base = excluded.base, base_commit = excluded.base_commit, state = excluded.state, commit_sha = excluded.commit_sha,
 			pushed = excluded.pushed, pr_number = excluded.pr_number, pr_url = excluded.pr_url, commented = excluded.commented,
-			note = excluded.note, removed_at = excluded.removed_at, updated_at = excluded.updated_at`,
+			note = excluded.note, removed_at = excluded.removed_at, updated_at = excluded.updated_at,
+			pending = excluded.pending, attempts = excluded.attempts, next_attempt_at = excluded.next_attempt_at,
+			last_error = excluded.last_error`,
 		d.RunID, d.RepoDir, d.Worktree, d.Branch, d.Base, d.BaseCommit, d.State, d.CommitSHA, boolInt(d.Pushed),
-		d.PRNumber, d.PRURL, boolInt(d.Commented), d.Note, nanos(d.RemovedAt), nanos(d.CreatedAt), nanos(now))
+		d.PRNumber, d.PRURL, boolInt(d.Commented), d.Note, nanos(d.RemovedAt), nanos(d.CreatedAt), nanos(now),
+		boolInt(d.Pending), d.Attempts, nanos(d.NextAttemptAt), d.LastError)
 	if err != nil {
 		return fmt.Errorf("save delivery of run %s: %w", d.RunID, err)
 	}
 	return nil
+}
+
+// PendingDeliveries returns the deliveries left pending (Delivery.Pending)
+// whose next attempt is due at or before due, the earliest due first.
+func (s *Store) PendingDeliveries(ctx context.Context, due time.Time) ([]Delivery, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries
+		WHERE pending = 1 AND next_attempt_at <= ? ORDER BY next_attempt_at, run_id`, nanos(due))
+	if err != nil {
+		return nil, fmt.Errorf("pending deliveries: %w", err)
+	}
+	defer rows.Close()
+	var out []Delivery
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, fmt.Errorf("pending deliveries: %w", err)
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
 }
 
 // KeptWorktree is a worktree still on disk, with the run it belongs to.
@@ -118,20 +166,16 @@ func (s *Store) KeptWorktrees(ctx context.Context) ([]KeptWorktree, error) {
 	var out []KeptWorktree
 	for rows.Next() {
 		var k KeptWorktree
-		var pushed, commented int
-		var removed, created, updated int64
+		var x deliveryScan
 		var r Run
 		var surfaces, options string
 		var rc, ru int64
-		d := &k.Delivery
-		if err := rows.Scan(&d.RunID, &d.RepoDir, &d.Worktree, &d.Branch, &d.Base, &d.BaseCommit, &d.State, &d.CommitSHA,
-			&pushed, &d.PRNumber, &d.PRURL, &commented, &d.Note, &removed, &created, &updated,
-			&r.ID, &r.Spec, &r.Title, &r.Prompt, &r.WorkDir, &surfaces, &options, &r.Status,
-			&r.SessionID, &r.Error, &r.FinalText, &r.CostUSD, &rc, &ru, &r.Host); err != nil {
+		dest := append(x.dest(), &r.ID, &r.Spec, &r.Title, &r.Prompt, &r.WorkDir, &surfaces, &options, &r.Status,
+			&r.SessionID, &r.Error, &r.FinalText, &r.CostUSD, &rc, &ru, &r.Host)
+		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("kept worktrees: %w", err)
 		}
-		d.Pushed, d.Commented = pushed != 0, commented != 0
-		d.RemovedAt, d.CreatedAt, d.UpdatedAt = fromNanos(removed), fromNanos(created), fromNanos(updated)
+		k.Delivery = x.delivery()
 		r.CreatedAt, r.UpdatedAt = fromNanos(rc), fromNanos(ru)
 		k.Run = r
 		out = append(out, k)
@@ -187,3 +231,19 @@ func (s *Store) DecisionLog(ctx context.Context, runID string) ([]Decision, erro
 	}
 	return out, nil
 }
+
+// ReleaseRunHost unties a run from host (Run.Host), if it is tied to it:
+// what held it there (work in progress that only this machine had) is now
+// where every instance finds it.
+func (s *Store) ReleaseRunHost(ctx context.Context, id, host string) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE runs SET host = '' WHERE id = ? AND host = ?`, id, host); err != nil {
+		return fmt.Errorf("release the host of run %s: %w", id, err)
+	}
+	return nil
+}
+
+// ErrWorkElsewhere says that what a run needs to go on (its worktree, or
+// commits of its branch that its remote does not have) is on another
+// instance: that one goes on with it (Run.Host), and the run is left as it
+// is here, neither failed nor restarted.
+var ErrWorkElsewhere = errors.New("the run's work is on another instance")

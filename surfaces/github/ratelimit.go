@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -49,6 +50,9 @@ type rateLimitTransport struct {
 	// requests; backoff the first wait after a 5xx or network error.
 	writeInterval time.Duration
 	backoff       time.Duration
+	// jitter, when set, spreads a backoff wait (never shortening it), so
+	// that clients that failed together do not retry together.
+	jitter func(time.Duration) time.Duration
 
 	mu        sync.Mutex
 	until     time.Time // no request before
@@ -134,7 +138,7 @@ func (t *rateLimitTransport) RoundTrip(req *http.Request) (*http.Response, error
 			if !retryTransient || ctx.Err() != nil {
 				return nil, err
 			}
-			wait := backoffWait(t.backoff, attempt)
+			wait := t.spread(backoffWait(t.backoff, attempt))
 			t.log.Info("github: network error, retrying", "method", req.Method, "path", req.URL.Path, "err", err, "wait", wait)
 			if err := t.sleep(ctx, wait); err != nil {
 				return nil, err
@@ -145,7 +149,7 @@ func (t *rateLimitTransport) RoundTrip(req *http.Request) (*http.Response, error
 			}
 			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 			resp.Body.Close()
-			wait := backoffWait(t.backoff, attempt)
+			wait := t.spread(backoffWait(t.backoff, attempt))
 			t.log.Info("github: server error, retrying", "method", req.Method, "path", req.URL.Path, "status", resp.StatusCode, "wait", wait)
 			if err := t.sleep(ctx, wait); err != nil {
 				return nil, err
@@ -176,6 +180,71 @@ func (t *rateLimitTransport) RoundTrip(req *http.Request) (*http.Response, error
 			req.Body = body
 		}
 	}
+}
+
+// spread applies the transport's jitter, if any, to a backoff wait.
+func (t *rateLimitTransport) spread(d time.Duration) time.Duration {
+	if t.jitter == nil {
+		return d
+	}
+	return t.jitter(d)
+}
+
+// TransportConfig configures Transport. Zero values take the defaults.
+type TransportConfig struct {
+	// Base sends the requests (default http.DefaultTransport).
+	Base   http.RoundTripper
+	Logger *slog.Logger
+	// MaxWait is the longest rate-limit wait waited out (default 15
+	// minutes); a longer one returns GitHub's response.
+	MaxWait time.Duration
+	// Retries is how many times a request is sent again (default 5).
+	Retries int
+	// Backoff is the first wait after a 5xx or a network error (default 1
+	// second), doubling, with jitter.
+	Backoff time.Duration
+	// WriteInterval is the least time between two content-creating
+	// requests (default DefaultWriteInterval; negative: none).
+	WriteInterval time.Duration
+}
+
+// Transport returns the surface's handling of GitHub's limits and
+// transient failures for another GitHub client of the process (the
+// delivery's pull requests): primary and secondary rate limits and
+// Retry-After are waited out, requests that are safe to repeat are retried
+// after a 5xx or a network error with backoff and jitter, and
+// content-creating requests are paced. A POST that creates something is
+// not repeated after a 5xx or a lost response: its caller looks for what
+// it may have created before trying again.
+func Transport(cfg TransportConfig) http.RoundTripper {
+	if cfg.Base == nil {
+		cfg.Base = http.DefaultTransport
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 15 * time.Minute
+	}
+	if cfg.Retries <= 0 {
+		cfg.Retries = 5
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = time.Second
+	}
+	if cfg.WriteInterval == 0 {
+		cfg.WriteInterval = DefaultWriteInterval
+	}
+	return &rateLimitTransport{base: cfg.Base, sleep: sleepCtx, now: time.Now, log: cfg.Logger, maxWait: cfg.MaxWait,
+		retries: cfg.Retries, writeInterval: cfg.WriteInterval, backoff: cfg.Backoff, jitter: Jitter}
+}
+
+// Jitter returns d plus a random part of up to half of it.
+func Jitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d + rand.N(d/2)
 }
 
 // waitTurn waits until no rate limit holds requests back.

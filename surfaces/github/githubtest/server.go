@@ -129,6 +129,8 @@ type fault struct {
 	header       http.Header
 	body         string
 	after        bool // serve the request, then fail: the response is lost
+	drop         bool // serve the request, then close the connection unanswered
+	always       bool // every matching request, until ClearFaults
 }
 
 // NewServer starts a fake GitHub and closes it when the test ends.
@@ -224,6 +226,31 @@ func (s *Server) LoseResponse(method, path string, status int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, fault{method: method, path: path, status: status, body: `{"message":"Server Error"}`, after: true})
+}
+
+// DropResponse makes the next request matching method and path be served
+// (a pull request is created...) and its connection then closed with no
+// response at all: the client sees a network error, as when a response is
+// lost on the way.
+func (s *Server) DropResponse(method, path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, fault{method: method, path: path, after: true, drop: true})
+}
+
+// FailAlways makes every request matching method and path fail with status,
+// header and body instead of being served, until ClearFaults: an outage.
+func (s *Server) FailAlways(method, path string, status int, header http.Header, body string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, fault{method: method, path: path, status: status, header: header.Clone(), body: body, always: true})
+}
+
+// ClearFaults drops every fault not yet served (the outage is over).
+func (s *Server) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = nil
 }
 
 // SecondaryRateLimit makes the next request matching method and path fail
@@ -697,9 +724,20 @@ func (s *Server) serveLocked(w http.ResponseWriter, r *http.Request) int {
 
 	for i, f := range s.faults {
 		if f.method == r.Method && f.path == r.URL.Path {
-			s.faults = slices.Delete(s.faults, i, i+1)
+			if !f.always {
+				s.faults = slices.Delete(s.faults, i, i+1)
+			}
 			if f.after {
-				s.serveLocked(httptest.NewRecorder(), r)
+				status := s.serveLocked(httptest.NewRecorder(), r)
+				if f.drop {
+					if hj, ok := w.(http.Hijacker); ok {
+						if conn, _, err := hj.Hijack(); err == nil {
+							conn.Close()
+							return status
+						}
+					}
+					s.t.Errorf("githubtest: cannot drop the connection of %s %s", r.Method, r.URL.Path)
+				}
 			}
 			for k, v := range f.header {
 				h[k] = v

@@ -74,3 +74,37 @@ func TestServer(t *testing.T) {
 		t.Errorf("request without a token succeeded")
 	}
 }
+
+// TestServerFaults: a dropped response still creates what was asked and
+// leaves the client with a network error; an outage (FailAlways) answers
+// every matching request until ClearFaults.
+func TestServerFaults(t *testing.T) {
+	t.Parallel()
+	srv := githubtest.NewServer(t)
+	srv.RequireToken("tok")
+	ctx := context.Background()
+	c := newClient(t, srv)
+	newPR := &gh.NewPullRequest{Title: gh.String("T"), Head: gh.String("feature"), Base: gh.String("main")}
+
+	srv.DropResponse(http.MethodPost, "/repos/acme/app/pulls")
+	if _, resp, err := c.PullRequests.Create(ctx, "acme", "app", newPR); err == nil || resp != nil {
+		t.Fatalf("create with the response dropped = %v, %v; want a network error", resp, err)
+	}
+	if got := srv.Pulls("acme/app"); len(got) != 1 || got[0].Head != "feature" {
+		t.Fatalf("pull requests = %+v, want the one created", got)
+	}
+	if _, resp, err := c.PullRequests.Create(ctx, "acme", "app", newPR); err == nil || resp.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("a second create = %v; want 422, a pull request already exists", err)
+	}
+
+	srv.FailAlways(http.MethodGet, "/repos/acme/app/pulls", http.StatusServiceUnavailable, nil, `{"message":"Service Unavailable"}`)
+	for i := 0; i < 2; i++ {
+		if _, resp, err := c.PullRequests.List(ctx, "acme", "app", nil); err == nil || resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("list during the outage = %v, want 503", err)
+		}
+	}
+	srv.ClearFaults()
+	if prs, _, err := c.PullRequests.List(ctx, "acme", "app", nil); err != nil || len(prs) != 1 {
+		t.Fatalf("list after the outage = %d, %v", len(prs), err)
+	}
+}
