@@ -61,7 +61,7 @@ func (r *Runner) limitSet(ctx context.Context, pol Policy, run store.Run, seq in
 			n += t.Result.NumTurns
 		}
 	}
-	spent := run.CostUSD + out.TurnCostUSD
+	spent := run.CostUSD + out.TurnCostUSD // finish set it to the turn's cost (cost.go)
 	name := run.Spec
 	if name == "" {
 		name = strconv.Quote(run.Title)

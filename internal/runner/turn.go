@@ -146,13 +146,15 @@ func (r *Runner) finish(ctx context.Context, d *drive, run store.Run, t store.Tu
 		Status:       out.Status,
 		Category:     out.Category,
 		Error:        out.Error,
-		CostUSD:      out.TurnCostUSD, // the session's total counts earlier turns again
+		CostUSD:      out.TurnCostUSD, // the session's total counts earlier turns again: see cost.go
 		InputTokens:  int64(out.Usage.InputTokens),
 		OutputTokens: int64(out.Usage.OutputTokens),
 		NumTurns:     out.NumTurns,
 		SessionID:    out.SessionID,
 		FinalText:    questions.Strip(out.FinalText),
 	}
+	res.CostUSD = r.turnCost(ctx, run.ID, t.Seq, orDefault(out.SessionID, t.SessionID), out) // cost.go
+	out.TurnCostUSD = res.CostUSD                                                            // what the events (metrics, progress) count
 	var asked *questions.Set
 	if out.Category == "" {
 		qs, qerr := col.Questions()
