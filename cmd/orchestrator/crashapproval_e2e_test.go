@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/orchestrator-dev/orchestrator/internal/clitest"
+	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/questions"
+)
+
+// Approvals that outlive the process (issue 20 item 4): a live approval
+// (the CLI alive, its hook holding the call) whose process is killed. The
+// CLI's session then holds the call as interrupted; an answer given after
+// the crash runs the call exactly once, by the model making it again.
+
+// sideEffect is the file the approved command appends a line to: its lines
+// count how many times the command ran.
+const sideEffect = "ran.txt"
+
+// retryRules: "make the file" calls Bash once; told that the call was
+// interrupted and allowed, the model makes the same call again; anything
+// else (a tool's result, a refusal) is echoed as the final text.
+func retryRules() []fakeapi.Rule {
+	call := &fakeapi.ToolUse{Name: "Bash", Input: map[string]any{"command": "echo ran >> " + sideEffect, "description": "Record a run"}}
+	return []fakeapi.Rule{
+		{When: "make the file", Reply: fakeapi.Reply{Text: "Making it.", ToolUse: call}, Times: 1},
+		{When: "same call again", Reply: fakeapi.Reply{Text: "Making it again.", ToolUse: call}, Times: 1},
+		{Respond: func(r fakeapi.Request) fakeapi.Reply {
+			return fakeapi.Reply{Text: "SAW " + strings.Join(r.ToolResults, " | ") + " " + r.LastUserText}
+		}},
+	}
+}
+
+// runs counts the lines the command appended.
+func (e *e2e) runs() int {
+	b, err := os.ReadFile(filepath.Join(e.dir, "work", sideEffect))
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(b), "ran\n")
+}
+
+// killWhileApprovalWaits starts a run whose model calls Bash, waits until
+// the approval is asked live (the terminal's input is open and silent, the
+// hook holds the call), and kills the orchestrator with SIGKILL. It returns
+// the run's ID and the approval's question.
+func (e *e2e) killWhileApprovalWaits(t *testing.T) (string, questions.Question) {
+	e.t.Helper()
+	cmd := e.child("", "", "run", "--prompt", "make the file", "--surface", "terminal")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { pw.Close() })
+	cmd.Stdin = pr
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	st := e.store()
+	var set store.SetRecord
+	waitFor(e.t, "the approval asked live", func() bool {
+		sets, _ := st.QuestionSets(context.Background(), store.SetFilter{State: []store.SetState{store.SetPending}})
+		if len(sets) != 1 || questions.KindOf(sets[0].Set) != questions.KindApproval {
+			return false
+		}
+		c, err := st.ToolCall(context.Background(), sets[0].Set.Tool.ToolUseID)
+		set = sets[0]
+		return err == nil && !c.Deferred
+	})
+	if run, _ := st.Run(context.Background(), set.Set.RunID); run.Status != store.RunRunning {
+		e.t.Fatalf("run %s while the approval waits live, want running", run.Status)
+	}
+	cmd.Process.Kill()
+	wantKilled(t, cmd.Wait())
+	if n := e.runs(); n != 0 {
+		e.t.Fatalf("the command ran %d times before it was answered", n)
+	}
+	return set.Set.RunID, set.Set.Questions[0]
+}
+
+// TestLiveApprovalAnsweredAfterCrash: kill -9 while a live approval waits;
+// answered Allow once, `resume` runs the command exactly once; answered
+// Deny, never.
+func TestLiveApprovalAnsweredAfterCrash(t *testing.T) {
+	clitest.Claude(t)
+	t.Parallel()
+	for _, tc := range []struct {
+		answer string
+		runs   int
+	}{
+		{"Allow once", 1},
+		{"Deny: not today", 0},
+	} {
+		t.Run(strings.Fields(tc.answer)[0], func(t *testing.T) {
+			t.Parallel()
+			e := newE2E(t, retryRules()...)
+			runID, q := e.killWhileApprovalWaits(t)
+			if code, _, _ := e.run("", "answer", q.ID, tc.answer); code != 0 {
+				t.Fatalf("answer exit %d", code)
+			}
+			code, out, _ := e.run("", "resume", runID)
+			if code != 0 {
+				t.Fatalf("resume exit %d:\n%s", code, out)
+			}
+			if n := e.runs(); n != tc.runs {
+				t.Fatalf("the command ran %d times, want %d", n, tc.runs)
+			}
+			run := e.onlyRun()
+			if run.Status != store.RunDone {
+				t.Fatalf("run %s %q", run.Status, run.Error)
+			}
+			if tc.runs == 0 && !strings.Contains(run.FinalText, "not today") {
+				t.Errorf("the model was not told the reason: %q", run.FinalText)
+			}
+			// Resumed again: nothing runs twice.
+			e.run("", "resume", runID)
+			if n := e.runs(); n != tc.runs {
+				t.Fatalf("after a second resume the command ran %d times, want %d", n, tc.runs)
+			}
+		})
+	}
+}
+
+// TestLiveApprovalOnTimeoutDefaultAllows: on_timeout {action: default,
+// option: Allow once} allows a live approval nobody answered: the command
+// runs once.
+func TestLiveApprovalOnTimeoutDefaultAllows(t *testing.T) {
+	clitest.Claude(t)
+	t.Parallel()
+	e := newE2E(t, retryRules()...)
+	spec := filepath.Join(e.dir, "work", "allowing.md")
+	if err := os.WriteFile(spec, []byte("---\nname: allowing\nsurfaces: [terminal]\nquestion_timeout: 1s\non_timeout: {action: default, option: Allow once}\n---\nmake the file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := e.child("", "", "run", spec)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Close()
+	cmd.Stdin = pr // open and silent: nobody answers
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if n := e.runs(); n != 1 {
+		t.Fatalf("the command ran %d times, want 1", n)
+	}
+	if run := e.onlyRun(); run.Status != store.RunDone || !strings.Contains(run.FinalText, "SAW") {
+		t.Fatalf("run %s %q %q", run.Status, run.FinalText, run.Error)
+	}
+}
