@@ -190,6 +190,9 @@ func (d *Daemon) askLoop(lctx context.Context) {
 				err := d.cfg.Asks.Ask(lctx, run.ID)
 				switch {
 				case err == nil, lctx.Err() != nil:
+				case d.storeDown():
+					// The outage is logged once (outage.go); the run is
+					// asked again after AdoptEvery.
 				default:
 					d.log.Error("ask the questions of a waiting run", "run", run.ID, "spec", run.Spec, "err", err)
 				}

@@ -91,3 +91,9 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
+
+// storeDown reports a store outage going on.
+func (d *Daemon) storeDown() bool {
+	_, _, down := d.store.down()
+	return down
+}
