@@ -59,12 +59,13 @@ func TestServeCostsEachTurnOnce(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("serve did not start")
 	}
+	st := e.store()
 	waitFor(t, "the run to finish", func() bool {
-		run, err := e.store().Run(context.Background(), id)
+		run, err := st.Run(context.Background(), id)
 		return err == nil && run.Status.Final()
 	})
-	run, _ := e.store().Run(context.Background(), id)
-	turns, err := e.store().Turns(context.Background(), id)
+	run, _ := st.Run(context.Background(), id)
+	turns, err := st.Turns(context.Background(), id)
 	if run.Status != store.RunDone || err != nil || len(turns) != 2 {
 		t.Fatalf("run %s %q with %d turns (%v); want done after two", run.Status, run.Error, len(turns), err)
 	}

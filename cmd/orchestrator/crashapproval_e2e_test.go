@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,21 +91,25 @@ func TestLiveApprovalAnsweredAfterCrash(t *testing.T) {
 	clitest.Claude(t)
 	t.Parallel()
 	for _, tc := range []struct {
+		name   string
 		answer string
+		serve  bool // taken up by `serve` rather than `resume`
 		runs   int
 	}{
-		{"Allow once", 1},
-		{"Deny: not today", 0},
+		{"allow-resume", "Allow once", false, 1},
+		{"deny-resume", "Deny: not today", false, 0},
+		{"allow-serve", "Allow once", true, 1},
 	} {
-		t.Run(strings.Fields(tc.answer)[0], func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newE2E(t, retryRules()...)
 			runID, q := e.killWhileApprovalWaits(t)
 			if code, _, _ := e.run("", "answer", q.ID, tc.answer); code != 0 {
 				t.Fatalf("answer exit %d", code)
 			}
-			code, out, _ := e.run("", "resume", runID)
-			if code != 0 {
+			if tc.serve {
+				e.serveUntilFinal(t, runID)
+			} else if code, out, _ := e.run("", "resume", runID); code != 0 {
 				t.Fatalf("resume exit %d:\n%s", code, out)
 			}
 			if n := e.runs(); n != tc.runs {
@@ -153,4 +158,29 @@ func TestLiveApprovalOnTimeoutDefaultAllows(t *testing.T) {
 	if run := e.onlyRun(); run.Status != store.RunDone || !strings.Contains(run.FinalText, "SAW") {
 		t.Fatalf("run %s %q %q", run.Status, run.FinalText, run.Error)
 	}
+}
+
+// serveUntilFinal runs `serve` (in-process, its terminal silent) until run
+// is final.
+func (e *e2e) serveUntilFinal(t *testing.T, runID string) {
+	t.Helper()
+	e.writeConfig("serve:\n  listen: 127.0.0.1:0\n")
+	stdin, stdinW := io.Pipe()
+	defer stdinW.Close()
+	var log lockedBuffer
+	m := &Main{Stdin: stdin, Stdout: &log, Stderr: &log, Dir: filepath.Join(e.dir, "work"),
+		LookupEnv: func(string) (string, bool) { return "", false }}
+	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan int, 1)
+	go func() { exited <- m.Exec(ctx, []string{"--config", e.config, "serve"}) }()
+	defer func() {
+		cancel()
+		<-exited
+		t.Logf("serve output:\n%s", log.String())
+	}()
+	st := e.store()
+	waitFor(t, "the run to finish under serve", func() bool {
+		run, err := st.Run(context.Background(), runID)
+		return err == nil && run.Status.Final()
+	})
 }
