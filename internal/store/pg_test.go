@@ -93,6 +93,7 @@ var pgTests = []struct {
 	{"TestInstancesHeartbeatAndGoodbye", TestInstancesHeartbeatAndGoodbye},
 	{"TestNudgeReachesEveryInstance", TestNudgeReachesEveryInstance},
 	{"TestRetryToolCallGrantsTheSameCallOnce", TestRetryToolCallGrantsTheSameCallOnce},
+	{"TestAskRunIsIdempotent", TestAskRunIsIdempotent},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.
