@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/orchestrator-dev/orchestrator/internal/clitest"
 	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
+	"github.com/orchestrator-dev/orchestrator/internal/pgtest"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
@@ -50,7 +52,7 @@ func (e *e2e) runs() int {
 // the approval is asked live (the terminal's input is open and silent, the
 // hook holds the call), and kills the orchestrator with SIGKILL. It returns
 // the run's ID and the approval's question.
-func (e *e2e) killWhileApprovalWaits(t *testing.T) (string, questions.Question) {
+func (e *e2e) killWhileApprovalWaits(t *testing.T, st *store.Store) (string, questions.Question) {
 	e.t.Helper()
 	cmd := e.child("", "", "run", "--prompt", "make the file", "--surface", "terminal")
 	pr, pw, err := os.Pipe()
@@ -62,7 +64,6 @@ func (e *e2e) killWhileApprovalWaits(t *testing.T) (string, questions.Question) 
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
-	st := e.store()
 	var set store.SetRecord
 	waitFor(e.t, "the approval asked live", func() bool {
 		sets, _ := st.QuestionSets(context.Background(), store.SetFilter{State: []store.SetState{store.SetPending}})
@@ -103,7 +104,7 @@ func TestLiveApprovalAnsweredAfterCrash(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newE2E(t, retryRules()...)
-			runID, q := e.killWhileApprovalWaits(t)
+			runID, q := e.killWhileApprovalWaits(t, e.store())
 			if code, _, _ := e.run("", "answer", q.ID, tc.answer); code != 0 {
 				t.Fatalf("answer exit %d", code)
 			}
@@ -183,4 +184,39 @@ func (e *e2e) serveUntilFinal(t *testing.T, runID string) {
 		run, err := st.Run(context.Background(), runID)
 		return err == nil && run.Status.Final()
 	})
+}
+
+// TestLiveApprovalAnsweredAfterCrashOnPostgres: the same on PostgreSQL,
+// where the killed process's lease outlives it (serve.lease_ttl) while its
+// CLI and hook take a moment to die: the answer, given at once, is not
+// handed to the dying CLI; `resume`, once the lease has expired, runs the
+// command exactly once.
+func TestLiveApprovalAnsweredAfterCrashOnPostgres(t *testing.T) {
+	clitest.Claude(t)
+	t.Parallel()
+	e := newE2E(t, retryRules()...)
+	dbURL := pgtest.Schema(t)
+	e.writeConfig(fmt.Sprintf("\ndatabase_url: %q\nserve:\n  lease_ttl: 3s\n", dbURL))
+	st, err := store.OpenDatabase(context.Background(), e.state, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	runID, q := e.killWhileApprovalWaits(t, st)
+	if code, _, _ := e.run("", "answer", q.ID, "Allow once"); code != 0 {
+		t.Fatalf("answer exit %d", code)
+	}
+	waitFor(t, "the killed process's lease to expire", func() bool {
+		driven, err := st.RunDriven(runID)
+		return err == nil && !driven
+	})
+	if code, out, _ := e.run("", "resume", runID); code != 0 {
+		t.Fatalf("resume exit %d:\n%s", code, out)
+	}
+	if n := e.runs(); n != 1 {
+		t.Fatalf("the command ran %d times, want 1", n)
+	}
+	if run, _ := st.Run(context.Background(), runID); run.Status != store.RunDone {
+		t.Fatalf("run %s %q", run.Status, run.Error)
+	}
 }
