@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -21,6 +22,7 @@ const maxHookInput = 4 << 20
 
 func (m *Main) newHookCmd() *cobra.Command {
 	var stateDir, runID string
+	var driver int
 	cmd := &cobra.Command{
 		Use:   "hook --state DIR --run RUN",
 		Short: "The PreToolUse hook the agent CLI runs for each tool call (not for people)",
@@ -34,11 +36,18 @@ process. An error is a refusal with the reason, never a silent allow.`,
 		Annotations: skipConfigAnnotation(),
 		Hidden:      true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return m.runHook(cmd.Context(), stateDir, runID)
+			ctx := cmd.Context()
+			if driver > 0 {
+				var stop func()
+				ctx, stop = whileAlive(ctx, driver)
+				defer stop()
+			}
+			return m.runHook(ctx, stateDir, runID)
 		},
 	}
 	cmd.Flags().StringVar(&stateDir, "state", "", "the orchestrator's state directory")
 	cmd.Flags().StringVar(&runID, "run", "", "the run the CLI works for")
+	cmd.Flags().IntVar(&driver, "driver", 0, "the process ID of the orchestrator that started the CLI: once it is gone, no decision is handed out")
 	_ = cmd.MarkFlagRequired("state")
 	_ = cmd.MarkFlagRequired("run")
 	return cmd
@@ -145,11 +154,53 @@ func readHookDatabaseURL(stateDir string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
+// errDriverGone stops a hook whose orchestrator died: the CLI it holds dies
+// with it, so a decision handed to it now would be used by nobody, and the
+// call would never run (issue 20): the decision stays in the store for the
+// run's next process, which has the model make the call again.
+var errDriverGone = errors.New("the orchestrator that drives this run is gone")
+
+// driverCheck is how often a holding hook checks that its orchestrator
+// lives.
+const driverCheck = 50 * time.Millisecond
+
+// whileAlive is ctx, cancelled (errDriverGone) once process pid is gone.
+func whileAlive(ctx context.Context, pid int) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	if !processAlive(pid) {
+		cancel(errDriverGone)
+		return ctx, func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(driverCheck)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if !processAlive(pid) {
+					cancel(errDriverGone)
+					return
+				}
+			}
+		}
+	}()
+	return ctx, func() { close(done); cancel(nil) }
+}
+
 // hookSettings is the --settings JSON that installs the orchestrator's hook
-// for run: PREFIX hook --state DIR --run RUN (prefix: the quoted program),
-// for every tool, with a timeout (seconds) longer than the hold.
-func hookSettings(prefix, stateDir, runID string, holdSeconds int) string {
+// for run: PREFIX hook --state DIR --run RUN --driver PID (prefix: the
+// quoted program; PID: the orchestrator's, 0 for none), for every tool,
+// with a timeout (seconds) longer than the hold.
+func hookSettings(prefix, stateDir, runID string, holdSeconds, driver int) string {
 	cmd := prefix + " hook --state " + shQuote(stateDir) + " --run " + shQuote(runID)
+	if driver > 0 {
+		cmd += fmt.Sprintf(" --driver %d", driver)
+	}
 	b, _ := json.Marshal(map[string]any{"hooks": map[string]any{"PreToolUse": []any{map[string]any{
 		"matcher": "*",
 		"hooks":   []any{map[string]any{"type": "command", "command": cmd, "timeout": holdSeconds + 60}},

@@ -66,3 +66,33 @@ func TestSpecBudgetAsksOnTheTerminal(t *testing.T) {
 		})
 	}
 }
+
+// TestSpecBudgetPresetStopsAtQuestionRounds: a spec answering its budget
+// question in advance (answers: {Budget: Continue}) with a model that never
+// ends does not run on forever: every automatic Continue is a round of
+// run.max_question_rounds, and the run never spends more than max_cost_usd
+// times those rounds.
+func TestSpecBudgetPresetStopsAtQuestionRounds(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, fakeapi.Rule{Reply: fakeapi.Reply{Text: "Working.", ToolUse: &fakeapi.ToolUse{Name: "Bash", Input: map[string]any{"command": "true", "description": "work"}}}})
+	e.base = strings.Replace(e.base, "run:\n", "run:\n  max_question_rounds: 3\n", 1)
+	e.writeConfig("")
+	spec := filepath.Join(e.dir, "work", "endless.md")
+	if err := os.WriteFile(spec, []byte("---\nname: endless\nsurfaces: [terminal]\nmax_cost_usd: 0.0016\nanswers:\n  Budget: Continue\n---\nWork on it\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, _ := e.run("", "run", spec)
+	if code == exitOK {
+		t.Fatalf("run exit %d, want the run failed", code)
+	}
+	run := e.onlyRun()
+	if run.Status != store.RunFailed || !strings.Contains(run.Error, "run.max_question_rounds 3") {
+		t.Fatalf("run = %s %q, want failed at run.max_question_rounds", run.Status, run.Error)
+	}
+	if ceiling := 0.0016 * 3; run.CostUSD > ceiling+1e-9 {
+		t.Fatalf("run spent $%v, more than max_cost_usd times run.max_question_rounds ($%v)", run.CostUSD, ceiling)
+	}
+	if n := len(e.fake.Requests()); n > 6 {
+		t.Fatalf("the model was called %d times, want at most 6 ($0.0008 each)", n)
+	}
+}

@@ -116,7 +116,7 @@ func logEvent(log *slog.Logger, ev runner.Event) {
 		log.Debug("tool use", "run", ev.RunID, "tool", ev.Tool, "input", ev.Text)
 	case runner.EventTurnFinished:
 		if o := ev.Outcome; o != nil {
-			log.Info("turn finished", "run", ev.RunID, "turn", ev.Turn, "status", o.Status, "category", o.Category, "cost_usd", o.CostUSD)
+			log.Info("turn finished", "run", ev.RunID, "turn", ev.Turn, "status", o.Status, "category", o.Category, "cost_usd", o.TurnCostUSD)
 		}
 	case runner.EventQuestion:
 		if ev.Set != nil {

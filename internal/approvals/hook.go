@@ -24,6 +24,7 @@ type Store interface {
 	RunRules(ctx context.Context, runID string) ([]string, error)
 	Run(ctx context.Context, id string) (store.Run, error)
 	LastTurn(ctx context.Context, runID string) (store.Turn, bool, error)
+	UseRetryGrant(ctx context.Context, call store.ToolCall) (store.ToolCall, bool, error)
 }
 
 // LoadPolicy reads the run's stored policy; a run without one gets the
@@ -166,6 +167,13 @@ func prepare(ctx context.Context, st Store, runID string, call questions.ToolCal
 		kind = questions.KindAskTool
 	}
 	rec := store.ToolCall{ToolUseID: call.ToolUseID, RunID: runID, Kind: kind, Tool: call.Tool, Input: call.Input}
+	if d.Action == ActionAsk && kind == questions.KindApproval {
+		// The same call, allowed by a person while its process died: the
+		// model makes it again, and it runs once without asking again.
+		if _, ok, err := st.UseRetryGrant(ctx, rec); err != nil || ok {
+			return "", false, err
+		}
+	}
 	switch d.Action {
 	case ActionPass:
 		return "", true, nil

@@ -188,3 +188,38 @@ func TestParseHookInputRecorded(t *testing.T) {
 		t.Errorf("%+v %v", in, err)
 	}
 }
+
+// TestHookAllowsTheCallMadeAgainAfterACrash: an approval answered Allow
+// once after its process died (RetryToolCall) lets the model's identical
+// call through once, without a question; a different call, or the same
+// call a second time, is asked.
+func TestHookAllowsTheCallMadeAgainAfterACrash(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t, Policy{}) // held 0: a call nobody decided is deferred
+	v, err := Hook(ctx, st, "r1", hookIn("t1", "echo ran >> x"))
+	if err != nil || v.Decision != HookDefer {
+		t.Fatalf("first call: %+v %v", v, err)
+	}
+	c, _ := st.ToolCall(ctx, "t1")
+	rec, err := st.QuestionSet(ctx, c.SetID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := questions.ParseQuestionAnswer(rec.Set.Questions[0], "Allow once")
+	if _, err := st.RecordAnswer(ctx, questions.Response{SetID: rec.Set.ID, Answers: []questions.Answer{a}, By: "alice", Surface: "cli"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, granted, err := st.RetryToolCall(ctx, "t1"); err != nil || !granted {
+		t.Fatalf("RetryToolCall: %v %v", granted, err)
+	}
+	if v, err := Hook(ctx, st, "r1", hookIn("t2", "echo other >> x")); err != nil || v.Decision != HookDefer {
+		t.Fatalf("another call: %+v %v; want it asked", v, err)
+	}
+	if v, err := Hook(ctx, st, "r1", hookIn("t3", "echo ran >> x")); err != nil || v.Decision != HookAllow || !strings.Contains(v.Reason, "alice") {
+		t.Fatalf("the call made again: %+v %v; want allowed by alice", v, err)
+	}
+	if v, err := Hook(ctx, st, "r1", hookIn("t4", "echo ran >> x")); err != nil || v.Decision != HookDefer {
+		t.Fatalf("the call made a third time: %+v %v; want it asked", v, err)
+	}
+}

@@ -14,7 +14,7 @@ import (
 func BenchmarkObserve(b *testing.B) {
 	m := NewMetrics(nil)
 	text := runner.Event{Kind: runner.EventText, RunID: "r1", Text: "Working on it."}
-	turn := runner.Event{Kind: runner.EventTurnFinished, RunID: "r1", Outcome: &executor.Outcome{Category: executor.CategoryRateLimit, CostUSD: 0.01}}
+	turn := runner.Event{Kind: runner.EventTurnFinished, RunID: "r1", Outcome: &executor.Outcome{Category: executor.CategoryRateLimit, CostUSD: 0.01, TurnCostUSD: 0.01}}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		if i%10 == 0 {

@@ -72,7 +72,9 @@ func (d *Daemon) heartbeat(ctx context.Context) {
 		bctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
 		if err := d.cfg.Store.Heartbeat(bctx, started, leader, driving); err != nil && ctx.Err() == nil {
-			d.log.Warn("heartbeat", "err", err)
+			d.store.failed("heartbeat", err) // one line an outage (outage.go)
+		} else if err == nil {
+			d.store.ok()
 		}
 	}
 	beat()
@@ -105,18 +107,27 @@ func (d *Daemon) Leader() bool {
 const workLook = time.Second
 
 // workLoop claims runnable runs whenever the store may have changed, and
-// every workLook.
+// every workLook; while the store cannot be read, after a backoff
+// (outage.go: a store that is down wakes every wait at once).
 func (d *Daemon) workLoop(ctx context.Context) {
+	b := retryBackoff()
 	for ctx.Err() == nil {
-		d.claim(ctx)
+		if !d.claim(ctx) {
+			if !sleepCtx(ctx, b.NextBackOff()) {
+				return
+			}
+			continue
+		}
+		b.Reset()
 		wctx, cancel := context.WithTimeout(ctx, min(workLook, d.cfg.AdoptEvery))
 		_ = d.cfg.Store.WaitChange(wctx)
 		cancel()
 	}
 }
 
-// claim drives the runnable runs this instance has room for.
-func (d *Daemon) claim(ctx context.Context) {
+// claim drives the runnable runs this instance has room for; false when
+// the store could not be read.
+func (d *Daemon) claim(ctx context.Context) bool {
 	d.mu.Lock()
 	room := -1
 	if d.cfg.MaxConcurrent > 0 {
@@ -125,16 +136,18 @@ func (d *Daemon) claim(ctx context.Context) {
 	stopping := d.stopping
 	d.mu.Unlock()
 	if stopping || room == 0 {
-		return
+		return true
 	}
 	runs, err := d.cfg.Store.ClaimableRuns(ctx, store.Hostname(), 0)
 	if err != nil {
 		if ctx.Err() == nil {
-			d.log.Error("claim runs: list runnable runs", "err", err)
+			d.store.failed("claim runs: list runnable runs", err)
 		}
-		return
+		return false
 	}
+	d.store.ok()
 	d.take(ctx, runs, room, "claim", "claiming a run", func(store.Run) bool { return false })
+	return true
 }
 
 // askLoop, while this instance leads, asks the questions of every waiting
@@ -153,14 +166,15 @@ func (d *Daemon) askLoop(lctx context.Context) {
 			delete(asking, (<-ended).runID)
 		}
 	}()
-	look := func() {
+	look := func() bool {
 		runs, err := d.cfg.Store.ListRuns(lctx, store.RunFilter{Status: []store.RunStatus{store.RunWaiting}, Brief: true})
 		if err != nil {
 			if lctx.Err() == nil {
-				d.log.Error("ask: list waiting runs", "err", err)
+				d.store.failed("ask: list waiting runs", err) // one line an outage (outage.go)
 			}
-			return
+			return false
 		}
+		d.store.ok()
 		now := time.Now()
 		for _, run := range runs {
 			if asking[run.ID] || now.Before(retryAt[run.ID]) {
@@ -176,28 +190,50 @@ func (d *Daemon) askLoop(lctx context.Context) {
 				err := d.cfg.Asks.Ask(lctx, run.ID)
 				switch {
 				case err == nil, lctx.Err() != nil:
+				case d.storeDown():
+					// The outage is logged once (outage.go); the run is
+					// asked again after AdoptEvery.
 				default:
 					d.log.Error("ask the questions of a waiting run", "run", run.ID, "spec", run.Spec, "err", err)
 				}
 				ended <- askEnded{run.ID, err != nil && lctx.Err() == nil}
 			}()
 		}
+		return true
 	}
-	changes := make(chan struct{}, 1)
+	// A change is handed over only when the loop takes it: while the loop
+	// backs off from a store it cannot read, the watcher waits too (a
+	// store that is down wakes every wait at once).
+	changes := make(chan struct{})
 	go func() {
 		for lctx.Err() == nil {
 			wctx, cancel := context.WithTimeout(lctx, d.cfg.AdoptEvery)
-			if err := d.cfg.Store.WaitChange(wctx); err == nil || errors.Is(err, context.DeadlineExceeded) {
+			err := d.cfg.Store.WaitChange(wctx)
+			cancel()
+			if err == nil || errors.Is(err, context.DeadlineExceeded) {
 				select {
 				case changes <- struct{}{}:
-				default:
+				case <-lctx.Done():
 				}
 			}
-			cancel()
 		}
 	}()
-	look()
+	b := retryBackoff()
+	var retry <-chan time.Time // set while backing off
+	lookNow := func() {
+		if look() {
+			b.Reset()
+			retry = nil
+		} else {
+			retry = time.After(b.NextBackOff())
+		}
+	}
+	lookNow()
 	for {
+		wake := changes
+		if retry != nil {
+			wake = nil
+		}
 		select {
 		case <-lctx.Done():
 			return
@@ -208,8 +244,10 @@ func (d *Daemon) askLoop(lctx context.Context) {
 			} else {
 				delete(retryAt, e.runID)
 			}
-		case <-changes:
-			look()
+		case <-wake:
+			lookNow()
+		case <-retry:
+			lookNow()
 		}
 	}
 }

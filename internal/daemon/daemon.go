@@ -162,6 +162,7 @@ type Daemon struct {
 	failed   map[string]retry  // run ID → when to drive again a run whose drive failed
 	undriven []string          // active runs no process drove at the last look
 	leader   bool              // this instance leads (cluster.go)
+	store    *storeHealth      // the store's reachability as the loops find it (outage.go)
 
 	specDir      *specDir              // nil without SpecsDir; used by New, then by the rescan loop
 	specTexts    map[string]loadedSpec // spec name → the version scheduled, with its text
@@ -214,6 +215,7 @@ func New(cfg Config) (*Daemon, error) {
 		driving: map[string]string{},
 		bySpec:  map[string]int{},
 		failed:  map[string]retry{},
+		store:   &storeHealth{log: cfg.Logger, now: time.Now},
 	}
 	initial := cfg.Specs
 	if cfg.SpecsDir != "" {
@@ -522,10 +524,11 @@ func (d *Daemon) adopt(ctx context.Context) {
 	runs, err := d.cfg.Store.ListRuns(ctx, store.RunFilter{Status: takeUp, Brief: true})
 	if err != nil {
 		if ctx.Err() == nil {
-			d.log.Error("adopt runs: list runs", "err", err)
+			d.store.failed("adopt runs: list runs", err) // one line an outage (outage.go)
 		}
 		return
 	}
+	d.store.ok()
 	now := time.Now()
 	d.take(ctx, runs, -1, "adopt", "adopting a run no process drives", func(run store.Run) bool {
 		driven, err := d.cfg.Store.RunDriven(run.ID)
@@ -817,9 +820,14 @@ func (d *Daemon) health(ctx context.Context) (Health, int) {
 		h.Status, code = "shutting down", http.StatusServiceUnavailable
 	}
 	runs, err := d.cfg.Store.ListRuns(ctx, store.RunFilter{Status: []store.RunStatus{store.RunRunning, store.RunWaiting}})
-	if err != nil {
-		h.Status, h.Error, code = "error", "cannot read the store", http.StatusServiceUnavailable
-		d.log.Error("healthz: list runs", "err", err)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		d.store.failed("healthz: list runs", err) // one line an outage (outage.go)
+		since, _, _ := d.store.down()
+		// Why, not the driver's words (hosts, users): the log has them.
+		h.Status, h.Error, code = "degraded", "store unreachable since "+since.UTC().Format(time.RFC3339), http.StatusServiceUnavailable
+	case err == nil:
+		d.store.ok()
 	}
 	for _, run := range runs {
 		switch run.Status {

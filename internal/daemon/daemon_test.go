@@ -620,7 +620,7 @@ func TestHealthzAndMetrics(t *testing.T) {
 	m.Observe(runner.Event{Kind: runner.EventQuestion, RunID: "rq", Set: &set})
 	m.Observe(runner.Event{Kind: runner.EventQuestion, RunID: "rq", Set: &set}) // asked again (escalated): one set
 	m.Observe(runner.Event{Kind: runner.EventReminder, RunID: "rq", Set: &set})
-	m.Observe(runner.Event{Kind: runner.EventTurnFinished, RunID: "rq", Outcome: &executor.Outcome{Category: executor.CategoryRateLimit, CostUSD: 0.25}})
+	m.Observe(runner.Event{Kind: runner.EventTurnFinished, RunID: "rq", Outcome: &executor.Outcome{Category: executor.CategoryRateLimit, CostUSD: 0.25, TurnCostUSD: 0.25}})
 	fams := scrape(t, d)
 	for _, c := range []struct {
 		name   string

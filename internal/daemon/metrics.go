@@ -273,9 +273,11 @@ func (m *Metrics) Observe(ev runner.Event) {
 		if ev.Outcome.Category != "" {
 			m.agentErrors.WithLabelValues(string(ev.Outcome.Category)).Inc()
 		}
-		if ev.Outcome.CostUSD > 0 {
-			m.cost.Add(ev.Outcome.CostUSD)
-			m.specCost.WithLabelValues(m.specOf(ev.RunID)).Add(ev.Outcome.CostUSD)
+		// The turn's own cost: the CLI's total_cost_usd (Outcome.CostUSD)
+		// counts a resumed session's earlier turns again.
+		if c := ev.Outcome.TurnCostUSD; c > 0 {
+			m.cost.Add(c)
+			m.specCost.WithLabelValues(m.specOf(ev.RunID)).Add(c)
 		}
 	case runner.EventRunEnded:
 		if ev.Run != nil && ev.Run.Status.Final() {

@@ -191,9 +191,11 @@ func TestMetricsPerSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := NewMetrics(st)
-	m.Observe(runner.Event{Kind: runner.EventTurnFinished, RunID: "w1", Outcome: &executor.Outcome{CostUSD: 0.5}})
-	m.Observe(runner.Event{Kind: runner.EventTurnFinished, RunID: "w1", Outcome: &executor.Outcome{CostUSD: 0.25}})
-	m.Observe(runner.Event{Kind: runner.EventTurnFinished, RunID: "w2", Outcome: &executor.Outcome{CostUSD: 1}})
+	// CostUSD is the session's total so far: the metric counts each turn's
+	// own cost (TurnCostUSD), never the earlier turns again.
+	m.Observe(runner.Event{Kind: runner.EventTurnFinished, RunID: "w1", Outcome: &executor.Outcome{CostUSD: 0.5, TurnCostUSD: 0.5}})
+	m.Observe(runner.Event{Kind: runner.EventTurnFinished, RunID: "w1", Outcome: &executor.Outcome{CostUSD: 0.75, TurnCostUSD: 0.25}})
+	m.Observe(runner.Event{Kind: runner.EventTurnFinished, RunID: "w2", Outcome: &executor.Outcome{CostUSD: 1, TurnCostUSD: 1}})
 	m.Observe(runner.Event{Kind: runner.EventRunEnded, RunID: "d1", Run: &d1})
 	m.Observe(runner.Event{Kind: runner.EventRunEnded, RunID: "f1", Run: &store.Run{ID: "f1", Spec: "weekly", Status: store.RunFailed}})
 	m.Observe(runner.Event{Kind: runner.EventRunEnded, RunID: "p1", Run: &store.Run{ID: "p1", Status: store.RunCancelled}})

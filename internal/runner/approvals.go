@@ -1,10 +1,13 @@
 package runner
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
@@ -246,4 +249,54 @@ func (r *Runner) toolAnswerHandedOut(ctx context.Context, t store.Turn) (used, o
 		return false, true
 	}
 	return !c.UsedAt.IsZero(), true
+}
+
+// interruptedCallPrompt is the prompt of the turn that carries the answer
+// to an approval whose process died while it was asked live (the CLI's
+// session holds the call as interrupted; it never ran): the call is settled
+// in the store (RetryToolCall) and the model told what became of it.
+// Allowed, it is told to make the very same call again, which then runs
+// once without a question (the hook finds the grant); refused, not to. ok
+// is false for any other set.
+func (r *Runner) interruptedCallPrompt(ctx context.Context, rec store.SetRecord, answers string) (string, bool, error) {
+	if questions.KindOf(rec.Set) != questions.KindApproval || rec.Set.Tool == nil {
+		return "", false, nil
+	}
+	id := rec.Set.Tool.ToolUseID
+	c, granted, err := r.cfg.Store.RetryToolCall(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "[answers to question set %s]\n", rec.Set.ID)
+	fmt.Fprintf(&b, "The orchestrator stopped while your %s call (tool_use_id %s) waited for a person's approval, so that process could not run it: your session shows the call interrupted. ", c.Tool, id)
+	switch {
+	case granted:
+		b.WriteString("It has since been allowed (the answer is below). Make exactly the same call again, with the same input: it will run once, without asking again.")
+		if in := compactJSON(c.Input); in != "" && len(in) <= maxRetryInput {
+			fmt.Fprintf(&b, " Its input was: %s", in)
+		}
+	case c.Decision == store.DecisionDeny:
+		b.WriteString("It did not run, and it has since been refused (the answer is below): do not make it again; go on with the task without it.")
+	default:
+		b.WriteString(approvals.Interrupted + ".")
+	}
+	b.WriteString("\n\n")
+	b.WriteString(answers)
+	return b.String(), true, nil
+}
+
+// maxRetryInput caps the input repeated in the prompt of a call to make
+// again (the session has it in full).
+const maxRetryInput = 2000
+
+func compactJSON(raw json.RawMessage) string {
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return ""
+	}
+	return buf.String()
 }

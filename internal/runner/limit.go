@@ -61,7 +61,7 @@ func (r *Runner) limitSet(ctx context.Context, pol Policy, run store.Run, seq in
 			n += t.Result.NumTurns
 		}
 	}
-	spent := run.CostUSD + out.TurnCostUSD
+	spent := run.CostUSD + out.TurnCostUSD // finish set it to the turn's cost (cost.go)
 	name := run.Spec
 	if name == "" {
 		name = strconv.Quote(run.Title)
@@ -125,10 +125,11 @@ func (r *Runner) afterLimit(ctx context.Context, d *drive, run store.Run, rec st
 
 // budgetLeft is what the next turn may spend: the run's max_cost_usd, plus
 // as much again from what had been spent at each limit stop answered
-// Continue, less what was spent since. It is at least a cent's hundredth,
-// so the CLI always gets a limit (it then stops after one API call, and
-// the run asks again).
-func budgetLeft(pol Policy, runID string, turns []store.Turn) float64 {
+// Continue, less what was spent since, and never past the run's ceiling
+// (max_cost_usd times rounds, run.max_question_rounds; 0: none). It is at
+// least a cent's hundredth, so the CLI always gets a limit (it then stops
+// after one API call, and the run asks again or ends at the ceiling).
+func budgetLeft(pol Policy, runID string, turns []store.Turn, rounds int) float64 {
 	limits := limitSetIDs(runID, turns)
 	var spent, base float64
 	for _, t := range turns {
@@ -138,8 +139,60 @@ func budgetLeft(pol Policy, runID string, turns []store.Turn) float64 {
 		spent += t.Result.CostUSD
 	}
 	left := base + pol.MaxCostUSD - spent
+	if rounds > 0 {
+		left = min(left, pol.MaxCostUSD*float64(rounds)-spent)
+	}
 	if left < 0.0001 {
 		left = 0.0001
 	}
 	return left
+}
+
+// automatic reports whether a response was given by nobody in person: a
+// spec's preset answers or the on_timeout policy.
+func automatic(resp questions.Response) bool {
+	return resp.Surface == "spec" || resp.Surface == "timeout"
+}
+
+// questionRounds is how many rounds of questions count toward
+// run.max_question_rounds: every set the model asked, and every limit stop
+// answered without a person (a preset such as answers: {Budget: Continue},
+// or on_timeout), so that no answer given in advance lifts every limit. A
+// limit stop a person answers does not count: that person chose to spend
+// more.
+func (r *Runner) questionRounds(ctx context.Context, runID string) (int, error) {
+	sets, err := r.cfg.Store.QuestionSets(ctx, store.SetFilter{RunID: runID})
+	if err != nil {
+		return 0, err
+	}
+	turns, err := r.cfg.Store.Turns(ctx, runID)
+	if err != nil {
+		return 0, err
+	}
+	limits, n := limitSetIDs(runID, turns), 0
+	for _, s := range sets {
+		if !limits[s.Set.ID] || automatic(s.Response) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// limitsSpent says why a run that stopped at its limits may not ask to go on
+// again ("" when it may): the rounds of questions are used up (a preset
+// answering every budget question), or the run has spent its ceiling,
+// max_cost_usd times run.max_question_rounds.
+func (r *Runner) limitsSpent(ctx context.Context, pol Policy, run store.Run, res store.TurnResult) (string, error) {
+	max := r.cfg.Limits.MaxQuestionRounds
+	n, err := r.questionRounds(ctx, run.ID)
+	if err != nil {
+		return "", err
+	}
+	if n >= max {
+		return fmt.Sprintf("the run stopped at its limits after %d rounds of questions, some answered in advance or by on_timeout (run.max_question_rounds %d); it is not asked again", n, max), nil
+	}
+	if ceiling := pol.MaxCostUSD * float64(max); pol.MaxCostUSD > 0 && run.CostUSD+res.CostUSD >= ceiling {
+		return fmt.Sprintf("the run spent %s, its ceiling: max_cost_usd %s times run.max_question_rounds %d", dollars(run.CostUSD+res.CostUSD), dollars(pol.MaxCostUSD), max), nil
+	}
+	return "", nil
 }

@@ -23,9 +23,14 @@ func TestBudgetLeftGrantsAsMuchAgainFromEachContinue(t *testing.T) {
 		{"after Continue: as much again from the stop", []store.Turn{stop, cont}, 0.5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := budgetLeft(pol, "r1", tc.turns); got != tc.want {
+			if got := budgetLeft(pol, "r1", tc.turns, 0); got != tc.want {
 				t.Fatalf("budgetLeft = %v, want %v", got, tc.want)
 			}
 		})
+	}
+	// With run.max_question_rounds 2 the run's ceiling is $2: after the
+	// Continue only $0.25 is left of it.
+	if got := budgetLeft(pol, "r1", []store.Turn{stop, cont}, 2); got != 0.25 {
+		t.Fatalf("budgetLeft under a ceiling = %v, want 0.25", got)
 	}
 }

@@ -114,14 +114,15 @@ func TestLimitQuestionTimeoutStops(t *testing.T) {
 	}
 }
 
-// TestLimitQuestionIsNotAQuestionRound: the run's own question whether to go
-// on does not count against run.max_question_rounds, which bounds the
-// model's.
-func TestLimitQuestionIsNotAQuestionRound(t *testing.T) {
+// TestLimitQuestionAnsweredInAdvanceIsAQuestionRound: the run's own question
+// whether to go on, answered by a preset, counts against
+// run.max_question_rounds like the model's questions: one automatic
+// Continue and one question of the model fit in two rounds.
+func TestLimitQuestionAnsweredInAdvanceIsAQuestionRound(t *testing.T) {
 	t.Parallel()
 	p := newPerson("test")
 	pol := runner.Policy{MaxTurns: 1, Presets: []runner.Preset{{Match: "Budget", Answer: "Continue"}, {Match: "Auth", Answer: "JWT"}}}
-	h := newHarness(t, []surfaces.Surface{p}, pol, runner.Limits{MaxQuestionRounds: 1},
+	h := newHarness(t, []surfaces.Surface{p}, pol, runner.Limits{MaxQuestionRounds: 2},
 		fakeapi.Rule{When: "a person chose to continue", Reply: fakeapi.Reply{Text: "I need a decision.\n" + authMarker}},
 		fakeapi.Rule{When: "BEGIN ANSWERS", Reply: fakeapi.Reply{Text: "Implemented with JWT."}},
 		fakeapi.Rule{Reply: fakeapi.Reply{Text: "Working.", ToolUse: &fakeapi.ToolUse{Name: "Bash", Input: map[string]any{"command": "true", "description": "work"}}}},
@@ -129,5 +130,53 @@ func TestLimitQuestionIsNotAQuestionRound(t *testing.T) {
 	run, err := h.drive("Work on spec Y")
 	if err != nil || run.Status != store.RunDone || run.FinalText != "Implemented with JWT." {
 		t.Fatalf("run = %s %q %q, %v", run.Status, run.FinalText, run.Error, err)
+	}
+}
+
+// neverEnds is a model that keeps calling a tool: every turn runs into its
+// limit, whatever it is told.
+func neverEnds() []fakeapi.Rule {
+	return []fakeapi.Rule{{Reply: fakeapi.Reply{Text: "Working.", ToolUse: &fakeapi.ToolUse{Name: "Bash", Input: map[string]any{"command": "true", "description": "work"}}}}}
+}
+
+// TestPresetContinueStopsAtQuestionRounds: answers: {Budget: Continue} with
+// a model that never ends: each automatic Continue is a round of
+// run.max_question_rounds, and the run fails when they are used up.
+func TestPresetContinueStopsAtQuestionRounds(t *testing.T) {
+	t.Parallel()
+	p := newPerson("test")
+	pol := runner.Policy{MaxTurns: 1, Presets: []runner.Preset{{Match: "Budget", Answer: "Continue"}}}
+	h := newHarness(t, []surfaces.Surface{p}, pol, runner.Limits{MaxQuestionRounds: 3}, neverEnds()...)
+	run, err := h.drive("Work on spec Y")
+	if err != nil || run.Status != store.RunFailed || !strings.Contains(run.Error, "run.max_question_rounds 3") {
+		t.Fatalf("run = %s %q, %v; want failed at run.max_question_rounds", run.Status, run.Error, err)
+	}
+	turns, _ := h.store.Turns(context.Background(), run.ID)
+	if len(turns) != 4 { // the first turn and three automatic Continues
+		t.Fatalf("%d turns, want 4", len(turns))
+	}
+	if asked, _, _, _ := p.stats(); asked != 0 {
+		t.Fatalf("asked %d times; the preset answers", asked)
+	}
+}
+
+// TestPresetContinueNeverSpendsPastTheCeiling: answers: {Budget: Continue}
+// with a budget: the run never spends more than max_cost_usd times
+// run.max_question_rounds.
+func TestPresetContinueNeverSpendsPastTheCeiling(t *testing.T) {
+	t.Parallel()
+	p := newPerson("test")
+	// Each call of the fake costs $0.0008: two calls a turn reach $0.0016.
+	pol := runner.Policy{MaxCostUSD: 0.0016, Presets: []runner.Preset{{Match: "Budget", Answer: "Continue"}}}
+	h := newHarness(t, []surfaces.Surface{p}, pol, runner.Limits{MaxQuestionRounds: 3}, neverEnds()...)
+	run, err := h.drive("Work on spec Y")
+	if err != nil || run.Status != store.RunFailed || !strings.Contains(run.Error, "run.max_question_rounds 3") {
+		t.Fatalf("run = %s %q, %v; want failed at its ceiling", run.Status, run.Error, err)
+	}
+	if ceiling := 0.0016 * 3; run.CostUSD > ceiling+1e-9 {
+		t.Fatalf("run spent $%v, more than its ceiling $%v", run.CostUSD, ceiling)
+	}
+	if len(h.fake.Requests()) > 6 {
+		t.Fatalf("%d calls of the model, want at most 6 ($0.0048 at $0.0008 each)", len(h.fake.Requests()))
 	}
 }

@@ -310,6 +310,10 @@ func (r *Runner) resumeWithAnswer(ctx context.Context, d *drive, run store.Run, 
 	prompt := answerPrompt(rec.Set, rec.Response, r.cfg.Limits.AnswerMaxBytes)
 	if p, ok := r.toolAnswerPrompt(ctx, rec.Set); ok {
 		prompt = p // the hook hands the answer over (approvals.go)
+	} else if p, ok, err := r.interruptedCallPrompt(ctx, rec, prompt); err != nil {
+		return err
+	} else if ok {
+		prompt = p // the model makes the call again (approvals.go)
 	}
 	return r.turn(ctx, d, run, store.Turn{Kind: store.TurnAnswer, SetID: rec.Set.ID, Prompt: prompt, SessionID: run.SessionID, Resume: true})
 }

@@ -57,7 +57,7 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 		if err != nil {
 			return err
 		}
-		req.MaxBudgetUSD = budgetLeft(d.Policy, run.ID, turns)
+		req.MaxBudgetUSD = budgetLeft(d.Policy, run.ID, turns, r.cfg.Limits.MaxQuestionRounds)
 	}
 	native, err := r.approvalsOn(ctx, d, run, workdir) // approvals.go
 	if err != nil {
@@ -155,13 +155,15 @@ func (r *Runner) finish(ctx context.Context, d *drive, run store.Run, t store.Tu
 		Status:       out.Status,
 		Category:     out.Category,
 		Error:        out.Error,
-		CostUSD:      out.TurnCostUSD, // the session's total counts earlier turns again
+		CostUSD:      out.TurnCostUSD, // the session's total counts earlier turns again: see cost.go
 		InputTokens:  int64(out.Usage.InputTokens),
 		OutputTokens: int64(out.Usage.OutputTokens),
 		NumTurns:     out.NumTurns,
 		SessionID:    out.SessionID,
 		FinalText:    questions.Strip(out.FinalText),
 	}
+	res.CostUSD = r.turnCost(ctx, run.ID, t.Seq, orDefault(out.SessionID, t.SessionID), out) // cost.go
+	out.TurnCostUSD = res.CostUSD                                                            // what the events (metrics, progress) count
 	var asked *questions.Set
 	if out.Category == "" {
 		qs, qerr := col.Questions()
@@ -176,19 +178,9 @@ func (r *Runner) finish(ctx context.Context, d *drive, run store.Run, t store.Tu
 		}
 	}
 	if asked != nil {
-		sets, err := r.cfg.Store.QuestionSets(ctx, store.SetFilter{RunID: run.ID})
+		n, err := r.questionRounds(ctx, run.ID) // limit.go
 		if err != nil {
 			return err
-		}
-		turns, err := r.cfg.Store.Turns(ctx, run.ID)
-		if err != nil {
-			return err
-		}
-		limits, n := limitSetIDs(run.ID, turns), 0 // the run's own questions are not the model's rounds
-		for _, s := range sets {
-			if !limits[s.Set.ID] {
-				n++
-			}
 		}
 		if n >= r.cfg.Limits.MaxQuestionRounds {
 			if err := r.cfg.Store.FinishTurn(ctx, run.ID, t.Seq, res, nil, nil); err != nil {
@@ -198,6 +190,15 @@ func (r *Runner) finish(ctx context.Context, d *drive, run store.Run, t store.Tu
 		}
 	}
 	if isLimit(out.Category) {
+		// A preset answering every limit question does not lift them all.
+		if why, err := r.limitsSpent(ctx, d.Policy, run, res); err != nil {
+			return err
+		} else if why != "" {
+			if err := r.cfg.Store.FinishTurn(ctx, run.ID, t.Seq, res, nil, nil); err != nil {
+				return err
+			}
+			return r.fail(ctx, run, why)
+		}
 		set, err := r.limitSet(ctx, d.Policy, run, t.Seq, out)
 		if err != nil {
 			return err

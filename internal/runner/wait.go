@@ -601,6 +601,9 @@ func (r *Runner) timeout(ctx context.Context, run store.Run, rec store.SetRecord
 				// held back, is not the model's to decide: the run's own
 				// question nobody answered stops the run.
 				a = questions.Answer{QuestionID: q.ID, Labels: []string{limitStop}}
+			case err == nil && len(a.Labels) > 0 && questions.KindOf(rec.Set) == questions.KindApproval:
+				// An approval's free text is a refusal's reason: the
+				// chosen option alone decides (Allow once runs the call).
 			case err == nil && len(a.Labels) > 0:
 				a.Text = TimeoutText("default", pol.OnTimeout.Option, pol.QuestionTimeout)
 			case err == nil: // a free-text question: the option is the answer

@@ -1,11 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/questions"
@@ -432,4 +434,137 @@ func (s *Store) DropToolCall(ctx context.Context, toolUseID, reason string) erro
 		return fmt.Errorf("drop tool call %s: %w", toolUseID, err)
 	}
 	return nil
+}
+
+// A call made again after a crash (issue 20). A live approval (the CLI
+// alive, its hook holding the call) whose process died cannot be handed to
+// the CLI any more: the resumed session holds the call as interrupted. The
+// answer given for it then runs the call through the model: the run loop
+// tells the model to make the same call again, and leaves a grant — a
+// tool call row keyed retryPrefix+tool_use_id with the call's tool, input
+// and decision — that the run's next identical call takes, once.
+
+// retryPrefix starts the tool_use_id of a grant row (the CLI's IDs start
+// with "toolu_").
+const retryPrefix = "retry:"
+
+// RetryToolCall settles an answered call whose process died before its
+// decision was handed out, in one transaction: the decision is taken from
+// its set (as TakeToolDecision does, the set itself left for the answer
+// turn to claim), the call is marked used — its tool_use_id is never
+// handed out any more — and an allowed call leaves its grant. granted
+// reports that a grant exists (made now or by an earlier try); a call whose
+// decision was handed out before (it may have run) gets none.
+func (s *Store) RetryToolCall(ctx context.Context, toolUseID string) (c ToolCall, granted bool, err error) {
+	now := s.now().UTC()
+	err = s.tx(ctx, func(tx *txn) error {
+		c, err = loadToolCall(ctx, tx, toolUseID)
+		if err != nil {
+			return err
+		}
+		if _, gerr := loadToolCall(ctx, tx, retryPrefix+toolUseID); gerr == nil {
+			granted = true
+			return nil
+		} else if !errors.Is(gerr, ErrNotFound) {
+			return gerr
+		}
+		if c.Decision == "" && c.SetID != "" {
+			if err := decideFromSet(ctx, tx, &c, now); err != nil {
+				return err
+			}
+		}
+		if c.Decision == "" || !c.UsedAt.IsZero() {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE tool_calls SET used_at = ? WHERE tool_use_id = ?`, nanos(now), toolUseID); err != nil {
+			return err
+		}
+		c.UsedAt = now
+		if c.Decision != DecisionAllow {
+			return nil
+		}
+		g := ToolCall{ToolUseID: retryPrefix + toolUseID, RunID: c.RunID, Kind: c.Kind, Tool: c.Tool, Input: c.Input,
+			Decision: DecisionAllow, UpdatedInput: c.UpdatedInput, DecidedBy: c.DecidedBy}
+		if len(c.UpdatedInput) > 0 {
+			g.Input = c.UpdatedInput
+		}
+		if err := insertToolCall(ctx, tx, g, now); err != nil {
+			return err
+		}
+		granted = true
+		return nil
+	})
+	if err != nil {
+		return ToolCall{}, false, fmt.Errorf("settle the interrupted tool call %s: %w", toolUseID, err)
+	}
+	return c, granted, nil
+}
+
+// UseRetryGrant decides call (a call of run call.RunID not stored yet) from
+// an unused grant of the run for the same tool and input (RetryToolCall),
+// in one transaction: the grant is used up and the call stored allowed, by
+// whoever allowed the interrupted call. ok is false when no grant matches
+// (or the call was stored before: it keeps what it has).
+func (s *Store) UseRetryGrant(ctx context.Context, call ToolCall) (out ToolCall, ok bool, err error) {
+	now := s.now().UTC()
+	err = s.tx(ctx, func(tx *txn) error {
+		if _, err := loadToolCall(ctx, tx, call.ToolUseID); err == nil {
+			return nil
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT `+toolColumns+` FROM tool_calls WHERE run_id = ? AND tool = ? AND used_at = 0 AND decision = ? AND tool_use_id LIKE ? ORDER BY created_at, tool_use_id`,
+			call.RunID, call.Tool, DecisionAllow, retryPrefix+"%")
+		if err != nil {
+			return err
+		}
+		var grants []ToolCall
+		for rows.Next() {
+			g, err := scanToolCall(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			grants = append(grants, g)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, g := range grants {
+			if !sameJSON(g.Input, call.Input) {
+				continue
+			}
+			res, err := tx.ExecContext(ctx, `UPDATE tool_calls SET used_at = ? WHERE tool_use_id = ? AND used_at = 0`, nanos(now), g.ToolUseID)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil || n != 1 {
+				return err // taken meanwhile
+			}
+			call.Decision, call.Reason, call.SetID = DecisionAllow, "", ""
+			call.DecidedBy = g.DecidedBy + " (for the call " + g.ToolUseID[len(retryPrefix):] + ", interrupted by a restart)"
+			if err := insertToolCall(ctx, tx, call, now); err != nil {
+				return err
+			}
+			out, err = loadToolCall(ctx, tx, call.ToolUseID)
+			ok = err == nil
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return ToolCall{}, false, fmt.Errorf("take a grant for tool call %s: %w", call.ToolUseID, err)
+	}
+	return out, ok, nil
+}
+
+// sameJSON reports whether a and b are the same JSON value (key order and
+// spacing aside).
+func sameJSON(a, b json.RawMessage) bool {
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return bytes.Equal(bytes.TrimSpace(a), bytes.TrimSpace(b))
+	}
+	return reflect.DeepEqual(va, vb)
 }

@@ -195,3 +195,71 @@ func TestDropToolCall(t *testing.T) {
 		t.Errorf("a decided call changed: %+v", c)
 	}
 }
+
+// TestRetryToolCallGrantsTheSameCallOnce: an approval answered after its
+// process died is settled once: the interrupted call is never handed out;
+// allowed, it leaves one grant that exactly one identical call of the run
+// takes, however many ask at once; refused, none.
+func TestRetryToolCallGrantsTheSameCallOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	newRunningRun(t, s, "r1")
+	call := bashCall("toolu_1", "echo ran >> x")
+	answer(t, s, askApproval(t, s, "r1", call, true), "Allow once")
+	for range 2 { // settled again (a retried answer turn): the same
+		c, granted, err := s.RetryToolCall(ctx, "toolu_1")
+		if err != nil || !granted || c.Decision != DecisionAllow {
+			t.Fatalf("RetryToolCall: %+v %v %v", c, granted, err)
+		}
+	}
+	if _, take, err := s.TakeToolDecision(ctx, "toolu_1"); err != nil || take != TakeAgain {
+		t.Fatalf("the interrupted call handed out: %v %v", take, err)
+	}
+	other := ToolCall{ToolUseID: "toolu_other", RunID: "r1", Kind: questions.KindApproval, Tool: "Bash", Input: json.RawMessage(`{"command":"rm -rf x"}`)}
+	if _, ok, err := s.UseRetryGrant(ctx, other); err != nil || ok {
+		t.Fatalf("another call took the grant: %v %v", ok, err)
+	}
+	var wg sync.WaitGroup
+	won := make(chan string, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := "toolu_again" + string(rune('a'+i))
+			// The same input, spaced otherwise.
+			c, ok, err := s.UseRetryGrant(ctx, ToolCall{ToolUseID: id, RunID: "r1", Kind: questions.KindApproval, Tool: "Bash", Input: json.RawMessage(`{ "command" : "echo ran >> x" }`)})
+			if err != nil {
+				t.Errorf("UseRetryGrant: %v", err)
+			}
+			if ok {
+				if c.Decision != DecisionAllow || !strings.Contains(c.DecidedBy, "alice") {
+					t.Errorf("granted call %+v", c)
+				}
+				won <- id
+			}
+		}()
+	}
+	wg.Wait()
+	close(won)
+	var winners []string
+	for id := range won {
+		winners = append(winners, id)
+	}
+	if len(winners) != 1 {
+		t.Fatalf("%d calls took the grant, want 1", len(winners))
+	}
+	if c, take, err := s.TakeToolDecision(ctx, winners[0]); err != nil || take != TakeFirst || c.Decision != DecisionAllow {
+		t.Fatalf("the call made again: %+v %v %v", c, take, err)
+	}
+
+	call = bashCall("toolu_2", "echo no >> x")
+	answer(t, s, askApproval(t, s, "r1", call, true), "Deny: not today")
+	c, granted, err := s.RetryToolCall(ctx, "toolu_2")
+	if err != nil || granted || c.Decision != DecisionDeny || c.Reason != "not today" {
+		t.Fatalf("a refused call: %+v %v %v", c, granted, err)
+	}
+	if _, ok, err := s.UseRetryGrant(ctx, ToolCall{ToolUseID: "toolu_3", RunID: "r1", Kind: questions.KindApproval, Tool: "Bash", Input: call.Input}); err != nil || ok {
+		t.Fatalf("a refused call granted: %v %v", ok, err)
+	}
+}

@@ -92,6 +92,7 @@ var pgTests = []struct {
 	{"TestTwoSchemasLeadApart", testTwoSchemasLeadApart},
 	{"TestInstancesHeartbeatAndGoodbye", TestInstancesHeartbeatAndGoodbye},
 	{"TestNudgeReachesEveryInstance", TestNudgeReachesEveryInstance},
+	{"TestRetryToolCallGrantsTheSameCallOnce", TestRetryToolCallGrantsTheSameCallOnce},
 	{"TestAskRunIsIdempotent", TestAskRunIsIdempotent},
 }
 
