@@ -102,7 +102,7 @@ type Server struct {
 	used     int // requests counted against the rate limit (304s are not)
 	faults   []fault
 	botLogin string
-	as       string // the login the request being served acts as (authLocked)
+	as       string                    // the login the request being served acts as (authLocked)
 	pulls    map[string][]*PullRequest // by lower-case repository name (pulls.go)
 }
 
