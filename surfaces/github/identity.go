@@ -63,6 +63,10 @@ func (c *Client) self(ctx context.Context) (identity, error) {
 	var me identity
 	if c.appJWT == nil {
 		u, _, err := c.api.Users.Get(ctx, "")
+		var er *gh.ErrorResponse
+		if errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusForbidden {
+			return identity{}, fmt.Errorf("github: who the token belongs to (GET /user): %w (an installation token, such as GitHub Actions' GITHUB_TOKEN, is no user: use a personal access token, or the app: block)", err)
+		}
 		if err != nil {
 			return identity{}, fmt.Errorf("github: who the token belongs to (GET /user): %w", err)
 		}
