@@ -202,3 +202,21 @@ func TestIdentityOfAnInstallationTokenIsRefused(t *testing.T) {
 		t.Errorf("%d question comments posted", n)
 	}
 }
+
+// A stranger's issue carrying a run's marker is not the run's issue: the
+// orchestrator opens its own and asks there.
+func TestForgedRunIssueIsNotTheRuns(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	set := surfacetest.NewSet("forged-issue").Run("run-77").Single().Set()
+	forged := f.srv.OpenIssue(testRepo, "mallory", "Questions from run run-77", "here\n\n"+runMarker("run-77"))
+	ch := startAsk(ctxTimeout(t), f.surface(t, f.config(0)), set)
+	q := f.waitAsked(t, set)
+	if q.Issue == forged {
+		t.Fatalf("asked on mallory's issue #%d", forged)
+	}
+	f.srv.AddComment(testRepo, q.Issue, "alice", "1")
+	if r := waitResult(t, ch); r.err != nil || r.resp.By != "@alice" {
+		t.Fatalf("Ask = %+v, %v; want alice's answer on the run's own issue", r.resp, r.err)
+	}
+}

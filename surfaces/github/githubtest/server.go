@@ -255,6 +255,15 @@ func (s *Server) CreateIssue(repo, title string) int {
 	return s.createIssueLocked(repo, title, "", nil, "octocat").Number
 }
 
+// OpenIssue opens an issue in repo as login, with body and labels, and
+// returns its number.
+func (s *Server) OpenIssue(repo, login, title, body string, labels ...string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notifyLocked()
+	return s.createIssueLocked(repo, title, body, labels, login).Number
+}
+
 // AddComment posts a comment on issue as login and returns its ID. The issue
 // is created if it does not exist.
 func (s *Server) AddComment(repo string, issue int, login, body string) int64 {
