@@ -109,6 +109,24 @@ func (r *Process) Respond(requestID string, p Permission) error {
 // PendingRequests is how many can_use_tool requests wait for an answer.
 func (r *Process) PendingRequests() int { return int(r.pendingN.Load()) }
 
+// Hold says that a person is being asked for the CLI outside the control
+// protocol (the PreToolUse hook holds a tool call until they answer): the
+// CLI's silence is expected, so Config.IdleTimeout does not end it until
+// release is called; from then on the CLI has a whole IdleTimeout again.
+// release may be called more than once; only the first counts.
+func (r *Process) Hold() (release func()) {
+	r.heldN.Add(1)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r.heldN.Add(-1)
+			if r.idle != nil {
+				r.idle.Reset(r.e.cfg.IdleTimeout)
+			}
+		})
+	}
+}
+
 // writeControl writes one JSON line to the CLI's stdin.
 func (r *Process) writeControl(v any) error {
 	b, err := json.Marshal(v)
@@ -188,8 +206,11 @@ func (r *Process) observeControl(ev Event) {
 			r.pendingN.Add(-1)
 		}
 	case *Result:
-		// The turn is over: closing stdin lets the CLI exit.
-		r.closeStdin()
+		// The turn is over: closing stdin lets the CLI exit, unless
+		// background tasks it started are still in flight (background.go).
+		if r.bg.inFlight() == 0 {
+			r.closeStdin()
+		}
 	}
 }
 

@@ -77,6 +77,8 @@ type Process struct {
 	// The control protocol (control.go).
 	ctl      controlState
 	pendingN atomic.Int32
+	heldN    atomic.Int32 // Holds not yet released
+	bg       backgroundTasks
 
 	mu          sync.Mutex
 	stop        Category
@@ -247,6 +249,16 @@ func (r *Process) Event() Event { return r.ev }
 
 func (r *Process) observe(ev Event) {
 	r.tracker.Observe(ev)
+	if so, ok := ev.(*SystemOther); ok && r.bg.observe(so) && r.e.cfg.ControlProtocol {
+		r.mu.Lock()
+		done := r.resultSeen
+		r.mu.Unlock()
+		if done && r.bg.inFlight() == 0 {
+			// The tasks the result left running have ended: the CLI
+			// may finish now.
+			r.closeStdin()
+		}
+	}
 	if r.e.cfg.ControlProtocol {
 		r.observeControl(ev)
 	}
@@ -361,7 +373,7 @@ func (r *Process) supervise() {
 	exited := r.exited
 	readDone := r.readDone
 	drainPeriod := max(cfg.KillGrace, time.Second)
-	var drainMark int64
+	var drainMark, graceMark int64
 	for exited != nil || readDone != nil {
 		select {
 		case <-ctxDone:
@@ -371,7 +383,7 @@ func (r *Process) supervise() {
 				killC = r.interrupt(cfg.KillGrace)
 			}
 		case <-idleC:
-			if r.pendingN.Load() > 0 {
+			if r.pendingN.Load() > 0 || r.heldN.Load() > 0 {
 				// A person is being asked: silence is expected.
 				r.idle.Reset(cfg.IdleTimeout)
 				continue
@@ -383,8 +395,17 @@ func (r *Process) supervise() {
 		case <-resultCh:
 			resultCh = nil
 			graceC = time.After(cfg.ResultGrace)
+			graceMark = r.readBytes.Load()
 		case <-graceC:
 			graceC = nil
+			if n := r.readBytes.Load(); r.bg.inFlight() > 0 || n != graceMark {
+				// Background tasks still run, or the CLI went on after
+				// them (a turn of their notification): it is not hanging
+				// (idle_timeout and timeout still apply).
+				graceMark = n
+				graceC = time.After(cfg.ResultGrace)
+				continue
+			}
 			r.warn(fmt.Sprintf("the agent CLI was still running %s after its result line; stopped it", cfg.ResultGrace))
 			if killC == nil {
 				killC = r.interrupt(cfg.KillGrace)

@@ -868,3 +868,37 @@ func TestTranscriptCutsOversizeLines(t *testing.T) {
 		}
 	}
 }
+
+// TestRunIdleTimeoutHeld: while a person is asked for the CLI outside the
+// control protocol (Hold), its silence does not end it; once released, the
+// idle timeout applies again, whole.
+func TestRunIdleTimeoutHeld(t *testing.T) {
+	t.Parallel()
+	e := fakeExecutor(t, "stall", func(c *Config) { c.IdleTimeout = 300 * time.Millisecond })
+	run, err := e.Start(testCtx(t), Request{Prompt: "hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := run.Hold()
+	done := make(chan Outcome, 1)
+	go func() {
+		for run.Next() {
+		}
+		done <- run.Outcome()
+	}()
+	select {
+	case o := <-done:
+		t.Fatalf("the CLI was stopped while held: %+v", o)
+	case <-time.After(2 * time.Second): // several idle timeouts
+	}
+	release()
+	release() // twice: counted once
+	select {
+	case o := <-done:
+		if o.Category != CategoryIdleTimeout {
+			t.Fatalf("outcome %+v, want the idle timeout", o)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the idle timeout never applied after the release")
+	}
+}

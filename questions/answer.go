@@ -35,6 +35,10 @@ func ParseQuestionAnswer(q Question, text string) (Answer, error) {
 	if text == "" {
 		return a, invalidAnswer(q, "the answer is empty")
 	}
+	if strings.TrimSpace(Printable(text)) == "" {
+		// What the model would get is cleaned: nothing would be left.
+		return a, invalidAnswer(q, "the answer is empty once invisible characters, control characters and HTML comments are removed")
+	}
 	if len(q.Options) == 0 {
 		a.Text = text
 		return a, nil

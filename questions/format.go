@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -254,20 +255,33 @@ func removeComments(s string) string {
 	return b.String()
 }
 
-var secretPatterns = []*regexp.Regexp{
-	regexp.MustCompile(`(?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{20,}`),
-	regexp.MustCompile(`github_pat_[A-Za-z0-9_]{20,}`),
-	regexp.MustCompile(`sk-ant-[A-Za-z0-9_\-]{16,}`),
-	// Discord bot tokens: base64 user id, timestamp, HMAC.
-	regexp.MustCompile(`\b[A-Za-z0-9_\-]{23,28}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,}`),
+// SecretShape is a kind of secret Redact hides: what people call it and
+// the shape of its value.
+type SecretShape struct {
+	Kind    string
+	Pattern *regexp.Regexp
 }
 
+var secretShapes = []SecretShape{
+	{"GitHub token", regexp.MustCompile(`(?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{20,}`)},
+	{"GitHub token", regexp.MustCompile(`github_pat_[A-Za-z0-9_]{20,}`)},
+	{"Anthropic API key", regexp.MustCompile(`sk-ant-[A-Za-z0-9_\-]{16,}`)},
+	// Discord bot tokens: base64 user id, timestamp, HMAC.
+	{"Discord bot token", regexp.MustCompile(`\b[A-Za-z0-9_\-]{23,28}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,}`)},
+}
+
+// SecretShapes returns the kinds of secret Redact hides, in the order it
+// tries them: the one list of them (the delivery's secret scan starts from
+// it).
+func SecretShapes() []SecretShape { return slices.Clone(secretShapes) }
+
 // Redact replaces secrets with "[REDACTED]": GitHub tokens (ghp_, gho_, ghs_,
-// ghu_, ghr_, github_pat_), Anthropic keys (sk-ant-) and Discord bot tokens.
+// ghu_, ghr_, github_pat_), Anthropic keys (sk-ant-) and Discord bot tokens
+// (SecretShapes).
 func Redact(s string) string {
-	for _, re := range secretPatterns {
-		if re.MatchString(s) {
-			s = re.ReplaceAllLiteralString(s, "[REDACTED]")
+	for _, sh := range secretShapes {
+		if sh.Pattern.MatchString(s) {
+			s = sh.Pattern.ReplaceAllLiteralString(s, "[REDACTED]")
 		}
 	}
 	return s

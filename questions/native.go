@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Kinds of question set: how the model asked (README, "Kinds of question").
@@ -12,6 +14,10 @@ const (
 	KindMarker   = "marker"   // a <!--QUESTION:…--> block in the model's text
 	KindAskTool  = "ask_tool" // the model's AskUserQuestion tool call
 	KindApproval = "approval" // a permission request for a tool call
+	// KindSecrets is the run's own question, not the model's: its work
+	// holds secrets or oversized files, held back from delivery until a
+	// person says to deliver without those files or to stop.
+	KindSecrets = "secrets"
 )
 
 // The options of an approval question, exactly.
@@ -83,7 +89,7 @@ func ApprovalSet(runID string, turn int, call ToolCall) Set {
 		Header: "Approval",
 		Options: []Option{
 			{Label: AllowOnce, Description: "run this call"},
-			{Label: AllowForRun, Description: "run it, and calls it matches, for the rest of this run"},
+			{Label: AllowForRun, Description: "run it, and this very call again (the same tool with the same input, nothing else) for the rest of this run"},
 			{Label: Deny, Description: "refuse it (add a reason as free text: the model is told)"},
 		},
 		FreeText: true,
@@ -148,7 +154,64 @@ func ApprovalDetail(call ToolCall) string {
 	if d := strings.TrimSpace(call.Description); d != "" {
 		b.WriteString("\nDescription: " + oneLine(d) + "\n")
 	}
+	if hidesText(string(call.Input)) {
+		// What every surface removes before showing text (Printable) would
+		// make the call look other than it is: it is written out too, with
+		// nothing left to remove.
+		b.WriteString("\n⚠ Part of this call does not show as text (terminal escapes, invisible characters or an HTML comment). Its input, written out exactly:\n")
+		b.WriteString(fence("", visibleQuote(call.Input)))
+	}
 	return b.String()
+}
+
+// hidesText says whether Printable would remove part of s: an escape or
+// control character, an invisible one, or an HTML comment's start. The
+// input is JSON as the model wrote it, so the characters may be written
+// as \u escapes: it is decoded first.
+func hidesText(raw string) bool {
+	var v any
+	if json.Unmarshal([]byte(raw), &v) != nil {
+		v = raw
+	}
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		switch v := v.(type) {
+		case string:
+			if strings.Contains(v, "<!--") {
+				return true
+			}
+			for _, r := range strings.ReplaceAll(v, "\r\n", "\n") {
+				if r == 0x1b || invisible(r) || r == utf8.RuneError {
+					return true
+				}
+			}
+		case []any:
+			for _, x := range v {
+				if walk(x) {
+					return true
+				}
+			}
+		case map[string]any:
+			for k, x := range v {
+				if walk(k) || walk(x) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(v)
+}
+
+// visibleQuote is a JSON input as one ASCII string literal: every control,
+// invisible or non-ASCII character written as an escape, "<!--" as
+// "<!\x2d-", so that nothing in it can be removed or act on a terminal.
+func visibleQuote(raw json.RawMessage) string {
+	canon, ok := CanonicalJSON(raw)
+	if !ok {
+		canon = string(raw)
+	}
+	return strings.ReplaceAll(strconv.QuoteToASCII(canon), "<!--", `<!\x2d-`)
 }
 
 // fence puts s in a Markdown code block whose fence no line of s can close.
@@ -264,17 +327,36 @@ func AskToolAnswers(set Set, resp Response) (json.RawMessage, error) {
 	return b, nil
 }
 
-// ToolRule is the rule in the CLI's syntax that "Allow for this run" adds
-// for call: Bash(<the exact command>) for a Bash call, the tool's name
-// otherwise.
+// ToolRule is the rule "Allow for this run" adds for call: that very call
+// and nothing broader — "exact:TOOL " and its input as canonical JSON (keys
+// sorted, numbers as written), so the same call made again matches it and
+// any other input does not. "" when the input is not JSON.
 func ToolRule(call ToolCall) string {
-	if call.Tool == "Bash" {
-		var in struct {
-			Command string `json:"command"`
-		}
-		if json.Unmarshal(call.Input, &in) == nil && in.Command != "" {
-			return "Bash(" + in.Command + ")"
-		}
+	in, ok := CanonicalJSON(call.Input)
+	if !ok || call.Tool == "" {
+		return ""
 	}
-	return call.Tool
+	return "exact:" + call.Tool + " " + in
+}
+
+// CanonicalJSON is raw re-encoded so that equal values are equal text:
+// object keys sorted, no insignificant space, numbers as written, no HTML
+// escaping. ok is false when raw is not JSON.
+func CanonicalJSON(raw json.RawMessage) (string, bool) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil || d.More() {
+		return "", false
+	}
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(v); err != nil {
+		return "", false
+	}
+	return strings.TrimSuffix(b.String(), "\n"), true
 }

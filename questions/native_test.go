@@ -94,8 +94,15 @@ func TestApprovalSetAndVerdict(t *testing.T) {
 			t.Errorf("%q: verdict %+v %v, want %+v", text, v, err, want)
 		}
 	}
-	if r := ToolRule(call); r != "Bash(rm -rf build)" {
+	// "Allow for this run" stores the very call, keys in order.
+	if r := ToolRule(call); r != `exact:Bash {"command":"rm -rf build","description":"clean"}` {
 		t.Errorf("rule %q", r)
+	}
+	if r := ToolRule(ToolCall{Tool: "Bash", Input: json.RawMessage(`{"description":"clean", "command":"rm -rf build"}`)}); r != ToolRule(call) {
+		t.Errorf("the same input written otherwise gets another rule: %q", r)
+	}
+	if r := ToolRule(ToolCall{Tool: "Bash", Input: json.RawMessage(`{"command":`)}); r != "" {
+		t.Errorf("rule of an input that is not JSON: %q", r)
 	}
 }
 
@@ -107,6 +114,17 @@ func TestApprovalDetail(t *testing.T) {
 	mcp := ApprovalDetail(ToolCall{Tool: "mcp__db__drop", Input: json.RawMessage(`{"table":"users"}`)})
 	if !strings.Contains(mcp, "Arguments of mcp__db__drop") || !strings.Contains(mcp, `"table": "users"`) {
 		t.Errorf("mcp %q", mcp)
+	}
+	// Text the surfaces remove before showing (an HTML comment, escapes,
+	// a bidi override) would hide what runs: the input is written out too.
+	for _, in := range []string{`{"command":"echo hi <!--\nrm -rf ~\n-->"}`, `{"command":"echo \u001b[8mrm -rf ~"}`, `{"command":"ls \u202e"}`} {
+		d := Printable(ApprovalDetail(ToolCall{Tool: "Bash", Input: json.RawMessage(in)}))
+		if !strings.Contains(d, "written out exactly") || !strings.Contains(d, "rm -rf ~") && !strings.Contains(d, `\u202e`) {
+			t.Errorf("%s shown as:\n%s", in, d)
+		}
+	}
+	if d := ApprovalDetail(ToolCall{Tool: "Bash", Input: json.RawMessage(`{"command":"echo héllo\tworld"}`)}); strings.Contains(d, "written out") {
+		t.Errorf("a plain command is written out twice:\n%s", d)
 	}
 	fenced := ApprovalDetail(ToolCall{Tool: "Bash", Input: json.RawMessage(`{"command":"echo '` + "```" + `'"}`)})
 	if !strings.Contains(fenced, "````sh") {

@@ -97,6 +97,14 @@ func (f *frontmatter) fill(s *Spec, d *yamlfile.Decoder) {
 			s.Escalation, s.EscalateTo = &ref, ref.Name
 		}
 	}
+	// Floors: every reminder is a post people get (and requests to the
+	// service); a timeout below a second cannot be met by anyone.
+	if s.RemindEvery > 0 && s.RemindEvery < MinRemindEvery {
+		bad("remind_every", "must be at least %s (each reminder is a message people get), got %s", MinRemindEvery, s.RemindEvery)
+	}
+	if s.QuestionTimeout > 0 && s.QuestionTimeout < MinQuestionTimeout {
+		bad("question_timeout", "must be at least %s, got %s", MinQuestionTimeout, s.QuestionTimeout)
+	}
 	if s.QuestionTimeout > 0 && s.RemindEvery >= s.QuestionTimeout {
 		bad("remind_every", "must be shorter than question_timeout (%s), or no reminder is ever sent", s.QuestionTimeout)
 	}

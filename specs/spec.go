@@ -141,6 +141,13 @@ type Spec struct {
 
 // Line returns the line of the file the key ("schedule", "git.branch") was
 // set on, 0 when it was not set.
+
+// Floors of a spec's intervals, enforced by Parse (and so by validate).
+const (
+	MinRemindEvery     = time.Minute
+	MinQuestionTimeout = time.Second
+)
+
 func (s Spec) Line(key string) int { return s.lines[key] }
 
 // Agent holds the agent settings of a spec. A zero field is not set and

@@ -249,6 +249,8 @@ func TestParseErrors(t *testing.T) {
 		{name: "duration without unit", data: "---\ntimeout: 30\n---\nT\n", line: 2, key: "timeout", msg: `duration "30" has no unit`},
 		{name: "zero duration", data: "---\nquestion_timeout: 0s\n---\nT\n", line: 2, key: "question_timeout", msg: "must be positive"},
 		{name: "reminder after timeout", data: "---\nquestion_timeout: 1h\nremind_every: 1h\n---\nT\n", line: 3, key: "remind_every", msg: "shorter than question_timeout"},
+		{name: "reminder every 1ms", data: "---\nremind_every: 1ms\n---\nT\n", line: 2, key: "remind_every", msg: "must be at least 1m0s"},
+		{name: "timeout of 1ms", data: "---\nquestion_timeout: 1ms\n---\nT\n", line: 2, key: "question_timeout", msg: "must be at least 1s"},
 		{name: "answers as a list", data: "---\nanswers: [a]\n---\nT\n", line: 2, key: "answers", msg: "want a mapping from a question's header or text to its answer, found a list"},
 		{name: "empty answer", data: "---\nanswers:\n  Database:\n---\nT\n", line: 3, key: `answers["Database"]`, msg: "must not be empty"},
 		{name: "answered twice", data: "---\nanswers:\n  DB: a\n  db : b\n---\nT\n", line: 4, key: `answers["db"]`, msg: "answered twice (first on line 3)"},

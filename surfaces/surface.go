@@ -85,6 +85,10 @@ type Decision struct {
 // ErrUnavailable reports that a surface cannot take an answer any more.
 var ErrUnavailable = errors.New("surface cannot take an answer")
 
+// ErrNotAsked reports that a set was not shown on a surface (yet): there is
+// nothing there to remind people of.
+var ErrNotAsked = errors.New("the question was not posted there yet")
+
 // Resolver is implemented by surfaces that can show that a set was answered
 // elsewhere: edit the comment, disable the buttons, print a line. The run
 // loop calls Resolve, once the answer is stored, on every surface the set
@@ -95,7 +99,9 @@ type Resolver interface {
 }
 
 // Reminder is implemented by surfaces that can remind people of a question
-// still waiting for an answer.
+// still waiting for an answer. Remind returns an error wrapping ErrNotAsked,
+// and posts nothing, when the set was not shown there yet: no reminder ever
+// comes before its question.
 type Reminder interface {
 	Remind(ctx context.Context, set questions.Set) error
 }

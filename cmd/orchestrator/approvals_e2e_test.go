@@ -465,3 +465,63 @@ func TestApprovalCLIPermissionRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestApprovalSlowerThanIdleTimeout: idle_timeout means what it says (it is
+// not raised to the approval's hold), and a person who takes longer than it
+// to allow a call does not get the turn killed: the runner holds the CLI's
+// idle clock while it asks. The command runs once.
+func TestApprovalSlowerThanIdleTimeout(t *testing.T) {
+	clitest.Claude(t)
+	t.Parallel()
+	e := newE2E(t, approvalRules("touch "+madeFile)...)
+	e.base = strings.Replace(e.base, "  timeout: 2m\n", "  timeout: 2m\n  idle_timeout: 2s\n  allowed_tools: []\n", 1)
+	e.writeConfig("\napprovals:\n  approval_hold: 2m\n")
+	cmd := e.child("", "", "run", "--prompt", "make the file", "--surface", "terminal")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pw.Close() })
+	cmd.Stdin = pr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	st := e.store()
+	waitFor(t, "the approval", func() bool {
+		sets, _ := st.QuestionSets(context.Background(), store.SetFilter{State: []store.SetState{store.SetPending}})
+		return len(sets) == 1
+	})
+	time.Sleep(5 * time.Second) // the person reads the call: longer than idle_timeout
+	if _, err := pw.Write([]byte("Allow once\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if !e.made() || e.toolResults() != 1 {
+		t.Errorf("made %v, tool results %d; want the command run once", e.made(), e.toolResults())
+	}
+	if run := e.onlyRun(); run.Status != store.RunDone {
+		t.Errorf("run %s: %s", run.Status, run.Error)
+	}
+}
+
+// TestIdleTimeoutNotRaisedByApprovals: with approvals on, a CLI silent for
+// longer than idle_timeout while nobody is asked (a tool call the policy
+// allows that runs long) is stopped at idle_timeout, not at the approval
+// hold plus a minute.
+func TestIdleTimeoutNotRaisedByApprovals(t *testing.T) {
+	clitest.Claude(t)
+	t.Parallel()
+	e := newE2E(t, approvalRules("timeout 30 tail -f /dev/null")...)
+	e.base = strings.Replace(e.base, "  timeout: 2m\n", "  timeout: 2m\n  idle_timeout: 2s\n  allowed_tools: []\n", 1)
+	e.writeConfig("\napprovals:\n  approval_hold: 2m\n  allow: [Bash]\n")
+	code, _, _ := e.run("", "run", "--prompt", "make the file", "--surface", "terminal")
+	if code == 0 {
+		t.Fatal("the run succeeded: the 30 s silence was not stopped by idle_timeout: 2s")
+	}
+	run := e.onlyRun()
+	if !strings.Contains(run.Error, "no output from the agent CLI for 2s") {
+		t.Errorf("run %s: error %q, want the idle timeout", run.Status, run.Error)
+	}
+}

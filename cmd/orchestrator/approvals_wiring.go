@@ -78,11 +78,9 @@ func (m *Main) nativeAsking(run store.Run, sp *specs.Spec, c *executor.Config) (
 	hold := int(p.Hold / time.Second)
 	c.ControlProtocol = true
 	c.Settings = hookSettings(prefix, state, run.ID, hold)
-	// The hook waits up to the hold with the CLI silent: the idle timeout
-	// must outlast it.
-	if c.IdleTimeout > 0 && c.IdleTimeout < p.Hold+time.Minute {
-		c.IdleTimeout = p.Hold + time.Minute
-	}
+	// The hook waits up to the hold with the CLI silent: the runner holds
+	// the CLI's idle clock while it asks (executor.Process.Hold), so
+	// idle_timeout keeps meaning what it says.
 	return &p, nil
 }
 

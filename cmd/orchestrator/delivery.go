@@ -27,7 +27,7 @@ func (m *Main) deliveryOptions(sp *specs.Spec, o runOptions) (delivery.Options, 
 		return delivery.Options{}, false
 	}
 	opts := delivery.Options{Base: g.Base, Branch: g.Branch, Remote: g.Remote, Repo: g.Repo,
-		AuthorName: g.AuthorName, AuthorEmail: g.AuthorEmail}
+		AuthorName: g.AuthorName, AuthorEmail: g.AuthorEmail, MaxFileSize: int64(g.MaxFileSize)}
 	if opts.Repo == "" {
 		opts.Repo = m.Config.Surfaces.GitHub.Repo
 	}
@@ -165,6 +165,16 @@ func (r runDelivery) Deliver(ctx context.Context, run store.Run, failpoint func(
 	return res.Line(), nil
 }
 
+// DeliverWithout delivers leaving out the files Deliver held back
+// (runner.Withholder).
+func (r runDelivery) DeliverWithout(ctx context.Context, run store.Run, failpoint func(string)) (string, error) {
+	res, err := r.d.DeliverWithout(ctx, run, r.opts, failpoint)
+	if err != nil {
+		return "", err
+	}
+	return res.Line(), nil
+}
+
 func (r runDelivery) Finish(ctx context.Context, run store.Run) error { return r.d.Finish(ctx, run) }
 
 // Park hands a waiting run's work to the instance that resumes it
@@ -177,7 +187,10 @@ func (r runDelivery) Park(ctx context.Context, run store.Run) error {
 // pushes.
 func (r runDelivery) Portable() bool { return r.opts.Push }
 
-var _ runner.Parker = runDelivery{}
+var (
+	_ runner.Parker     = runDelivery{}
+	_ runner.Withholder = runDelivery{}
+)
 
 // deliveryState is the process's Deliverer, built once (Main's fields).
 type deliveryState struct {

@@ -69,10 +69,16 @@ const deliveryRepo = "acme/app"
 // (a clone), a fake GitHub where "maint" may answer, and the config.
 func newGitE2E(t *testing.T) *gitE2E {
 	t.Helper()
+	return newGitE2EWith(t, deliveryRules()...)
+}
+
+// newGitE2EWith is newGitE2E with the fake model's rules given.
+func newGitE2EWith(t *testing.T, rules ...fakeapi.Rule) *gitE2E {
+	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not installed")
 	}
-	e := newE2E(t, deliveryRules()...)
+	e := newE2E(t, rules...)
 	g := &gitE2E{e2e: e, gh: githubtest.NewServer(t), origin: filepath.Join(e.dir, "origin.git"), checkout: filepath.Join(e.dir, "checkout")}
 	seed := filepath.Join(e.dir, "seed")
 	gitCmd(t, e.dir, "init", "--quiet", "--bare", "--initial-branch=main", g.origin)

@@ -15,7 +15,7 @@ const (
 	exitFailed    = 1   // the run failed, or any other error
 	exitUsage     = 2   // bad command line or configuration
 	exitWaiting   = 3   // the run stopped, waiting on a question
-	exitStopped   = 4   // a person chose Stop at the run's budget or turn limit
+	exitStopped   = 4   // a person chose Stop at the run's budget or turn limit, or at a delivery held back by secrets
 	exitCancelled = 130 // SIGINT/SIGTERM (128 + SIGINT)
 )
 

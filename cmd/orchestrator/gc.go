@@ -51,10 +51,13 @@ func (m *Main) runGC(ctx context.Context, age time.Duration) error {
 	for _, r := range removed {
 		fmt.Fprintf(m.Stdout, "removed %s (run %s, %s)\n", r.Worktree, r.RunID, r.Status)
 	}
+	if err != nil {
+		return fmt.Errorf("gc: %w", err)
+	}
 	if len(removed) == 0 {
 		fmt.Fprintf(m.Stdout, "no worktree of a run that ended more than %s ago\n", age)
 	}
-	return err
+	return nil
 }
 
 // statusWorktree is a worktree kept on disk (status lists them): a failed

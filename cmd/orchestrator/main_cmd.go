@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/orchestrator-dev/orchestrator/internal/config"
 	"github.com/orchestrator-dev/orchestrator/internal/daemon"
@@ -69,6 +70,10 @@ type Main struct {
 	// are instrumented, and their webhook handlers mounted.
 	metrics  *daemon.Metrics
 	handlers serveHandlers
+	// outOnce makes syncOut, Stdout behind a lock (stdout).
+	outOnce sync.Once
+	syncOut io.Writer
+
 	// serving is set by serve: runs keep waiting for answers from other
 	// processes when no surface of this one can take them.
 	serving bool

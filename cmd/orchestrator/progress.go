@@ -45,7 +45,7 @@ type progress struct {
 }
 
 func (m *Main) newProgress(asJSON bool) *progress {
-	p := &progress{out: m.Stdout, asJSON: asJSON, start: time.Now(), maxLine: m.Config.Agent.MaxLineBytes.Int(), textTurns: map[int]bool{}}
+	p := &progress{out: m.stdout(), asJSON: asJSON, start: time.Now(), maxLine: m.Config.Agent.MaxLineBytes.Int(), textTurns: map[int]bool{}}
 	if f, ok := m.Stdout.(*os.File); ok && !asJSON {
 		p.tty = terminal.IsTerminal(f)
 	}
@@ -505,4 +505,24 @@ func (m *Main) foreground() {
 	lc := m.Config.Log
 	lc.Level = "warn"
 	m.Logger = newLogger(m.Stderr, lc)
+}
+
+// stdout is Stdout for the writers that share it while a run goes
+// (progress lines, the terminal surface, each from its own goroutine): one
+// lock, so that their writes never interleave or race.
+func (m *Main) stdout() io.Writer {
+	m.outOnce.Do(func() { m.syncOut = &lockedWriter{w: m.Stdout} })
+	return m.syncOut
+}
+
+// lockedWriter serialises the writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

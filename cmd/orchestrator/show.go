@@ -16,6 +16,7 @@ import (
 	"github.com/orchestrator-dev/orchestrator/executor"
 	"github.com/orchestrator-dev/orchestrator/internal/output"
 	"github.com/orchestrator-dev/orchestrator/internal/runner"
+	"github.com/orchestrator-dev/orchestrator/internal/secretscan"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
@@ -72,6 +73,11 @@ type showDecision struct {
 	State      string     `json:"state"`
 	AskedAt    time.Time  `json:"asked_at"`
 	AnsweredAt *time.Time `json:"answered_at,omitempty"`
+	// Tool is the call an approval or AskUserQuestion is about, its input
+	// made printable.
+	Tool *jsonSetTool `json:"tool,omitempty"`
+	// call is the call as the surfaces show it, whole (text output).
+	call string
 }
 
 type showDelivery struct {
@@ -112,14 +118,33 @@ func buildShow(ctx context.Context, st *store.Store, id string, maxLine int) (sh
 	if err != nil {
 		return showOutput{}, err
 	}
+	// The tool calls asked about, whole: where the surfaces that show only
+	// both ends of a long call send people to read it.
+	sets, err := st.QuestionSets(ctx, store.SetFilter{RunID: run.ID})
+	if err != nil {
+		return showOutput{}, err
+	}
+	calls := map[string]questions.Set{}
+	for _, rec := range sets {
+		if rec.Set.Tool != nil {
+			calls[rec.Set.ID] = rec.Set
+		}
+	}
 	out := showOutput{V: jsonVersion, Run: newJSONRun(run), Timeline: []jsonTurn{}, Refused: []showRefused{}, Decisions: []showDecision{}}
 	asked := map[int]string{}
 	for _, d := range decisions {
 		asked[d.Turn] = d.SetID
-		out.Decisions = append(out.Decisions, showDecision{SetID: d.SetID, QuestionID: d.QuestionID, Turn: d.Turn,
+		sd := showDecision{SetID: d.SetID, QuestionID: d.QuestionID, Turn: d.Turn,
 			Header: questions.Printable(d.Header), Question: questions.Printable(d.Question), Options: printableAll(d.Options),
 			Answer: questions.Printable(d.Answer), AnsweredBy: questions.Printable(d.By), Surface: d.Surface,
-			State: string(d.State), AskedAt: d.AskedAt.UTC(), AnsweredAt: timePtr(d.AnsweredAt.UTC())})
+			State: string(d.State), AskedAt: d.AskedAt.UTC(), AnsweredAt: timePtr(d.AnsweredAt.UTC())}
+		if set, ok := calls[d.SetID]; ok {
+			sd.Tool = output.NewSet(questions.Set{Tool: set.Tool}, nil).Tool
+			if questions.KindOf(set) == questions.KindApproval {
+				sd.call = questions.Printable(set.Context)
+			}
+		}
+		out.Decisions = append(out.Decisions, sd)
 	}
 	for _, t := range turns {
 		jt := newJSONStoredTurn(t)
@@ -248,7 +273,7 @@ func lineHead(br *bufio.Reader) (size int, prefix []byte, ok bool) {
 type transcriptCalls struct{ runner.ToolCalls }
 
 func newTranscriptCalls() *transcriptCalls {
-	return &transcriptCalls{runner.ToolCalls{Summarize: func(in json.RawMessage) string { return questions.Redact(toolLine(in)) }}}
+	return &transcriptCalls{runner.ToolCalls{Summarize: func(in json.RawMessage) string { return secretscan.Redact(questions.Redact(toolLine(in))) }}}
 }
 
 func (c *transcriptCalls) observe(ev executor.Event) { c.Observe(ev) }
@@ -397,6 +422,9 @@ func printDecision(w io.Writer, d showDecision) {
 		line += " [" + safe(strings.Join(d.Options, " / "), 120) + "]"
 	}
 	fmt.Fprintln(w, line)
+	if c := strings.TrimSpace(d.call); c != "" {
+		fmt.Fprintf(w, "        %s\n", strings.ReplaceAll(c, "\n", "\n        "))
+	}
 	if d.AnsweredAt != nil {
 		fmt.Fprintf(w, "      → %s, by %s on %s at %s\n", safe(d.Answer, 200), safe(d.AnsweredBy, 60), d.Surface, d.AnsweredAt.Format(time.RFC3339))
 	} else {

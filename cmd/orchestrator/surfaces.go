@@ -169,11 +169,16 @@ func buildTerminal(m *Main, _ config.SurfaceConfig, _ *store.Store) (surfaces.Su
 	if f, ok := out.(*os.File); ok {
 		pretty = terminal.IsTerminal(f)
 	}
+	if m.termOut == nil {
+		out = m.stdout() // shared with the progress lines
+	}
 	if f, ok := m.Stdin.(*os.File); ok {
 		echo = !terminal.IsTerminal(f)
 	}
+	// serve's output is its log: its terminal surface never prompts there,
+	// it logs each question once with the command that answers it.
 	return m.foregroundTerminal(terminal.New(m.Stdin, out, terminal.Options{Logger: m.Logger, Pretty: pretty, Echo: echo,
-		Command: "orchestrator", By: whoami()})), nil
+		Command: "orchestrator", By: whoami(), Passive: m.serving})), nil
 }
 
 // buildDiscord makes a Discord surface for the channel of its block. Its

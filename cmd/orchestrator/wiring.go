@@ -206,6 +206,8 @@ func (m *Main) newRunner(st *store.Store, observe func(runner.Event)) (*runner.R
 		// Several instances on one database: a waiting run holds no lease
 		// and no process; the leading instance asks (daemon/cluster.go).
 		Park: m.serving && st.Shared(),
+		// serve.max_concurrent_runs bounds every CLI a serve starts.
+		CLISlots: m.cliSlots(),
 		Limits: runner.Limits{
 			MaxQuestionRounds: rc.MaxQuestionRounds,
 			MaxCorrections:    rc.MaxCorrections,
@@ -275,4 +277,13 @@ func (m *Main) agentGHConfigDir() string {
 		m.Logger.Warn("agent gh config dir", "dir", dir, "err", err)
 	}
 	return dir
+}
+
+// cliSlots is the bound on the agent CLIs serve runs at once
+// (serve.max_concurrent_runs); nil outside serve or without a bound.
+func (m *Main) cliSlots() chan struct{} {
+	if n := m.Config.Serve.MaxConcurrentRuns; m.serving && n > 0 {
+		return make(chan struct{}, n)
+	}
+	return nil
 }

@@ -129,11 +129,16 @@ func TestHookLiveAnswer(t *testing.T) {
 		t.Fatalf("live: %+v %v", v, err)
 	}
 	v, err = Hook(ctx, st, "r1", hookIn("t2", "make deploy"))
-	if err != nil || v.Decision != HookAllow || !strings.Contains(v.Reason, "Bash(make deploy)") {
+	if err != nil || v.Decision != HookAllow || !strings.Contains(v.Reason, "allowed for this run") {
 		t.Errorf("second identical call: %+v %v", v, err)
 	}
 	if sets, _ := st.QuestionSets(ctx, store.SetFilter{RunID: "r1"}); len(sets) != 1 {
 		t.Errorf("asked %d times", len(sets))
+	}
+	// Anything more than the very call is asked again.
+	g, err := GateCall(ctx, st, "r1", questions.ToolCall{ToolUseID: "t3", Tool: "Bash", Input: json.RawMessage(`{"command":"make deploy; touch x"}`)}, false)
+	if err != nil || g.SetID == "" {
+		t.Errorf("a longer command after \"Allow for this run\": %+v %v", g, err)
 	}
 }
 

@@ -225,7 +225,8 @@ type Serve struct {
 	// Listen is the HTTP address (webhooks, health, metrics).
 	// Default: 127.0.0.1:8080.
 	Listen string `yaml:"listen"`
-	// MaxConcurrentRuns bounds runs at once. Default: 2.
+	// MaxConcurrentRuns bounds scheduled runs at once and the agent CLIs
+	// serve runs at once, whatever started them. Default: 2.
 	MaxConcurrentRuns int `yaml:"max_concurrent_runs"`
 	// LeaseTTL is how long a run's lease outlives the instance driving it
 	// when the store is shared (database_url postgres://…): the instance
@@ -299,7 +300,7 @@ func DefaultEnv(lookup LookupFunc) Config {
 	return Config{
 		StateDir:    defaultStateDir(lookup),
 		DatabaseURL: defaultDatabaseURL(lookup),
-		Git:         Git{KeepWorktrees: DefaultKeepWorktrees},
+		Git:         Git{KeepWorktrees: DefaultKeepWorktrees, MaxFileSize: DefaultMaxFileSize},
 		Approvals:   Approvals{Hold: DefaultApprovalHold},
 		Log:         Log{Level: "info", Format: "text"},
 		Agent: Agent{

@@ -38,6 +38,10 @@ type Git struct {
 	// Default: orchestrator <orchestrator@localhost>.
 	AuthorName  string `yaml:"author_name"`
 	AuthorEmail string `yaml:"author_email"`
+	// MaxFileSize holds back from delivery a file the run adds or changes
+	// that is larger than this, as a secret is: the run asks whether to
+	// deliver without it. Default: 50MiB (GitHub refuses files over 100 MiB).
+	MaxFileSize ByteSize `yaml:"max_file_size"`
 	// KeepWorktrees is how long `orchestrator gc` keeps the worktrees of
 	// ended runs (failed runs keep theirs for inspection). Default: 168h.
 	KeepWorktrees Duration `yaml:"keep_worktrees"`
@@ -50,6 +54,9 @@ type GitPullRequest struct {
 	Reviewers []string `yaml:"reviewers"`
 	Labels    []string `yaml:"labels"`
 }
+
+// DefaultMaxFileSize is git.max_file_size when not set.
+const DefaultMaxFileSize = ByteSize(50 << 20)
 
 // DefaultKeepWorktrees is git.keep_worktrees when not set.
 const DefaultKeepWorktrees = Duration(7 * 24 * 60 * 60 * 1e9)
@@ -67,6 +74,9 @@ func (c *Config) validateGit(add func(key, format string, args ...any)) {
 	}
 	if strings.ContainsAny(g.Branch, " ~^:?*[\\") || strings.Contains(g.Branch, "..") || strings.HasPrefix(g.Branch, "-") {
 		add("git.branch", "%q is not a usable branch name", g.Branch)
+	}
+	if g.MaxFileSize <= 0 {
+		add("git.max_file_size", "must be more than 0 bytes, got %s", g.MaxFileSize)
 	}
 	if g.KeepWorktrees < 0 {
 		add("git.keep_worktrees", "must not be negative, got %s", g.KeepWorktrees)

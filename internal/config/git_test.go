@@ -17,7 +17,7 @@ func TestGitSection(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !cfg.Git.Enabled || cfg.Git.Base != "main" || cfg.Git.Push == nil || !*cfg.Git.Push || !cfg.HasPullRequest() ||
-		cfg.Git.KeepWorktrees.String() != "24h0m0s" || cfg.Git.PullRequest.Reviewers[0] != "octocat" {
+		cfg.Git.KeepWorktrees.String() != "24h0m0s" || cfg.Git.MaxFileSize != DefaultMaxFileSize || cfg.Git.PullRequest.Reviewers[0] != "octocat" {
 		t.Fatalf("git = %+v", cfg.Git)
 	}
 	if d := DefaultEnv(os.LookupEnv); d.Git.KeepWorktrees != DefaultKeepWorktrees || d.Git.Enabled || d.HasPullRequest() {
@@ -28,6 +28,8 @@ func TestGitSection(t *testing.T) {
 		{"bad repo", "git:\n  repo: acme\n", `git.repo: "acme" is not owner/name`},
 		{"no push with a pull request", "git:\n  push: false\n  pull_request:\n    enabled: true\n", "git.push"},
 		{"bad branch", "git:\n  branch: \"a b\"\n", "git.branch"},
+		{"no file size", "git:\n  max_file_size: 0\n", "git.max_file_size: must be more than 0 bytes"},
+		{"bad file size", "git:\n  max_file_size: huge\n", "git.max_file_size"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := ParseEnv(strings.NewReader("state_dir: /tmp/x\n"+tc.yaml), "o.yaml", func(string) (string, bool) { return "", false })

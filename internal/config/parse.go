@@ -192,18 +192,28 @@ func validEnvName(s string) bool {
 	return true
 }
 
-// resolvePaths makes the relative paths set in the file relative to dir,
-// and expands a leading "~/" to home.
-func (c *Config) resolvePaths(dir, home string) {
-	for key, p := range map[string]*string{
+// pathKeys are the configuration's keys that hold a file or folder, each
+// taken relative to the configuration file's folder when relative.
+func (c *Config) pathKeys() map[string]*string {
+	return map[string]*string{
 		"state_dir":                            &c.StateDir,
+		"agent.command":                        &c.Agent.Command, // when it is a path ("./bin/claude")
 		"agent.workdir":                        &c.Agent.Workdir,
 		"agent.mcp_config":                     &c.Agent.MCPConfig,
 		"surfaces.github.app.private_key_file": &c.Surfaces.GitHub.App.PrivateKeyFile,
 		"specs.dir":                            &c.Specs.Dir,
-	} {
+	}
+}
+
+// resolvePaths makes the relative paths set in the file relative to dir,
+// and expands a leading "~/" to home.
+func (c *Config) resolvePaths(dir, home string) {
+	for key, p := range c.pathKeys() {
 		if _, set := c.lines[key]; !set || *p == "" {
 			continue
+		}
+		if key == "agent.command" && !strings.ContainsRune(filepath.ToSlash(*p), '/') && !strings.HasPrefix(*p, "~") {
+			continue // a name looked up on PATH, not a path
 		}
 		switch {
 		case (*p == "~" || strings.HasPrefix(*p, "~/")) && home != "":

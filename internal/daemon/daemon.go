@@ -263,6 +263,8 @@ func (d *Daemon) routes() (mux *http.ServeMux, err error) {
 	}()
 	pattern = "/healthz"
 	mux.HandleFunc(pattern, d.healthz)
+	pattern = "/statusz"
+	mux.HandleFunc(pattern, d.statusz)
 	pattern = "/metrics"
 	mux.Handle(pattern, d.cfg.Metrics.Handler())
 	patterns := make([]string, 0, len(d.cfg.Handlers))
@@ -281,7 +283,8 @@ func (d *Daemon) routes() (mux *http.ServeMux, err error) {
 	return mux, nil
 }
 
-// Handler is the daemon's HTTP handler: /healthz, /metrics and Handlers.
+// Handler is the daemon's HTTP handler: /healthz, /statusz, /metrics and
+// Handlers.
 func (d *Daemon) Handler() http.Handler { return d.mux }
 
 // Addr is the address the HTTP server listens on, once Ready; empty before,
@@ -777,6 +780,31 @@ type Health struct {
 // validate); 503 while shutting down or when
 // the store cannot be read.
 func (d *Daemon) healthz(w http.ResponseWriter, r *http.Request) {
+	h, code := d.health(r.Context())
+	writeHealth(w, h, code)
+}
+
+// statusz is /healthz for monitoring: the same body, and 200 only when
+// the status is "ok" (503 when degraded too). A load balancer checks
+// /healthz, which stays 200 while degraded: a spec that does not validate
+// must not take the only webhook receiver out of it.
+func (d *Daemon) statusz(w http.ResponseWriter, r *http.Request) {
+	h, code := d.health(r.Context())
+	if h.Status != "ok" {
+		code = http.StatusServiceUnavailable
+	}
+	writeHealth(w, h, code)
+}
+
+func writeHealth(w http.ResponseWriter, h Health, code int) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(h)
+}
+
+// health is what /healthz and /statusz say, and /healthz's status code.
+func (d *Daemon) health(ctx context.Context) (Health, int) {
 	d.mu.Lock()
 	h := Health{Status: "ok", Driving: len(d.driving), Leader: d.leader, Undriven: slices.Clone(d.undriven), SpecProblems: slices.Clone(d.specProblems)}
 	stopping := d.stopping
@@ -788,7 +816,7 @@ func (d *Daemon) healthz(w http.ResponseWriter, r *http.Request) {
 	if stopping {
 		h.Status, code = "shutting down", http.StatusServiceUnavailable
 	}
-	runs, err := d.cfg.Store.ListRuns(r.Context(), store.RunFilter{Status: []store.RunStatus{store.RunRunning, store.RunWaiting}})
+	runs, err := d.cfg.Store.ListRuns(ctx, store.RunFilter{Status: []store.RunStatus{store.RunRunning, store.RunWaiting}})
 	if err != nil {
 		h.Status, h.Error, code = "error", "cannot read the store", http.StatusServiceUnavailable
 		d.log.Error("healthz: list runs", "err", err)
@@ -801,8 +829,5 @@ func (d *Daemon) healthz(w http.ResponseWriter, r *http.Request) {
 			h.Waiting++
 		}
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(h)
+	return h, code
 }

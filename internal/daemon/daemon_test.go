@@ -353,6 +353,9 @@ func TestScheduledSpecSkipsTicksWhileWaiting(t *testing.T) {
 	if code != http.StatusOK || h.Status != "ok" || h.Driving != 1 || h.Waiting != 1 {
 		t.Fatalf("healthz = %d %+v", code, h)
 	}
+	if code, body := get(t, "http://"+d.Addr()+"/statusz"); code != http.StatusOK {
+		t.Fatalf("/statusz while ok = %d %s", code, body)
+	}
 
 	// Answered: the run finishes, and the next tick starts a new run.
 	first.finish <- store.RunDone
@@ -850,7 +853,13 @@ func TestHealthzReportsUndrivenRuns(t *testing.T) {
 		code, h := health(t, d)
 		degraded := code == http.StatusOK && h.Status == "degraded" && slices.Equal(h.Undriven, []string{"stuck"})
 		if degraded {
-			if got := value(scrape(t, d), "orchestrator_runs_undriven"); got == 1 {
+			// Monitoring's endpoint tells degraded apart by its code; the
+			// load balancer's (/healthz) stays 200.
+			if scode, body := get(t, "http://"+d.Addr()+"/statusz"); scode != http.StatusServiceUnavailable || !strings.Contains(body, `"degraded"`) {
+				if scode != http.StatusOK { // the run may have been adopted again meanwhile
+					t.Fatalf("/statusz while degraded = %d %s, want 503", scode, body)
+				}
+			} else if got := value(scrape(t, d), "orchestrator_runs_undriven"); got == 1 {
 				break
 			}
 		}

@@ -182,7 +182,7 @@ func NewMetrics(st QuestionStore) *Metrics {
 	for _, o := range runOutcomes {
 		m.runs.WithLabelValues(string(o))
 	}
-	for _, k := range []string{questions.KindMarker, questions.KindAskTool, questions.KindApproval} {
+	for _, k := range []string{questions.KindMarker, questions.KindAskTool, questions.KindApproval, questions.KindSecrets} {
 		m.askedKind.WithLabelValues(k)
 		m.answersKind.WithLabelValues(k)
 	}

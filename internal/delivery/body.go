@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/internal/secretscan"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
@@ -31,8 +32,11 @@ func Marker(runID string) string {
 }
 
 // untrusted cleans model or human text for a pull request or a commit:
-// no hidden comments, no invisible characters, no secrets.
-func untrusted(s string) string { return strings.TrimSpace(questions.Clean(questions.Strip(s))) }
+// no hidden comments, no invisible characters, no secrets (every shape the
+// delivery's screen knows, not only those Clean redacts).
+func untrusted(s string) string {
+	return strings.TrimSpace(secretscan.Redact(questions.Clean(questions.Strip(s))))
+}
 
 // mentionRE finds @mentions (users, teams) in text.
 var mentionRE = regexp.MustCompile(`@([A-Za-z0-9])`)

@@ -15,15 +15,20 @@
 // Git is run as the git binary. A token for pushing over HTTPS is handed to
 // git through an askpass helper and the environment of that one command:
 // never in its arguments, the remote's URL, a log, or the agent's
-// environment.
+// environment. Every git command runs guarded (Git), and what the agent
+// can change in the worktree cannot redirect our commit and push
+// (gitguard.go).
 package delivery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -52,6 +57,11 @@ type Options struct {
 	// (default "orchestrator <orchestrator@localhost>").
 	AuthorName  string
 	AuthorEmail string
+	// MaxFileSize holds back from delivery a file larger than this, in
+	// bytes, as a secret is (default DefaultMaxFileSize; secrets.go).
+	MaxFileSize int64
+
+	leaveOut bool // DeliverWithout
 }
 
 // PROptions says how the pull request is opened.
@@ -67,9 +77,16 @@ const DefaultBranch = "orchestrator/{spec}/{run}"
 // Config is what a Deliverer is made of.
 type Config struct {
 	Store *store.Store
-	// Root is where worktrees are added (default <state>/worktrees).
+	// Root is where worktrees are added (default <state>/worktrees). A
+	// Root inside a git checkout (state_dir: ./state in a repository) is
+	// never used: a worktree is never created inside a checkout, and
+	// AwayRoot is used instead.
 	Root string
-	Git  Git
+	// AwayRoot is where worktrees go when Root is inside a git checkout
+	// (default: worktrees/<name>-<hash of Root> in the user's state
+	// directory, $XDG_STATE_HOME/orchestrator or ~/.local/state/orchestrator).
+	AwayRoot string
+	Git      Git
 	// Token authenticates pushes over HTTPS (askpass); empty: git's own
 	// credentials.
 	Token string
@@ -105,8 +122,37 @@ func New(cfg Config) (*Deliverer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	root, err := rootOutsideCheckouts(cfg.Root, cfg.AwayRoot)
+	if err != nil {
+		return nil, fmt.Errorf("delivery: %w", err)
+	}
+	if root != cfg.Root {
+		cfg.Logger.Info("the state directory is inside a git checkout: run worktrees are kept outside it", "inside", cfg.Root, "worktrees", root)
+		cfg.Root = root
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Git.Home == "" {
+		// A HOME of git's own, empty: no one's global configuration.
+		home := filepath.Join(cfg.Root, ".git-home")
+		if err := os.MkdirAll(home, 0o700); err != nil {
+			return nil, fmt.Errorf("delivery: %w", err)
+		}
+		cfg.Git.Home = home
+	}
+	// git and ssh are found on PATH now, before any agent runs: a
+	// directory of PATH the agent can write cannot put its own in their
+	// place later.
+	if !filepath.IsAbs(cfg.Git.Bin) {
+		if p, err := exec.LookPath(cmp.Or(cfg.Git.Bin, "git")); err == nil {
+			cfg.Git.Bin = p
+		}
+	}
+	if cfg.Git.SSH == "" {
+		if p, err := exec.LookPath("ssh"); err == nil {
+			cfg.Git.SSH = p
+		}
 	}
 	return &Deliverer{cfg: cfg, log: cfg.Logger}, nil
 }
@@ -160,6 +206,9 @@ func (d *Deliverer) Workdir(ctx context.Context, run store.Run, o Options) (stri
 		if dl, err = d.here(ctx, run, dl, o); err != nil {
 			return "", err
 		}
+		if err := d.refresh(ctx, run, dl, o); err != nil {
+			return "", err
+		}
 		return subdir(dl.Worktree, dl.RepoDir, d.localWorkDir(run)), nil
 	}
 	workdir := d.localWorkDir(run)
@@ -167,15 +216,21 @@ func (d *Deliverer) Workdir(ctx context.Context, run store.Run, o Options) (stri
 	if err != nil {
 		return "", err
 	}
-	remote := g.hasRemote(ctx, top, o.Remote)
+	// The remote's URLs are read now, before the agent runs; every fetch
+	// and push of the run goes to them (gitguard.go).
+	gd, _, err := d.guardFor(ctx, run.ID, top, o.Remote)
+	if err != nil {
+		return "", err
+	}
+	remote := gd.FetchURL != ""
 	if remote {
-		if _, err := g.run(ctx, top, d.authEnv(), "", "fetch", "--quiet", "--prune", o.Remote); err != nil {
+		if err := d.fetch(ctx, gd, top, "+refs/heads/*:refs/remotes/"+o.Remote+"/*"); err != nil {
 			return "", fmt.Errorf("fetch %s: %w", o.Remote, err)
 		}
 	}
 	base := o.Base
 	if base == "" {
-		base, err = d.defaultBase(ctx, top, o.Remote, remote)
+		base, err = d.defaultBase(ctx, top, o.Remote, gd)
 		if err != nil {
 			return "", err
 		}
@@ -202,6 +257,9 @@ func (d *Deliverer) Workdir(ctx context.Context, run store.Run, o Options) (stri
 	if _, err := g.run(ctx, top, nil, "", "worktree", "add", "--quiet", "--no-track", "-b", branch, wt, baseCommit); err != nil {
 		return "", fmt.Errorf("add the run's worktree: %w", err)
 	}
+	if _, err := d.record(ctx, gd, top, wt, false); err != nil {
+		return "", err
+	}
 	dl = store.Delivery{RunID: run.ID, RepoDir: top, Worktree: wt, Branch: branch, Base: base, BaseCommit: baseCommit,
 		State: store.DeliveryPrepared}
 	if err := d.cfg.Store.SaveDelivery(ctx, dl); err != nil {
@@ -227,19 +285,14 @@ func subdir(wt, top, workdir string) string {
 	return filepath.Join(wt, rel)
 }
 
-func (d *Deliverer) defaultBase(ctx context.Context, top, remote string, hasRemote bool) (string, error) {
+func (d *Deliverer) defaultBase(ctx context.Context, top, remote string, gd store.GitGuard) (string, error) {
 	g := d.cfg.Git
-	if hasRemote {
+	if gd.FetchURL != "" {
 		if ref, err := g.run(ctx, top, nil, "", "symbolic-ref", "--quiet", "refs/remotes/"+remote+"/HEAD"); err == nil {
 			return strings.TrimPrefix(ref, "refs/remotes/"+remote+"/"), nil
 		}
-		if out, err := g.run(ctx, top, d.authEnv(), "", "ls-remote", "--symref", remote, "HEAD"); err == nil {
-			for _, l := range strings.Split(out, "\n") {
-				if rest, ok := strings.CutPrefix(l, "ref: refs/heads/"); ok {
-					name, _, _ := strings.Cut(rest, "\t")
-					return name, nil
-				}
-			}
+		if name, ok := d.remoteHead(ctx, gd); ok {
+			return name, nil
 		}
 	}
 	cur, err := g.run(ctx, top, nil, "", "symbolic-ref", "--quiet", "--short", "HEAD")
@@ -300,11 +353,16 @@ func (d *Deliverer) Deliver(ctx context.Context, run store.Run, o Options, failp
 		if dl, err = d.here(ctx, run, dl, o); err != nil {
 			return Result{Delivery: dl}, err
 		}
-		status, err := g.run(ctx, dl.Worktree, nil, "", "status", "--porcelain", "--untracked-files=all")
+		gd, err := d.verify(ctx, run, dl, o)
 		if err != nil {
 			return Result{Delivery: dl}, err
 		}
-		head, _ := g.resolve(ctx, dl.Worktree, "HEAD")
+		env := wtEnv(gd, dl)
+		status, err := g.run(ctx, dl.Worktree, env, "", "status", "--porcelain", "--untracked-files=all")
+		if err != nil {
+			return Result{Delivery: dl}, err
+		}
+		head, _ := g.resolveWith(ctx, dl.Worktree, env, "HEAD")
 		if status == "" && head == dl.BaseCommit {
 			dl.State, dl.Note = store.DeliveryUnchanged, "no change: nothing committed, no pull request"
 			if err := d.cfg.Store.SaveDelivery(ctx, dl); err != nil {
@@ -312,19 +370,28 @@ func (d *Deliverer) Deliver(ctx context.Context, run store.Run, o Options, failp
 			}
 			return Result{Delivery: dl}, nil
 		}
-		if status != "" {
+		// Secrets and oversized files are held back (secrets.go).
+		staged, err := d.screen(ctx, run, dl, o, env, o.leaveOut)
+		if err != nil {
+			return Result{Delivery: dl}, err
+		}
+		if staged {
 			rep, err := d.report(ctx, run, "")
 			if err != nil {
 				return Result{Delivery: dl}, err
 			}
-			if _, err := g.run(ctx, dl.Worktree, nil, "", "add", "--all"); err != nil {
-				return Result{Delivery: dl}, err
-			}
-			if _, err := g.run(ctx, dl.Worktree, authorEnv(o), rep.CommitMessage(), "-c", "commit.gpgsign=false", "commit", "--quiet", "--no-verify", "--file", "-"); err != nil {
+			if _, err := g.run(ctx, dl.Worktree, append(env, authorEnv(o)...), rep.CommitMessage(), "commit", "--quiet", "--no-verify", "--file", "-"); err != nil {
 				return Result{Delivery: dl}, fmt.Errorf("commit the run's changes: %w", err)
 			}
 		}
-		dl.CommitSHA, _ = g.resolve(ctx, dl.Worktree, "HEAD")
+		dl.CommitSHA, _ = g.resolveWith(ctx, dl.Worktree, env, "HEAD")
+		if dl.CommitSHA == dl.BaseCommit { // all of it was left out
+			dl.State, dl.Note = store.DeliveryUnchanged, "no change left to deliver once the files held back were left out: nothing committed, no pull request"
+			if err := d.cfg.Store.SaveDelivery(ctx, dl); err != nil {
+				return Result{Delivery: dl}, err
+			}
+			return Result{Delivery: dl}, nil
+		}
 		dl.State = store.DeliveryCommitted
 		if err := d.cfg.Store.SaveDelivery(ctx, dl); err != nil {
 			return Result{Delivery: dl}, err
@@ -337,7 +404,7 @@ func (d *Deliverer) Deliver(ctx context.Context, run store.Run, o Options, failp
 		return res, nil
 	}
 	if dl.State == store.DeliveryCommitted {
-		if err := d.push(ctx, dl, o); err != nil {
+		if err := d.push(ctx, run, dl, o); err != nil {
 			return res, err
 		}
 		dl.Pushed, dl.State = true, store.DeliveryPushed
@@ -433,10 +500,20 @@ func (d *Deliverer) report(ctx context.Context, run store.Run, issueURL string) 
 	return r, nil
 }
 
-// push pushes the branch, never forcing. A token is handed to git by an
-// askpass helper that reads it from this one command's environment.
-func (d *Deliverer) push(ctx context.Context, dl store.Delivery, o Options) error {
-	_, err := d.cfg.Git.run(ctx, dl.Worktree, d.authEnv(), "", "push", "--porcelain", o.Remote, "HEAD:refs/heads/"+dl.Branch)
+// push pushes the worktree's HEAD to the run's branch at the push URL
+// recorded when the worktree was added, never forcing, once the worktree
+// is verified to be the run's (gitguard.go). A token is handed to git by
+// an askpass helper that reads it from this one command's environment.
+func (d *Deliverer) push(ctx context.Context, run store.Run, dl store.Delivery, o Options) error {
+	gd, err := d.verify(ctx, run, dl, o)
+	if err != nil {
+		return err
+	}
+	head, ok := d.cfg.Git.resolveWith(ctx, dl.Worktree, wtEnv(gd, dl), "HEAD")
+	if !ok {
+		return fmt.Errorf("push branch %s: the run's worktree %s has no commit", dl.Branch, dl.Worktree)
+	}
+	err = d.pushCommit(ctx, gd, head, dl.Branch)
 	if err == nil {
 		return nil
 	}
@@ -450,7 +527,7 @@ func (d *Deliverer) push(ctx context.Context, dl store.Delivery, o Options) erro
 				lines = append(lines, l)
 			}
 		}
-		msg = strings.Join(lines, "\n")
+		msg = redactURLs(strings.Join(lines, "\n"), ge.args)
 	}
 	low := strings.ToLower(msg)
 	switch {
@@ -497,7 +574,7 @@ func (d *Deliverer) authEnv() []string {
 			}
 		}
 	}
-	return []string{"GIT_ASKPASS=" + p, "ORCHESTRATOR_GIT_TOKEN=" + d.cfg.Token, "GIT_CONFIG_NOSYSTEM=1"}
+	return []string{"GIT_ASKPASS=" + p, "ORCHESTRATOR_GIT_TOKEN=" + d.cfg.Token}
 }
 
 // Finish ends a run's delivery: the worktree of a run that ended done is
@@ -516,14 +593,24 @@ func (d *Deliverer) Finish(ctx context.Context, run store.Run) error {
 
 func (d *Deliverer) remove(ctx context.Context, dl store.Delivery) error {
 	g := d.cfg.Git
-	if _, err := os.Stat(dl.Worktree); err == nil {
+	if _, err := os.Lstat(dl.Worktree); err == nil {
 		if _, err := g.run(ctx, dl.RepoDir, nil, "", "worktree", "remove", "--force", "--force", dl.Worktree); err != nil {
 			if rerr := os.RemoveAll(dl.Worktree); rerr != nil {
 				return fmt.Errorf("remove worktree %s: %w", dl.Worktree, err)
 			}
 		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove worktree %s: %w", dl.Worktree, err)
+	}
+	// Removed is what is gone, not what a command said it did.
+	if _, err := os.Lstat(dl.Worktree); !errors.Is(err, fs.ErrNotExist) {
+		if err == nil {
+			err = errors.New("it is still there after git worktree remove")
+		}
+		return fmt.Errorf("remove worktree %s: %w", dl.Worktree, err)
 	}
 	g.run(ctx, dl.RepoDir, nil, "", "worktree", "prune")
+	os.RemoveAll(filepath.Join(d.cfg.Root, ".remotes", dl.RunID+".git"))
 	if dl.State == store.DeliveryUnchanged || dl.State == store.DeliveryPrepared {
 		// The branch holds nothing of the run's: drop it.
 		g.run(ctx, dl.RepoDir, nil, "", "branch", "--quiet", "-D", dl.Branch)

@@ -378,12 +378,13 @@ func TestPushAuthRejected(t *testing.T) {
 	f := newFixture(t, "right-token")
 	ctx := context.Background()
 	run := f.newRun(t, "r0000006", checkout)
-	wd, err := f.d.Workdir(ctx, run, prOpts) // fetched from the local origin
+	// The remote is fetched from the local origin; its push URL wants
+	// credentials the run does not have.
+	git(t, checkout, "remote", "set-url", "--push", "origin", gitHTTP(t, filepath.Dir(origin), "another-token")+"/origin.git")
+	wd, err := f.d.Workdir(ctx, run, prOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The remote now wants credentials the run does not have.
-	git(t, checkout, "remote", "set-url", "origin", gitHTTP(t, filepath.Dir(origin), "another-token")+"/origin.git")
 	os.WriteFile(filepath.Join(wd, "x.txt"), []byte("x"), 0o600)
 	_, err = f.d.Deliver(ctx, run, prOpts, nil)
 	if !errors.Is(err, ErrPushRejected) || !strings.Contains(err.Error(), "credentials") || strings.Contains(err.Error(), "right-token") {
@@ -450,5 +451,88 @@ func TestWorkdirRecreatedFromThePushedBranch(t *testing.T) {
 	}
 	if got := git(t, wd, "rev-parse", "HEAD"); got != res.Delivery.CommitSHA {
 		t.Fatalf("recreated at %s, want the pushed %s", got, res.Delivery.CommitSHA)
+	}
+}
+
+// TestStateDirInsideTheCheckoutLeavesItClean: state_dir: ./state beside
+// the repository: the run's worktree is added outside the checkout, and
+// the checkout's status stays clean through the run and its delivery.
+func TestStateDirInsideTheCheckoutLeavesItClean(t *testing.T) {
+	t.Parallel()
+	_, checkout := repos(t)
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(checkout, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	away := t.TempDir()
+	d, err := New(Config{Store: st, AwayRoot: away})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{st: st, d: d}
+	run := f.newRun(t, "r0000099", checkout)
+	wd, err := d.Workdir(ctx, run, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rel, err := filepath.Rel(checkout, wd); err == nil && !strings.HasPrefix(rel, "..") {
+		t.Fatalf("the worktree %s is inside the checkout %s", wd, checkout)
+	}
+	if !strings.HasPrefix(wd, away) {
+		t.Fatalf("the worktree %s is not under %s", wd, away)
+	}
+	if out := git(t, checkout, "status", "--porcelain", "--untracked-files=all"); out != "" {
+		t.Fatalf("the checkout is not clean after the worktree was added:\n%s", out)
+	}
+	os.WriteFile(filepath.Join(wd, "x.txt"), []byte("x"), 0o600)
+	if _, err := d.Deliver(ctx, run, Options{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if out := git(t, checkout, "status", "--porcelain", "--untracked-files=all"); out != "" {
+		t.Fatalf("the checkout is not clean after delivery:\n%s", out)
+	}
+}
+
+// TestGCReportsOnlyWhatItRemoved: a removal that leaves the worktree on
+// disk (git said it removed it) is an error, and the worktree is not
+// reported removed.
+func TestGCReportsOnlyWhatItRemoved(t *testing.T) {
+	t.Parallel()
+	_, checkout := repos(t)
+	real, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A git whose "worktree remove" says it worked and does nothing.
+	bin := filepath.Join(t.TempDir(), "git")
+	script := "#!/bin/sh\nif [ \"$1\" = worktree ] && [ \"$2\" = remove ]; then exit 0; fi\nexec " + real + " \"$@\"\n"
+	if err := os.WriteFile(bin, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, "")
+	f.d.cfg.Git = Git{Bin: bin}
+	ctx := context.Background()
+	run := f.newRun(t, "r0000098", checkout)
+	wd, err := f.d.Workdir(ctx, run, prOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Something in the worktree that RemoveAll cannot be tried on: git
+	// said it worked, so only the check after finds it still there.
+	msg := "boom"
+	if err := f.st.UpdateRun(ctx, run.ID, store.RunUpdate{Status: store.RunFailed, Error: &msg}); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := f.d.GC(ctx, 0)
+	if err == nil || !strings.Contains(err.Error(), "still there") {
+		t.Fatalf("GC error = %v, want the worktree still there", err)
+	}
+	if len(removed) != 0 {
+		t.Fatalf("GC reported %+v removed; %s is still on disk", removed, wd)
+	}
+	if _, err := os.Stat(wd); err != nil {
+		t.Fatalf("worktree: %v", err)
 	}
 }

@@ -52,33 +52,44 @@ func (d *Deliverer) Park(ctx context.Context, run store.Run, o Options) error {
 		// drive ran no turn): it must not be pushed over the run's work.
 		return fmt.Errorf("park run %s: its worktree %s is behind the work parked at %.12s", run.ID, dl.Worktree, dl.CommitSHA)
 	}
-	if !g.hasRemote(ctx, dl.Worktree, o.Remote) {
-		return nil
-	}
-	status, err := g.run(ctx, dl.Worktree, nil, "", "status", "--porcelain", "--untracked-files=all")
+	gd, err := d.verify(ctx, run, dl, o)
 	if err != nil {
 		return fmt.Errorf("park run %s: %w", run.ID, err)
 	}
-	head, _ := g.resolve(ctx, dl.Worktree, "HEAD")
+	if gd.PushURL == "" {
+		return nil
+	}
+	env := wtEnv(gd, dl)
+	status, err := g.run(ctx, dl.Worktree, env, "", "status", "--porcelain", "--untracked-files=all")
+	if err != nil {
+		return fmt.Errorf("park run %s: %w", run.ID, err)
+	}
+	head, _ := g.resolveWith(ctx, dl.Worktree, env, "HEAD")
 	if status == "" && (head == dl.BaseCommit || (dl.Pushed && head == dl.CommitSHA)) {
 		return nil // nothing done yet, or nothing since the last park
 	}
-	if status != "" {
+	// Secrets and oversized files are left out of the work in progress
+	// (secrets.go): the final delivery asks about them.
+	staged, err := d.screen(ctx, run, dl, o, env, true)
+	if err != nil {
+		return fmt.Errorf("park run %s: %w", run.ID, err)
+	}
+	if staged {
 		turn, err := lastTurn(ctx, d.cfg.Store, run.ID)
 		if err != nil {
 			return err
 		}
-		if _, err := g.run(ctx, dl.Worktree, nil, "", "add", "--all"); err != nil {
-			return fmt.Errorf("park run %s: %w", run.ID, err)
-		}
 		msg := fmt.Sprintf("orchestrator: work in progress of run %s at turn %d\n\n"+
 			"The run waits for answers; whichever orchestrator instance resumes it goes on from this commit.\n", run.ID, turn)
-		if _, err := g.run(ctx, dl.Worktree, authorEnv(o), msg, "-c", "commit.gpgsign=false", "commit", "--quiet", "--no-verify", "--file", "-"); err != nil {
+		if _, err := g.run(ctx, dl.Worktree, append(env, authorEnv(o)...), msg, "commit", "--quiet", "--no-verify", "--file", "-"); err != nil {
 			return fmt.Errorf("park run %s: commit its work in progress: %w", run.ID, err)
 		}
-		head, _ = g.resolve(ctx, dl.Worktree, "HEAD")
 	}
-	if err := d.push(ctx, dl, o); err != nil {
+	head, _ = g.resolveWith(ctx, dl.Worktree, env, "HEAD")
+	if head == dl.BaseCommit || (dl.Pushed && head == dl.CommitSHA) {
+		return nil // all that changed was left out
+	}
+	if err := d.push(ctx, run, dl, o); err != nil {
 		return fmt.Errorf("park run %s: %w", run.ID, err)
 	}
 	dl.CommitSHA, dl.Pushed = head, true
@@ -176,11 +187,15 @@ func (d *Deliverer) here(ctx context.Context, run store.Run, dl store.Delivery, 
 		}
 	}
 	wt := d.worktreePath(run.ID)
-	remote := g.hasRemote(ctx, top, o.Remote)
+	gd, keep, err := d.guardFor(ctx, run.ID, top, o.Remote)
+	if err != nil {
+		return dl, err
+	}
+	remote := gd.FetchURL != ""
 	remoteRef := "refs/remotes/" + o.Remote + "/" + dl.Branch
 	fetched := false
 	if remote {
-		_, err := g.run(ctx, top, d.authEnv(), "", "fetch", "--quiet", o.Remote, "+refs/heads/"+dl.Branch+":"+remoteRef)
+		err := d.fetch(ctx, gd, top, "+refs/heads/"+dl.Branch+":"+remoteRef)
 		fetched = err == nil
 		if !fetched && parked(dl) {
 			return dl, fmt.Errorf("run %s: fetch its branch %s from %s to go on from its work in progress: %w", run.ID, dl.Branch, o.Remote, err)
@@ -203,7 +218,7 @@ func (d *Deliverer) here(ctx context.Context, run store.Run, dl store.Delivery, 
 		start = remoteRef
 	default:
 		if _, ok := g.resolve(ctx, top, dl.BaseCommit); !ok && remote {
-			if _, err := g.run(ctx, top, d.authEnv(), "", "fetch", "--quiet", o.Remote); err != nil {
+			if err := d.fetch(ctx, gd, top, "+refs/heads/*:refs/remotes/"+o.Remote+"/*"); err != nil {
 				return dl, fmt.Errorf("fetch %s: %w", o.Remote, err)
 			}
 		}
@@ -221,6 +236,9 @@ func (d *Deliverer) here(ctx context.Context, run store.Run, dl store.Delivery, 
 	}
 	if _, err := g.run(ctx, top, nil, "", args...); err != nil {
 		return dl, fmt.Errorf("add the run's worktree again: %w", err)
+	}
+	if _, err := d.record(ctx, gd, top, wt, keep); err != nil {
+		return dl, err
 	}
 	moved := !mine || top != dl.RepoDir
 	dl.RepoDir, dl.Worktree = top, wt

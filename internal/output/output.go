@@ -112,9 +112,9 @@ func NewSet(set questions.Set, resp *questions.Response) Set {
 	out := Set{ID: set.ID, RunID: set.RunID, Turn: set.Turn, Kind: questions.KindOf(set), Questions: []Question{}}
 	if c := set.Tool; c != nil {
 		out.Tool = &SetTool{ToolUseID: c.ToolUseID, Name: questions.Printable(c.Tool), Description: questions.Printable(c.Description)}
-		if json.Valid(c.Input) {
-			out.Tool.Input = c.Input
-		}
+		// The model's input, every string in it made printable: a
+		// consumer that decodes and prints it gets no escape sequence.
+		out.Tool.Input = questions.PrintableJSON(c.Input)
 	}
 	for _, q := range set.Questions {
 		jq := NewQuestion(q)

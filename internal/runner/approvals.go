@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
@@ -25,13 +26,18 @@ import (
 // the CLI fires the hook again for the deferred call, and the hook hands out
 // the decision, once.
 
-// approvalsOn stores the run's policy for its hook; false when native
-// asking is off for the run.
-func (r *Runner) approvalsOn(ctx context.Context, d *drive, run store.Run) (bool, error) {
+// approvalsOn stores the run's policy for its hook, with the agent's
+// working directory its path rules are read from; false when native asking
+// is off for the run.
+func (r *Runner) approvalsOn(ctx context.Context, d *drive, run store.Run, workdir string) (bool, error) {
 	if d.Approvals == nil {
 		return false, nil
 	}
-	if err := r.cfg.Store.SetRunPolicy(ctx, run.ID, d.Approvals.Encode()); err != nil {
+	p := *d.Approvals
+	if abs, err := filepath.Abs(workdir); err == nil {
+		p.Workdir = abs
+	}
+	if err := r.cfg.Store.SetRunPolicy(ctx, run.ID, p.Encode()); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -46,6 +52,9 @@ type liveAsker struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	seen   map[string]bool
+	// hold, once the CLI has started, says that a person is being asked
+	// for it (the hook holds the call): idle_timeout waits (Process.Hold).
+	hold func() (release func())
 }
 
 func (r *Runner) newLiveAsker(ctx context.Context, d *drive, run store.Run) *liveAsker {
@@ -70,7 +79,7 @@ func (l *liveAsker) observe(ev executor.Event) {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			if err := l.r.askLive(l.ctx, l.d, l.run, call); err != nil && l.ctx.Err() == nil {
+			if err := l.r.askLive(l.ctx, l.d, l.run, call, l.hold); err != nil && l.ctx.Err() == nil {
 				l.r.log.Warn("ask about a tool call", "run", l.run.ID, "tool_use_id", call.ToolUseID, "err", err)
 			}
 		}()
@@ -86,7 +95,7 @@ func (l *liveAsker) stop() {
 
 // askLive stores call's question set if the policy asks about it, then asks
 // it on the run's surfaces until it is answered or the turn ends.
-func (r *Runner) askLive(ctx context.Context, d *drive, run store.Run, call questions.ToolCall) error {
+func (r *Runner) askLive(ctx context.Context, d *drive, run store.Run, call questions.ToolCall, hold func() func()) error {
 	setID, err := approvals.AskIfNeeded(ctx, r.cfg.Store, run.ID, call, true)
 	if err != nil || setID == "" {
 		return err
@@ -94,6 +103,11 @@ func (r *Runner) askLive(ctx context.Context, d *drive, run store.Run, call ques
 	rec, err := r.cfg.Store.QuestionSet(ctx, setID)
 	if err != nil || rec.State != store.SetPending {
 		return err
+	}
+	if hold != nil {
+		// The hook holds the call while a person is asked: the CLI's
+		// silence is not idleness (approval_hold bounds it).
+		defer hold()()
 	}
 	err = r.wait(ctx, d, run, rec)
 	if errors.Is(err, ErrWaiting) {

@@ -2,8 +2,10 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/orchestrator-dev/orchestrator/internal/secretscan"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 )
 
@@ -61,7 +63,7 @@ func (r *Runner) workdirFailed(ctx context.Context, run store.Run, err error) er
 // the run is done. A delivery that fails makes the run fail (its worktree
 // is kept); one stopped by ctx leaves the run resumable, and the next
 // attempt goes on from the last step recorded.
-func (r *Runner) done(ctx context.Context, run store.Run, last store.Turn) error {
+func (r *Runner) done(ctx context.Context, d *drive, run store.Run, last store.Turn) error {
 	final := last.Result.FinalText
 	dv, err := r.delivery(run)
 	if err != nil {
@@ -71,10 +73,14 @@ func (r *Runner) done(ctx context.Context, run store.Run, last store.Turn) error
 		if final != "" {
 			run.FinalText = final
 		}
-		line, err := dv.Deliver(ctx, run, r.cfg.Failpoint)
+		line, err := r.deliverWork(ctx, dv, run)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+			var held *secretscan.Error
+			if errors.As(err, &held) {
+				return r.askWithheld(ctx, d, run, last, held) // secrets.go
 			}
 			return r.fail(ctx, run, fmt.Sprintf("deliver: %v", err))
 		}

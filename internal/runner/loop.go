@@ -206,7 +206,7 @@ func (r *Runner) step(ctx context.Context, d *drive, run store.Run) error {
 	case res.QuestionError != "":
 		return r.correct(ctx, d, run, last)
 	case res.Category == "" && res.Status == executor.StatusSuccess:
-		return r.done(ctx, run, last) // delivers the run's work first (deliver.go)
+		return r.done(ctx, d, run, last) // delivers the run's work first (deliver.go)
 	case res.Status == executor.StatusDeferred:
 		return r.fail(ctx, run, fmt.Sprintf("turn %d ended on a tool call a PreToolUse hook deferred (%s) that the orchestrator has no question for; it cannot resume it",
 			last.Seq, res.Category))
@@ -299,6 +299,9 @@ func (r *Runner) correct(ctx context.Context, d *drive, run store.Run, last stor
 // resumeWithAnswer hands an answered set to the model, exactly once: the set
 // is claimed in the transaction that records the turn, before the CLI starts.
 func (r *Runner) resumeWithAnswer(ctx context.Context, d *drive, run store.Run, rec store.SetRecord) error {
+	if questions.KindOf(rec.Set) == questions.KindSecrets {
+		return r.afterSecrets(ctx, d, run, rec) // secrets.go
+	}
 	if limit, err := r.isLimitSet(ctx, run.ID, rec.Set.ID); err != nil {
 		return err
 	} else if limit {

@@ -134,6 +134,12 @@ type Config struct {
 	// holds no lease and no process; the leading instance asks its
 	// questions (Ask), and any instance drives it on once it is answered.
 	Park bool
+	// CLISlots, when not nil, bounds the agent CLIs this process runs at
+	// once (serve.max_concurrent_runs), whatever started their run (a
+	// schedule, an answer, a submission, a restart): a turn takes a slot
+	// before it starts and gives it back when it has ended. A run waiting
+	// on a question holds none. Its capacity is the bound.
+	CLISlots chan struct{}
 	// Failpoint, when set, is called at each step that changes what a crash
 	// would leave behind ("question-stored", "answer-stored", "claimed",
 	// "turn-started"): the crash tests kill the process there.

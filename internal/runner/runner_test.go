@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -44,14 +45,15 @@ func rules() []fakeapi.Rule {
 
 // person is a surface whose people answer when the test says so.
 type person struct {
-	name    string
-	answers chan []questions.Answer
-	mu      sync.Mutex
-	asked   []string
-	remind  int
-	resolve []questions.Response
-	resumed int
-	fail    int // the next Asks that fail at once
+	name     string
+	answers  chan []questions.Answer
+	mu       sync.Mutex
+	asked    []string
+	remind   int
+	resolve  []questions.Response
+	resumed  int
+	fail     int  // the next Asks that fail at once
+	unposted bool // Remind says the set is not posted there yet
 }
 
 func newPerson(name string) *person {
@@ -90,6 +92,9 @@ func (p *person) Ask(ctx context.Context, set questions.Set, answers surfaces.An
 func (p *person) Remind(ctx context.Context, set questions.Set) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.unposted {
+		return fmt.Errorf("remind %s: %w", set.ID, surfaces.ErrNotAsked)
+	}
 	p.remind++
 	return nil
 }
@@ -247,6 +252,41 @@ func TestReminderThenEscalation(t *testing.T) {
 	sets, _ := h.store.QuestionSets(context.Background(), store.SetFilter{RunID: run.ID})
 	if len(sets) != 1 || sets[0].RemindedAt.IsZero() || sets[0].EscalatedAt.IsZero() || sets[0].Response.Surface != "boss" {
 		t.Fatalf("stored set = %+v", sets)
+	}
+}
+
+// TestNoReminderBeforeThePost: a surface that has not posted the question
+// yet reminds nobody, and the run reports no reminder.
+func TestNoReminderBeforeThePost(t *testing.T) {
+	t.Parallel()
+	slow := newPerson("test")
+	slow.unposted = true
+	pol := runner.Policy{RemindEvery: 100 * time.Millisecond}
+	h := newHarness(t, []surfaces.Surface{slow}, pol, runner.Limits{}, rules()...)
+	reminders := make(chan int, 1)
+	go func() {
+		n := 0
+		for ev := range h.events {
+			switch ev.Kind {
+			case runner.EventReminder:
+				n++
+			case runner.EventQuestion:
+				go func() {
+					time.Sleep(time.Second) // several reminders due meanwhile
+					slow.answers <- []questions.Answer{{QuestionID: ev.Set.Questions[0].ID, Labels: []string{"OAuth2"}}}
+				}()
+			case runner.EventAnswer:
+				reminders <- n
+				return
+			}
+		}
+	}()
+	run, err := h.drive("Implement spec X")
+	if err != nil || run.Status != store.RunDone {
+		t.Fatalf("run = %s %q, %v", run.Status, run.Error, err)
+	}
+	if n := <-reminders; n != 0 {
+		t.Errorf("%d reminder events for a question posted nowhere", n)
 	}
 }
 
@@ -525,5 +565,57 @@ func TestSurfacesAllFailAreRetried(t *testing.T) {
 	}
 	if n := <-retries; n != 2 {
 		t.Errorf("%d retry events, want 2", n)
+	}
+}
+
+// TestCLISlotsBoundTheCLIs: with CLISlots of one, three runs driven at once
+// never have two agent CLIs running together (counted at the model's API:
+// each CLI is in a request while it runs).
+func TestCLISlotsBoundTheCLIs(t *testing.T) {
+	t.Parallel()
+	var now, peak atomic.Int32
+	slow := fakeapi.Rule{Respond: func(fakeapi.Request) fakeapi.Reply {
+		n := now.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(300 * time.Millisecond)
+		now.Add(-1)
+		return fakeapi.Reply{Text: "Done."}
+	}}
+	h := newHarness(t, nil, runner.Policy{}, runner.Limits{}, slow)
+	r, err := runner.New(runner.Config{
+		Store: h.store,
+		Resolve: func(store.Run) (runner.Resolved, error) {
+			return runner.Resolved{Agent: h.agent}, nil
+		},
+		CLISlots: make(chan struct{}, 1),
+		Sleep:    func(ctx context.Context, d time.Duration) error { return ctx.Err() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range 3 {
+		run, err := r.Create(ctx, runner.NewRun{Prompt: fmt.Sprintf("task %d", i), WorkDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got, err := r.Drive(ctx, run.ID); err != nil || got.Status != store.RunDone {
+				t.Errorf("run %s: %s %q, %v", run.ID, got.Status, got.Error, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if p := peak.Load(); p != 1 {
+		t.Errorf("%d agent CLIs ran at once, want at most 1", p)
 	}
 }

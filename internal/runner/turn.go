@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
+	"github.com/orchestrator-dev/orchestrator/internal/secretscan"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
@@ -38,6 +39,11 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 		// The session may have been recorded on another machine (sessions.go).
 		r.restoreSession(ctx, agent, run, t.SessionID, workdir)
 	}
+	release, err := r.takeSlot(ctx, run)
+	if err != nil {
+		return err
+	}
+	defer release()
 	t, err = r.cfg.Store.BeginTurn(ctx, t) // claims the set of an answer turn
 	if err != nil {
 		return err
@@ -53,7 +59,7 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 		}
 		req.MaxBudgetUSD = budgetLeft(d.Policy, run.ID, turns)
 	}
-	native, err := r.approvalsOn(ctx, d, run) // approvals.go
+	native, err := r.approvalsOn(ctx, d, run, workdir) // approvals.go
 	if err != nil {
 		return err
 	}
@@ -88,6 +94,9 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 			return nil // the loop finds the run cancelled
 		}
 		return r.fail(ctx, run, fmt.Sprintf("start turn %d: %v", t.Seq, err))
+	}
+	if live != nil {
+		live.hold = ex.Hold
 	}
 	if t.Kind == store.TurnAnswer {
 		r.cfg.Failpoint("turn-started")
@@ -224,7 +233,7 @@ func (r *Runner) progress(runID string, turn int, ev executor.Event, started tim
 		for _, b := range ev.Content {
 			switch b.Type {
 			case "text":
-				if txt := strings.TrimSpace(questions.Strip(b.Text)); txt != "" {
+				if txt := strings.TrimSpace(secretscan.Redact(questions.Strip(b.Text))); txt != "" {
 					r.emit(Event{Kind: EventText, RunID: runID, Turn: turn, Text: txt, Elapsed: r.cfg.Now().Sub(started)})
 				}
 			case "tool_use":
@@ -241,7 +250,7 @@ func (r *Runner) progress(runID string, turn int, ev executor.Event, started tim
 // toolSummary is a one-line view of a tool call's input, made printable
 // with secrets redacted before the cut, so no part of one is left.
 func toolSummary(input json.RawMessage) string {
-	return clipLine(questions.Printable(toolInput(input)), 80)
+	return clipLine(secretscan.Redact(questions.Printable(toolInput(input))), 80)
 }
 
 // toolInput is the part of a tool call's input that says what it does.
@@ -282,4 +291,24 @@ func Collect(col *questions.TurnCollector, ev executor.Event) {
 	case *executor.Result:
 		col.AddResultText(ev.Text)
 	}
+}
+
+// takeSlot waits for one of Config.CLISlots (none: at once), before the
+// turn claims anything, so that a run waiting for room has nothing started.
+func (r *Runner) takeSlot(ctx context.Context, run store.Run) (release func(), err error) {
+	slots := r.cfg.CLISlots
+	if slots == nil {
+		return func() {}, nil
+	}
+	select {
+	case slots <- struct{}{}:
+	default:
+		r.log.Info("waiting for a free slot: serve.max_concurrent_runs agent CLIs are running", "run", run.ID, "max", cap(slots))
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return func() { <-slots }, nil
 }

@@ -113,9 +113,9 @@ func (r *Runner) wait(ctx context.Context, d *drive, run store.Run, rec store.Se
 	}
 	ask := unanswered(rec.Set, rec.Response)
 	why := ""
-	if limit, err := r.isLimitSet(ctx, run.ID, rec.Set.ID); err != nil {
+	if own, err := r.runAsks(ctx, run.ID, rec.Set); err != nil {
 		return err
-	} else if limit {
+	} else if own {
 		why = rec.Set.Context
 	}
 	r.emit(Event{Kind: EventQuestion, RunID: run.ID, Set: &ask, Surfaces: names(surfs), Text: why})
@@ -500,15 +500,27 @@ func (r *Runner) policyEvent(ctx context.Context, run store.Run, rec *store.SetR
 	now := r.cfg.Now()
 	switch what {
 	case policyRemind:
+		var reminded []string
 		for _, s := range *surfs {
-			if rm, ok := s.(surfaces.Reminder); ok {
-				if err := rm.Remind(ctx, rec.Set); err != nil {
-					r.log.Warn("remind", "surface", s.Name(), "set", rec.Set.ID, "err", err)
-				}
+			rm, ok := s.(surfaces.Reminder)
+			if !ok {
+				continue
+			}
+			switch err := rm.Remind(ctx, rec.Set); {
+			case errors.Is(err, surfaces.ErrNotAsked):
+				// Not posted there yet: no reminder before the question.
+				r.log.Info("no reminder: the question is not posted yet", "surface", s.Name(), "set", rec.Set.ID)
+			case err != nil:
+				r.log.Warn("remind", "surface", s.Name(), "set", rec.Set.ID, "err", err)
+			default:
+				reminded = append(reminded, s.Name())
 			}
 		}
+		// The next reminder is due RemindEvery from now either way.
 		rec.RemindedAt = now
-		r.emit(Event{Kind: EventReminder, RunID: run.ID, Set: &rec.Set, Surfaces: names(*surfs)})
+		if len(reminded) > 0 {
+			r.emit(Event{Kind: EventReminder, RunID: run.ID, Set: &rec.Set, Surfaces: reminded})
+		}
 		return false, st.MarkReminded(ctx, rec.Set.ID, now)
 	case policyEscalate:
 		*surfs = append(*surfs, pol.EscalateTo)
@@ -569,7 +581,7 @@ func (r *Runner) timeout(ctx context.Context, run store.Run, rec store.SetRecord
 		ids = append(ids, q.ID)
 	}
 	action := pol.OnTimeout.Action
-	limit, err := r.isLimitSet(ctx, run.ID, rec.Set.ID)
+	limit, err := r.runAsks(ctx, run.ID, rec.Set)
 	if err != nil {
 		return err
 	}
@@ -585,8 +597,9 @@ func (r *Runner) timeout(ctx context.Context, run store.Run, rec store.SetRecord
 			}
 			switch {
 			case limit && err != nil:
-				// Whether to spend more is not the model's to decide: a
-				// budget question nobody answered stops the run.
+				// Whether to spend more, or to push what the delivery
+				// held back, is not the model's to decide: the run's own
+				// question nobody answered stops the run.
 				a = questions.Answer{QuestionID: q.ID, Labels: []string{limitStop}}
 			case err == nil && len(a.Labels) > 0:
 				a.Text = TimeoutText("default", pol.OnTimeout.Option, pol.QuestionTimeout)

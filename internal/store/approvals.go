@@ -298,9 +298,13 @@ func decideFromSet(ctx context.Context, tx *txn, c *ToolCall, now time.Time) err
 				break
 			}
 			c.Decision = DecisionAllow
+			// "Allow for this run" allows this very call again, nothing
+			// broader (questions.ToolRule).
 			if v.ForRun && rec.Set.Tool != nil {
-				if err := addRunRule(ctx, tx, c.RunID, questions.ToolRule(*rec.Set.Tool), now); err != nil {
-					return err
+				if r := questions.ToolRule(*rec.Set.Tool); r != "" {
+					if err := addRunRule(ctx, tx, c.RunID, r, now); err != nil {
+						return err
+					}
 				}
 			}
 		default:

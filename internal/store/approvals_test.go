@@ -121,7 +121,7 @@ func TestToolDecisionDenyReasonAndRunRule(t *testing.T) {
 		t.Errorf("allow for run: %+v %v %v", c, take, err)
 	}
 	rules, err := s.RunRules(ctx, "r1")
-	if err != nil || len(rules) != 1 || rules[0] != "Bash(make deploy)" {
+	if err != nil || len(rules) != 1 || rules[0] != `exact:Bash {"command":"make deploy"}` {
 		t.Errorf("rules %q %v", rules, err)
 	}
 }

@@ -92,6 +92,7 @@ var pgTests = []struct {
 	{"TestTwoSchemasLeadApart", testTwoSchemasLeadApart},
 	{"TestInstancesHeartbeatAndGoodbye", TestInstancesHeartbeatAndGoodbye},
 	{"TestNudgeReachesEveryInstance", TestNudgeReachesEveryInstance},
+	{"TestAskRunIsIdempotent", TestAskRunIsIdempotent},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.

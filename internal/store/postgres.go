@@ -32,6 +32,9 @@ func OpenDatabase(ctx context.Context, dir, databaseURL string) (*Store, error) 
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
+	if err := ignoreDir(dir); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
 	if !isPostgresURL(databaseURL) {
 		return nil, errors.New("open store: database_url is neither empty nor a postgres:// URL")
 	}

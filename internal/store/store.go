@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -56,6 +57,20 @@ type Store struct {
 	leaseTTL time.Duration
 }
 
+// ignoreDir writes a .gitignore that ignores everything into the state
+// directory, once: a state_dir inside a checkout ("state_dir: ./state"
+// beside the repository) leaves `git status` clean.
+func ignoreDir(dir string) error {
+	p := filepath.Join(dir, ".gitignore")
+	if _, err := os.Lstat(p); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return nil // there already (a person's own is left alone), or unreadable: not ours to fix
+	}
+	if err := os.WriteFile(p, []byte("# orchestrator's state: never committed\n*\n"), 0o600); err != nil {
+		return fmt.Errorf("state directory %s: %w", dir, err)
+	}
+	return nil
+}
+
 // FileName is the database's name inside the state directory.
 const FileName = "orchestrator.db"
 
@@ -66,6 +81,9 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 		return nil, errors.New("open store: no state directory")
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if err := ignoreDir(dir); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
@@ -389,6 +407,21 @@ var migrations = []string{
 		PRIMARY KEY (run_id, session_id)
 	);
 	ALTER TABLE runs ADD COLUMN host TEXT NOT NULL DEFAULT '';`,
+	// What a run's worktree was when it was added (gitguard.go): the
+	// repository it belongs to, the remote's URLs, the checkout's git
+	// configuration and hooks, checked before the orchestrator's own git
+	// commands commit and push.
+	`CREATE TABLE git_guards (
+		run_id     TEXT PRIMARY KEY REFERENCES runs(id),
+		common_dir TEXT NOT NULL,
+		git_dir    TEXT NOT NULL,
+		dot_git    TEXT NOT NULL,
+		fetch_url  TEXT NOT NULL DEFAULT '',
+		push_url   TEXT NOT NULL DEFAULT '',
+		snapshot   BLOB NOT NULL,
+		checked    INTEGER NOT NULL DEFAULT 0,
+		updated_at INTEGER NOT NULL
+	);`,
 }
 
 // migrate is SQLite's migration: an exclusive transaction serialises

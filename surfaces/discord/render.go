@@ -157,7 +157,7 @@ func render(set questions.Set, idx int, a *answered) (string, []*discordgo.Messa
 		e.Author = &discordgo.MessageEmbedAuthor{Name: clip(sanitize(set.Title, false), 200)}
 	}
 	if idx == 0 && strings.TrimSpace(set.Context) != "" {
-		e.Fields = append(e.Fields, &discordgo.MessageEmbedField{Name: "Context", Value: escape(set.Context, 900, true)})
+		e.Fields = append(e.Fields, &discordgo.MessageEmbedField{Name: "Context", Value: contextValue(set)})
 	}
 	for i, o := range q.Options {
 		if len(e.Fields) >= 25 {
@@ -422,6 +422,25 @@ func escape(s string, limit int, multiline bool) string {
 	}
 	return b.String()
 }
+
+// contextValue is a set's context as an embed field: whole when it fits,
+// else its start and its end with what was cut said plainly and where the
+// whole is (questions.Excerpt) — never only its start.
+func contextValue(set questions.Set) string {
+	c := sanitize(set.Context, true)
+	for limit := contextChars; ; limit -= 100 {
+		ex, cut := questions.Excerpt(c, limit)
+		if cut > 0 {
+			ex += "\n" + questions.WholeCallHint(set.RunID)
+		}
+		if v := escape(ex, maxFieldValue+1, true); utf8.RuneCountInString(v) < maxFieldValue || limit <= 200 {
+			return escape(ex, maxFieldValue, true)
+		}
+	}
+}
+
+// contextChars is how much of a set's context an embed shows at most.
+const contextChars = 900
 
 // clip cuts s to at most limit characters, ending with "…" when cut.
 func clip(s string, limit int) string {

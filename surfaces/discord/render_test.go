@@ -278,3 +278,25 @@ func TestRenderApproval(t *testing.T) {
 		t.Errorf("buttons %v, free text %q", styles, other)
 	}
 }
+
+// TestRenderApprovalShowsHiddenFirstLine: a command whose dangerous first
+// line is followed by 4 KiB of comments shows that line and its end, says
+// what was cut and where the whole is (issue 21).
+func TestRenderApprovalShowsHiddenFirstLine(t *testing.T) {
+	set := surfacetest.HiddenApproval()
+	_, embeds, _ := render(set, 0, nil)
+	var ctx string
+	for _, f := range embeds[0].Fields {
+		if f.Name == "Context" {
+			ctx = f.Value
+		}
+	}
+	for _, want := range []string{escape(surfacetest.HiddenFirstLine, 1000, false), "echo done", "characters cut …", set.RunID} {
+		if !strings.Contains(ctx, want) {
+			t.Errorf("the context field does not show %q:\n%s", want, ctx)
+		}
+	}
+	if n := utf8.RuneCountInString(ctx); n > maxFieldValue {
+		t.Errorf("context field of %d characters, over Discord's %d", n, maxFieldValue)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/orchestrator-dev/orchestrator/questions"
+	"github.com/orchestrator-dev/orchestrator/surfaces/surfacetest"
 )
 
 // TestApprovalCommentShowsTheCommandAndHowToAnswer: an approval is asked as
@@ -55,5 +56,22 @@ func TestApprovalCommentShowsTheCommandAndHowToAnswer(t *testing.T) {
 	r = waitResult(t, ch)
 	if r.err != nil || !slices.Equal(r.resp.Answers[0].Labels, []string{questions.AllowForRun}) {
 		t.Fatalf("Ask = %+v, %v; want Allow for this run", r.resp, r.err)
+	}
+}
+
+// TestApprovalCommentShowsHiddenFirstLine: a command whose dangerous first
+// line is followed by 4 KiB of comments is shown whole, first line
+// included (issue 21).
+func TestApprovalCommentShowsHiddenFirstLine(t *testing.T) {
+	t.Parallel()
+	body := strings.Join(renderParts(surfacetest.HiddenApproval()), "\n")
+	for _, want := range []string{"```sh\n" + surfacetest.HiddenFirstLine + "\n", "echo done\n```"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the comment does not show %q:\n%s", want, body)
+		}
+	}
+	// "Allow for this run" says what it allows: this very call.
+	if !strings.Contains(body, "this very call") {
+		t.Errorf("the comment does not say what \"Allow for this run\" allows:\n%s", body)
 	}
 }

@@ -956,7 +956,7 @@ func (s *Surface) Remind(ctx context.Context, set questions.Set) error {
 		return fmt.Errorf("github: remind %s: %w", set.ID, err)
 	}
 	if a == nil {
-		return fmt.Errorf("github: remind %s: the set was not asked in %s", set.ID, s.repo())
+		return fmt.Errorf("github: remind %s in %s: %w", set.ID, s.repo(), surfaces.ErrNotAsked)
 	}
 	link := "the question above"
 	if a.htmlURL != "" {

@@ -20,7 +20,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/term"
 
@@ -56,6 +55,12 @@ type Options struct {
 	// By names who answers in responses; default "terminal" (the caller
 	// may pass the operating system's user name).
 	By string
+
+	// Passive never prompts and never reads: each set is logged once, at
+	// Info, with the command that answers it, and Ask waits until ctx ends
+	// (the answer reaches the store through that command, and the caller's
+	// wait sees it). For a daemon, whose output is its log: `serve`.
+	Passive bool
 }
 
 // IsTerminal reports whether f is a terminal.
@@ -146,6 +151,9 @@ func (s *Surface) Ask(ctx context.Context, set questions.Set, answers surfaces.A
 	}
 	if len(set.Questions) == 0 {
 		return fmt.Errorf("ask %s on the terminal: no questions", set.ID)
+	}
+	if s.opts.Passive {
+		return s.askPassive(ctx, set)
 	}
 	s.startReader.Do(func() { go s.read() })
 
@@ -269,6 +277,10 @@ func (s *Surface) Resolve(_ context.Context, set questions.Set, resp questions.R
 	}
 	s.resolved[set.ID] = true
 	if resp.Surface == Name {
+		return nil
+	}
+	if s.opts.Passive {
+		s.log.Info("question answered", "run", set.RunID, "set", set.ID, "by", resp.By, "on", resp.Surface)
 		return nil
 	}
 	s.write(s.renderResolved(set, &resp))
@@ -396,11 +408,16 @@ func (s *Surface) renderSet(set questions.Set) string {
 	}
 	b.WriteString(head + "\n")
 	if c := strings.TrimSpace(clean(set.Context)); c != "" {
-		c = lastBytes(c, maxContext)
+		// A long context shows its start and its end, and says what was
+		// cut and where the whole is: never a part of a call alone.
+		c, cut := questions.Excerpt(c, maxContext)
 		if s.opts.Pretty && questions.KindOf(set) == questions.KindApproval {
 			c = highlightCode(c)
 		}
 		b.WriteString(indent(c, "  ") + "\n")
+		if cut > 0 {
+			b.WriteString("  " + oneLine(questions.WholeCallHint(set.RunID)) + "\n")
+		}
 	}
 	return b.String()
 }
@@ -552,24 +569,9 @@ func clean(s string) string {
 // oneLine is clean on one line, spaces collapsed.
 func oneLine(s string) string { return strings.Join(strings.Fields(clean(s)), " ") }
 
-// maxContext bounds how much of a set's context is printed: its end, where
-// the model leads up to its questions.
+// maxContext bounds how many characters of a set's context are printed:
+// past it, its start and its end (questions.Excerpt).
 const maxContext = 4 << 10
-
-// lastBytes keeps the last n bytes of s, from a line start when it can.
-func lastBytes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[len(s)-n:]
-	for len(s) > 0 && !utf8.RuneStart(s[0]) {
-		s = s[1:]
-	}
-	if i := strings.IndexByte(s, '\n'); i >= 0 && i < len(s)-1 {
-		s = s[i+1:]
-	}
-	return "[…]\n" + s
-}
 
 func indent(s, prefix string) string {
 	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix)
@@ -577,3 +579,22 @@ func indent(s, prefix string) string {
 
 func bold(s string) string { return "\x1b[1m" + s + "\x1b[0m" }
 func dim(s string) string  { return "\x1b[2m" + s + "\x1b[0m" }
+
+// askPassive logs set once with how to answer it, then waits for ctx: a
+// daemon's terminal is its log, where a prompt would only be noise.
+func (s *Surface) askPassive(ctx context.Context, set questions.Set) error {
+	s.mu.Lock()
+	said := s.later[set.ID]
+	s.later[set.ID] = true
+	s.mu.Unlock()
+	if !said {
+		cmds := make([]string, 0, len(set.Questions))
+		for _, q := range set.Questions {
+			cmds = append(cmds, fmt.Sprintf("%s answer %s <answer>", s.opts.Command, q.ID))
+		}
+		s.log.Info("question waiting: answer it with the command shown (or on another surface)",
+			"run", set.RunID, "set", set.ID, "questions", len(set.Questions), "answer_with", strings.Join(cmds, "; "))
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}

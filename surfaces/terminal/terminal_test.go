@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -501,18 +502,88 @@ func BenchmarkAsk(b *testing.B) {
 	}
 }
 
-func TestLongContextKeepsItsEnd(t *testing.T) {
+func TestLongContextKeepsBothEnds(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
 	s := newSurface(t, strings.NewReader("1\n"), &out, terminal.Options{})
-	ctx := strings.Repeat("héllo wörld, line of model text\n", 2000) + "THE END"
+	ctx := "THE START\n" + strings.Repeat("héllo wörld, line of model text\n", 2000) + "THE END"
 	set := surfacetest.NewSet("long").Context(ctx).Single().Set()
 	if _, err := ask(t, s, set); err != nil {
 		t.Fatal(err)
 	}
 	got := out.String()
-	if !strings.Contains(got, "  […]\n  héllo") || !strings.Contains(got, "THE END") || len(got) > 6<<10 {
-		t.Errorf("long context printed as %d bytes, want its end (THE END) after […]", len(got))
+	if !strings.Contains(got, "THE START") || !strings.Contains(got, "THE END") || !strings.Contains(got, "characters cut …") || len(got) > 6<<10 {
+		t.Errorf("long context printed as %d bytes, want its start and end and what was cut:\n%s", len(got), got)
 	}
 	checkPrintable(t, got)
+}
+
+// TestPassiveNeverPrompts: a daemon's terminal (Passive) writes nothing to
+// its output and reads nothing: it logs the question once, with the
+// command that answers it and no resume hint, and waits for its context.
+func TestPassiveNeverPrompts(t *testing.T) {
+	t.Parallel()
+	var out, logs bytes.Buffer
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &logs}, nil))
+	s := terminal.New(strings.NewReader("2\n"), &out, terminal.Options{Passive: true, Logger: logger})
+	set := surfacetest.SingleChoice("passive")
+	for range 2 { // asked again (a reminder, a restart): logged once
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		err := s.Ask(ctx, set, surfacetest.NewAnswers())
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Ask: %v, want the context's end", err)
+		}
+	}
+	if err := s.Resolve(context.Background(), set, questions.Response{SetID: set.ID, By: "ann", Surface: "github"}); err != nil {
+		t.Fatal(err)
+	}
+	if out.Len() != 0 {
+		t.Errorf("a passive terminal wrote to its output:\n%s", out.String())
+	}
+	mu.Lock()
+	l := logs.String()
+	mu.Unlock()
+	if n := strings.Count(l, "question waiting"); n != 1 {
+		t.Errorf("logged the question %d times, want 1:\n%s", n, l)
+	}
+	if !strings.Contains(l, "answer "+set.Questions[0].ID+" <answer>") || strings.Contains(l, "resume") {
+		t.Errorf("the log line lacks the answer command or has a resume hint:\n%s", l)
+	}
+	if !strings.Contains(l, "question answered") || !strings.Contains(l, "by=ann") {
+		t.Errorf("the answer elsewhere is not logged:\n%s", l)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// TestApprovalShowsHiddenFirstLine: a command whose dangerous first line is
+// followed by 4 KiB of comments shows that line, says how much was cut and
+// where the whole is (issue 21).
+func TestApprovalShowsHiddenFirstLine(t *testing.T) {
+	t.Parallel()
+	for _, pretty := range []bool{false, true} {
+		var out bytes.Buffer
+		s := newSurface(t, strings.NewReader("Deny\n"), &out, terminal.Options{Pretty: pretty})
+		set := surfacetest.HiddenApproval()
+		if _, err := ask(t, s, set); err != nil {
+			t.Fatal(err)
+		}
+		got := out.String()
+		for _, want := range []string{surfacetest.HiddenFirstLine, "echo done", "characters cut …", "orchestrator show " + set.RunID} {
+			if !strings.Contains(got, want) {
+				t.Errorf("pretty %v: the terminal does not show %q:\n%s", pretty, want, got)
+			}
+		}
+	}
 }
