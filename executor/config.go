@@ -83,6 +83,12 @@ type Config struct {
 	PassEnv []string
 	// BaseEnv replaces os.Environ() as the inherited environment (tests).
 	BaseEnv []string
+	// Secrets are values the child never gets, whatever the variable
+	// carrying them is called: an inherited variable or an entry of Env
+	// whose value equals one, or contains one of at least MinSecretLen
+	// bytes, is left out (the orchestrator's tokens, webhook secrets, the
+	// database URL and its password). PassEnv does not bring them back.
+	Secrets []string
 
 	// Timeout bounds a whole run (CategoryTimeout); IdleTimeout bounds a
 	// stretch without any output while the caller waits in Next
@@ -357,17 +363,23 @@ func (e *Executor) clawArgs(req Request) []string {
 var droppedEnv = []string{"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"}
 
 // droppedEnvPrefixes are the orchestrator's own credentials (GitHub,
-// Discord) and settings; they are not the agent's.
-var droppedEnvPrefixes = []string{"GITHUB_", "GH_", "DISCORD_", "ORCHESTRATOR_"}
+// Discord, Slack: GH_TOKEN, GITHUB_TOKEN, GH_ENTERPRISE_TOKEN, a gh config
+// dir...) and settings; they are not the agent's.
+var droppedEnvPrefixes = []string{"GITHUB_", "GH_", "DISCORD_", "SLACK_", "ORCHESTRATOR_"}
+
+// MinSecretLen is the least length of a secret (Config.Secrets) looked for
+// inside other values; a shorter one is only matched whole.
+const MinSecretLen = 8
 
 // Environ returns the child's environment, built on purpose: the inherited
 // environment (Config.BaseEnv, or os.Environ()) without CLAUDECODE,
-// CLAUDE_CODE_ENTRYPOINT, anything starting with GITHUB_, GH_, DISCORD_ or
-// ORCHESTRATOR_ (the orchestrator's own tokens), the names in
+// CLAUDE_CODE_ENTRYPOINT, anything starting with GITHUB_, GH_, DISCORD_,
+// SLACK_ or ORCHESTRATOR_ (the orchestrator's own tokens), the names in
 // Config.DropEnv, and the variables that look like secrets (SecretLike)
 // unless Config.PassEnv lists them; ANTHROPIC_*, CLAUDE_CODE_*, DISABLE_*
-// and the rest pass through; then Config.Env, which wins. The result is
-// sorted by name.
+// and the rest pass through; then Config.Env, which wins. Whatever holds
+// one of Config.Secrets is left out, inherited or from Config.Env. The
+// result is sorted by name.
 func (e *Executor) Environ() []string {
 	base := e.cfg.BaseEnv
 	if base == nil {
@@ -376,12 +388,18 @@ func (e *Executor) Environ() []string {
 	env := make(map[string]string, len(base)+len(e.cfg.Env))
 	for _, kv := range base {
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || e.dropped(k) {
+		if !ok || k == "" || e.dropped(k) || e.holdsSecret(v) {
 			continue
 		}
 		env[k] = v
 	}
 	for k, v := range e.cfg.Env {
+		if e.holdsSecret(v) {
+			// validate refuses agent.env holding one; a spec's env may.
+			e.log.Warn("agent env: left out a variable holding one of the orchestrator's secrets", "name", k)
+			delete(env, k)
+			continue
+		}
 		env[k] = v
 	}
 	out := make([]string, 0, len(env))
@@ -390,6 +408,16 @@ func (e *Executor) Environ() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// holdsSecret reports whether v is, or holds, one of Config.Secrets.
+func (e *Executor) holdsSecret(v string) bool {
+	for _, s := range e.cfg.Secrets {
+		if s != "" && (v == s || (len(s) >= MinSecretLen && strings.Contains(v, s))) {
+			return true
+		}
+	}
+	return false
 }
 
 func (e *Executor) dropped(name string) bool {
@@ -433,9 +461,9 @@ var agentCredentials = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CL
 var awsCredentials = []string{"AWS_ACCESS_KEY_ID"}
 
 // SecretLike says whether an environment variable's name looks like it
-// holds a secret, compared in upper case: it ends in _TOKEN or _KEY, holds
-// _SECRET, _PASSWORD or CREDENTIAL, starts with TOKEN, SECRET or PASSWORD,
-// or is AWS_ACCESS_KEY_ID. The CLI's own credentials (ANTHROPIC_API_KEY,
+// holds a secret, compared in upper case: it ends in _TOKEN, _KEY or
+// PASSWORD (PGPASSWORD), holds _SECRET, _PASSWORD or CREDENTIAL, starts
+// with TOKEN, SECRET or PASSWORD, or is AWS_ACCESS_KEY_ID. The CLI's own credentials (ANTHROPIC_API_KEY,
 // ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_OAUTH_TOKEN) are not secret-like: the
 // agent needs them.
 func SecretLike(name string) bool {
@@ -451,7 +479,7 @@ func SecretLike(name string) bool {
 		}
 	}
 	switch {
-	case strings.HasSuffix(n, "_TOKEN"), strings.HasSuffix(n, "_KEY"),
+	case strings.HasSuffix(n, "_TOKEN"), strings.HasSuffix(n, "_KEY"), strings.HasSuffix(n, "PASSWORD"),
 		strings.Contains(n, "_SECRET"), strings.Contains(n, "_PASSWORD"), strings.Contains(n, "CREDENTIAL"),
 		strings.HasPrefix(n, "TOKEN"), strings.HasPrefix(n, "SECRET"), strings.HasPrefix(n, "PASSWORD"):
 		return true

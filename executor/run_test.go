@@ -738,6 +738,35 @@ func TestRunSecretEnvNotInherited(t *testing.T) {
 	}
 }
 
+// TestRunSecretsKeptOutByValue: a configured secret never reaches the
+// child whatever the variable carrying it is called (inherited or in Env,
+// whole or inside a longer value, listed in PassEnv or not); GH_*,
+// GITHUB_*, SLACK_* and PGPASSWORD are not inherited by name.
+func TestRunSecretsKeptOutByValue(t *testing.T) {
+	t.Parallel()
+	const tok, hook, dbURL = "ghp_configured0123456789", "hook-secret-0123", "postgres://u:pw-0123456789@db/x"
+	base := []string{"PATH=/usr/bin:/bin", "GHX=" + tok, "HOOKS=" + hook, "AUTH_HEADER=Bearer " + tok, "DATABASE_URL=" + dbURL,
+		"PGPASSWORD=pw-0123456789", "GH_TOKEN=person-token", "GITHUB_TOKEN=t2", "GH_ENTERPRISE_TOKEN=t3", "GH_CONFIG_DIR=/home/svc/.config/gh",
+		"SLACK_BOT_TOKEN=xoxb-1", "SHORT=ab", "KEEP=value"}
+	e, err := New(Config{BaseEnv: base, PassEnv: []string{"GHX", "HOOKS"},
+		Secrets: []string{tok, hook, dbURL, "pw-0123456789", "ab"},
+		Env:     map[string]string{"X": tok, "Y": "prefix-" + hook, "GIVEN": "spec-value"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := strings.Join(e.Environ(), "\n")
+	for _, secret := range []string{tok, hook, dbURL, "pw-0123456789", "person-token", "GITHUB_TOKEN=", "GH_ENTERPRISE_TOKEN=", "GH_CONFIG_DIR=/home", "xoxb-1", "SHORT="} {
+		if strings.Contains(env, secret) {
+			t.Errorf("the child's environment holds %q:\n%s", secret, env)
+		}
+	}
+	for _, want := range []string{"KEEP=value", "GIVEN=spec-value", "PATH=/usr/bin:/bin"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("the child's environment lacks %q", want)
+		}
+	}
+}
+
 // TestRunLargePromptOnStdin: a prompt over MaxArgPrompt is written to the
 // CLI's stdin, with no prompt argument; a short one stays an argument.
 func TestRunLargePromptOnStdin(t *testing.T) {

@@ -89,11 +89,14 @@ func (m *Main) mountWeb(ctx context.Context, st *store.Store, ss *surfaceSet) (*
 		Backend: &webstore.Backend{Store: st, IssueURL: func(ctx context.Context, runID string) (string, error) {
 			return m.runIssueURL(ctx, st, ss, runID)
 		}},
-		Allow:          wc.Allow,
-		AnswerMaxBytes: m.Config.Run.AnswerMaxBytes.Int(),
-		Done:           ctx.Done(),
-		Resume:         res,
-		Logger:         m.Logger,
+		Allow:             wc.Allow,
+		ProxyHeader:       strings.TrimSpace(wc.ProxyHeader),
+		ProxySecretHeader: strings.TrimSpace(wc.ProxySecretHeader),
+		ProxySecret:       wc.ProxySecret,
+		AnswerMaxBytes:    m.Config.Run.AnswerMaxBytes.Int(),
+		Done:              ctx.Done(),
+		Resume:            res,
+		Logger:            m.Logger,
 	}
 	for _, u := range wc.Users {
 		cfg.Users = append(cfg.Users, web.User{Name: u.Name, TokenSHA256: u.TokenSHA256})

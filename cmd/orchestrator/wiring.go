@@ -5,9 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
+	"github.com/orchestrator-dev/orchestrator/internal/config"
 	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
@@ -92,6 +95,11 @@ func (m *Main) executorConfig(sp *specs.Spec, env map[string]string) executor.Co
 	}
 	for k, v := range env {
 		c.Env[k] = v
+	}
+	c.Secrets = m.agentSecrets()
+	if _, ok := c.Env["GH_CONFIG_DIR"]; !ok {
+		// No gh login of the service user: an empty config dir of its own.
+		c.Env["GH_CONFIG_DIR"] = m.agentGHConfigDir()
 	}
 	if sp != nil {
 		o := sp.Agent
@@ -236,6 +244,39 @@ func (m *Main) policyOf(sp *specs.Spec, ss *surfaceSet) (runner.Policy, error) {
 		p.EscalateTo = esc
 	}
 	return p, nil
+}
+
+// orchestratorSecretEnv are variables of the orchestrator's own
+// environment whose values are its credentials even when the configuration
+// does not name them (the store reads PGPASSWORD, delivery hands git
+// ORCHESTRATOR_GIT_TOKEN).
+var orchestratorSecretEnv = []string{config.EnvDatabaseURL, "ORCHESTRATOR_GIT_TOKEN", "PGPASSWORD"}
+
+// agentSecrets are the values the agent never gets, whatever the variable
+// carrying them is called: every secret of the configuration, and the
+// orchestrator's own credential variables.
+func (m *Main) agentSecrets() []string {
+	var out []string
+	for _, s := range m.Config.Secrets() {
+		out = append(out, s.Value)
+	}
+	for _, name := range orchestratorSecretEnv {
+		if v, ok := m.LookupEnv(name); ok && strings.TrimSpace(v) != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// agentGHConfigDir is the gh config dir the agent gets unless its env names
+// one: an empty private directory in the state dir, so that the agent's gh
+// has no login (neither the service user's nor a person's).
+func (m *Main) agentGHConfigDir() string {
+	dir := filepath.Join(m.Config.StateDir, "agent-gh")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		m.Logger.Warn("agent gh config dir", "dir", dir, "err", err)
+	}
+	return dir
 }
 
 // cliSlots is the bound on the agent CLIs serve runs at once

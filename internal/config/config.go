@@ -335,6 +335,7 @@ func DefaultEnv(lookup LookupFunc) Config {
 			LeaseTTL:          DefaultLeaseTTL,
 
 			MinScheduleInterval: DefaultMinScheduleInterval,
+			Web:                 Web{ProxyHeader: DefaultProxyHeader, ProxySecretHeader: DefaultProxySecretHeader},
 		},
 	}
 }

@@ -63,9 +63,14 @@ func (c *Config) Validate() error {
 	if a.MaxLineBytes < 64<<10 {
 		v.add("agent.max_line_bytes", "must be at least 64KiB, got %s", a.MaxLineBytes)
 	}
+	secrets := c.Secrets()
 	for _, name := range sortedKeys(a.Env) {
 		if !validEnvName(name) {
 			v.add("agent.env."+name, "not a valid environment variable name")
+		}
+		// The value is not shown: it is a secret.
+		if s, ok := HoldsSecret(a.Env[name], secrets); ok {
+			v.add("agent.env."+name, "holds the value of %s: the agent must not get the orchestrator's credentials (they would let it answer its own questions or act as the orchestrator); give it credentials of its own", s.Key)
 		}
 	}
 	for i, name := range a.PassEnv {

@@ -20,11 +20,22 @@ type Web struct {
 	// here (`orchestrator web token NAME` prints a new one).
 	Users []WebUser `yaml:"users"`
 	// TrustedProxies are the addresses (an IP or a CIDR such as
-	// 10.0.0.0/8) whose X-Forwarded-User / X-Forwarded-Email headers are
-	// believed (oauth2-proxy); from any other address they are ignored.
+	// 10.0.0.0/8) whose ProxyHeader is believed (oauth2-proxy); from any
+	// other address it is ignored. Never every address, and never this
+	// host's loopback without ProxySecret: the agent's tools run here.
 	TrustedProxies []string `yaml:"trusted_proxies"`
-	// Allow lists the users and emails a trusted proxy may let in; "*"
-	// allows everyone the proxy authenticated.
+	// ProxyHeader is the one header that names the person a trusted proxy
+	// let in, which must be one the proxy sets itself (overwriting what
+	// the browser sent). Default X-Forwarded-Email.
+	ProxyHeader string `yaml:"proxy_header"`
+	// ProxySecret, when set, must come in ProxySecretHeader (default
+	// X-Orchestrator-Proxy-Secret) for the proxy to be believed: the proxy
+	// adds it (nginx proxy_set_header, Caddy header_up), a local process
+	// does not know it. Write it as ${VAR}.
+	ProxySecretHeader string `yaml:"proxy_secret_header"`
+	ProxySecret       string `yaml:"proxy_secret"`
+	// Allow lists the values of ProxyHeader (emails, by default) a trusted
+	// proxy may let in; "*" allows everyone the proxy authenticated.
 	Allow []string `yaml:"allow"`
 }
 
@@ -64,9 +75,29 @@ func (v *validator) web(w Web) {
 		}
 	}
 	for i, s := range w.TrustedProxies {
-		if _, err := ParseWebProxy(s); err != nil {
-			v.add(fmt.Sprintf("%strusted_proxies[%d]", p, i), "%v", err)
+		k := fmt.Sprintf("%strusted_proxies[%d]", p, i)
+		pfx, err := ParseWebProxy(s)
+		switch {
+		case err != nil:
+			v.add(k, "%v", err)
+		case pfx.Bits() == 0:
+			v.add(k, "%s is every address: anyone could name themselves in %s", pfx, proxyHeaderOf(w))
+		case w.ProxySecret == "" && (pfx.Contains(netip.MustParseAddr("127.0.0.1")) || pfx.Contains(netip.IPv6Loopback())):
+			v.add(k, "this host's loopback: any local process, the agent's tools included, could pose as the proxy and answer as anyone; set proxy_secret (a header only the proxy adds) or run the proxy elsewhere")
 		}
+	}
+	if h := strings.TrimSpace(w.ProxyHeader); h != "" && !validHeaderName(h) {
+		v.add(p+"proxy_header", "%q is not a header name", h)
+	}
+	if h := strings.TrimSpace(w.ProxySecretHeader); h != "" && !validHeaderName(h) {
+		v.add(p+"proxy_secret_header", "%q is not a header name", h)
+	}
+	if w.ProxySecret != "" && len(w.ProxySecret) < 16 {
+		// The value is not shown: it is a secret.
+		v.add(p+"proxy_secret", "too short: at least 16 characters (a random value, written as ${VAR})")
+	}
+	if w.ProxySecret != "" && len(w.TrustedProxies) == 0 {
+		v.add(p+"proxy_secret", "set without trusted_proxies: no proxy is believed")
 	}
 	v.nonEmptyItems(p+"allow", w.Allow)
 	if len(w.TrustedProxies) > 0 && len(w.Allow) == 0 {
@@ -75,6 +106,31 @@ func (v *validator) web(w Web) {
 	if w.Enabled && len(w.Users) == 0 && len(w.TrustedProxies) == 0 {
 		v.add(p+"users", "nobody could sign in: add users (orchestrator web token NAME) or trusted_proxies")
 	}
+}
+
+// Defaults of serve.web.proxy_header and proxy_secret_header (those of
+// internal/web).
+const (
+	DefaultProxyHeader       = "X-Forwarded-Email"
+	DefaultProxySecretHeader = "X-Orchestrator-Proxy-Secret"
+)
+
+// proxyHeaderOf is the header that names the person behind the proxy.
+func proxyHeaderOf(w Web) string {
+	if h := strings.TrimSpace(w.ProxyHeader); h != "" {
+		return h
+	}
+	return DefaultProxyHeader
+}
+
+// validHeaderName reports whether s is an HTTP header name (a token).
+func validHeaderName(s string) bool {
+	for _, r := range s {
+		if !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // ParseWebProxy reads a serve.web.trusted_proxies entry: an IP address or

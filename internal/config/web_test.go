@@ -10,8 +10,8 @@ const sumB = "fcde2b2edba56bf408601fb721fe9b5c338d10ee429ea04fae5511b68fbf8fb9"
 
 func TestWebParsesUsersProxiesAndAllow(t *testing.T) {
 	in := "serve:\n  web:\n    enabled: true\n    users:\n      - {name: alice, token_sha256: " + sumA + "}\n      - name: bob\n        token_sha256: " + sumB + "\n" +
-		"    trusted_proxies: [10.0.0.0/8, \"::1\", 127.0.0.1]\n    allow: [\"carol@example.com\"]\n"
-	cfg, err := ParseEnv(strings.NewReader(in), "w.yaml", env("HOME", "/h", "XDG_STATE_HOME", "/s"))
+		"    trusted_proxies: [10.0.0.0/8, \"::1\", 127.0.0.1]\n    proxy_secret: ${PROXY_SECRET}\n    proxy_header: X-Forwarded-User\n    allow: [\"carol@example.com\"]\n"
+	cfg, err := ParseEnv(strings.NewReader(in), "w.yaml", env("HOME", "/h", "XDG_STATE_HOME", "/s", "PROXY_SECRET", "0123456789abcdef0123"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +53,12 @@ func TestWebValidateErrors(t *testing.T) {
 		{"bad proxy", Web{TrustedProxies: []string{"10.0.0.0/33", "proxy.local"}, Allow: []string{"*"}},
 			[]string{`serve.web.trusted_proxies[0]: want an IP address or a CIDR`, `serve.web.trusted_proxies[1]: want an IP address or a CIDR such as 10.0.0.0/8, got "proxy.local"`}},
 		{"proxies without allow", Web{TrustedProxies: []string{"10.0.0.1"}}, []string{"serve.web.allow: required with trusted_proxies"}},
+		{"every address", Web{TrustedProxies: []string{"0.0.0.0/0", "::/0", "10.0.0.0/8"}, Allow: []string{"*"}},
+			[]string{"serve.web.trusted_proxies[0]: 0.0.0.0/0 is every address", "serve.web.trusted_proxies[1]: ::/0 is every address"}},
+		{"loopback without a secret", Web{TrustedProxies: []string{"127.0.0.1", "::1", "127.0.0.0/8"}, Allow: []string{"*"}},
+			[]string{"serve.web.trusted_proxies[0]: this host's loopback", "serve.web.trusted_proxies[1]: this host's loopback", "serve.web.trusted_proxies[2]: this host's loopback"}},
+		{"short secret, bad header", Web{TrustedProxies: []string{"127.0.0.1"}, ProxySecret: "short", ProxyHeader: "X Email", Allow: []string{"*"}},
+			[]string{"serve.web.proxy_secret: too short", `serve.web.proxy_header: "X Email" is not a header name`}},
 		{"empty allow item", Web{TrustedProxies: []string{"10.0.0.1"}, Allow: []string{" "}}, []string{"serve.web.allow[0]: must not be empty"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
@@ -25,7 +27,13 @@ import (
 const (
 	viaToken   = "token"   // Authorization: Bearer
 	viaSession = "session" // the cookie the sign-in form set
-	viaProxy   = "proxy"   // a trusted proxy's X-Forwarded-User/-Email
+	viaProxy   = "proxy"   // a trusted proxy's ProxyHeader
+)
+
+// Defaults of Config.ProxyHeader and Config.ProxySecretHeader.
+const (
+	DefaultProxyHeader       = "X-Forwarded-Email"
+	DefaultProxySecretHeader = "X-Orchestrator-Proxy-Secret"
 )
 
 // SessionCookie is the name of the session cookie.
@@ -111,20 +119,17 @@ func (s *Server) authenticate(r *http.Request) (id identity, ok bool, err error)
 		return identity{Name: name, Via: viaToken, csrf: s.sign(viaToken + ":" + name)}, true, nil
 	}
 	if s.fromTrustedProxy(r) {
-		user := strings.TrimSpace(r.Header.Get("X-Forwarded-User"))
-		email := strings.TrimSpace(r.Header.Get("X-Forwarded-Email"))
-		if user != "" || email != "" {
-			if !s.allowed(user, email) {
-				return identity{}, false, errNotAllowed
-			}
-			name := user
-			if name == "" {
-				name = email
-			}
+		// One header says who it is: the one that was allowed is the one
+		// recorded as the answerer.
+		vals := r.Header.Values(s.cfg.ProxyHeader)
+		if len(vals) > 1 {
+			return identity{}, false, fmt.Errorf("the proxy sent %s %d times", s.cfg.ProxyHeader, len(vals))
+		}
+		if len(vals) == 1 && strings.TrimSpace(vals[0]) != "" {
 			// The name is shown on every surface as the answerer's.
-			name = strings.Join(strings.Fields(questions.Printable(name)), " ")
-			if len(name) > maxNameBytes {
-				name = strings.ToValidUTF8(name[:maxNameBytes], "")
+			name := strings.Join(strings.Fields(questions.Printable(vals[0])), " ")
+			if len(name) > maxNameBytes || name == "" || !s.allowed(name) {
+				return identity{}, false, errNotAllowed
 			}
 			return identity{Name: name, Via: viaProxy, csrf: s.sign(viaProxy + ":" + name)}, true, nil
 		}
@@ -144,9 +149,17 @@ func (s *Server) authenticate(r *http.Request) (id identity, ok bool, err error)
 	return identity{}, false, nil
 }
 
+// fromTrustedProxy reports whether r comes from a trusted proxy: from one
+// of its addresses and, when a proxy secret is configured, with it.
 func (s *Server) fromTrustedProxy(r *http.Request) bool {
 	if len(s.cfg.TrustedProxies) == 0 {
 		return false
+	}
+	if s.cfg.ProxySecret != "" {
+		got := r.Header.Values(s.cfg.ProxySecretHeader)
+		if len(got) != 1 || subtle.ConstantTimeCompare([]byte(got[0]), []byte(s.cfg.ProxySecret)) != 1 {
+			return false
+		}
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
@@ -160,10 +173,12 @@ func (s *Server) fromTrustedProxy(r *http.Request) bool {
 	return slices.ContainsFunc(s.cfg.TrustedProxies, func(p netip.Prefix) bool { return p.Contains(a) })
 }
 
-func (s *Server) allowed(user, email string) bool {
+// allowed reports whether serve.web.allow lets name (the proxy header's
+// value) in.
+func (s *Server) allowed(name string) bool {
 	for _, a := range s.cfg.Allow {
 		a = strings.TrimSpace(a)
-		if a == "*" || (user != "" && strings.EqualFold(a, user)) || (email != "" && strings.EqualFold(a, email)) {
+		if a == "*" || strings.EqualFold(a, name) {
 			return true
 		}
 	}
@@ -222,8 +237,22 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 // maxFormBytes bounds a form or JSON body.
 const maxFormBytes = 1 << 20
 
+// safeNext returns next if it is a path on this site, else "/": it must
+// start with one "/" (not "//" or "/\\", which browsers read as another
+// host), hold no control character, space or backslash anywhere (browsers
+// drop tabs and newlines from a URL, so "/\t/evil.example" is
+// "//evil.example" to them) and parse as a path without a scheme or host.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || !utf8.ValidString(next) {
+		return "/"
+	}
+	for _, r := range next {
+		if r <= ' ' || r == 0x7f || r == '\\' || unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return "/"
+		}
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" || !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") {
 		return "/"
 	}
 	return next

@@ -2,8 +2,12 @@ package web
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -206,5 +210,55 @@ func TestBrowserPhoneScreenKeyboardAndLabels(t *testing.T) {
 	}
 	if got := f.be.final("r1-1"); got == nil || got.Answers[0].Labels[0] != "OAuth2" {
 		t.Fatalf("keyboard answer: recorded %+v", got)
+	}
+}
+
+// TestBrowserSignInNeverLeavesTheSite: a real browser drops a tab from a
+// URL, so "/\t/host/path" is "//host/path" to it. Neither the sign-in form
+// nor a signed-in visit of /signin?next=… takes it to another site (here
+// another local server, which counts the visits it gets).
+func TestBrowserSignInNeverLeavesTheSite(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.Now = time.Now })
+	var visits atomic.Int32
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		visits.Add(1)
+		fmt.Fprint(w, "<main>phished</main>")
+	}))
+	defer evil.Close()
+	evilHost := strings.TrimPrefix(evil.URL, "http://")
+	ctx := browsertest.New(t, 2*time.Minute)
+	nexts := []string{"/%09/" + evilHost + "/phish", "//" + evilHost + "/phish", "/%5C" + evilHost + "/phish", "/%0A/" + evilHost + "/phish"}
+	where := func() string {
+		loc, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return loc
+	}
+	// Not signed in: the form carries next; signing in must stay here.
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(f.ts.URL+"/signin?next="+nexts[0]),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), aliceToken),
+		chromedp.Submit(chromedp.ID("token")),
+		chromedp.WaitVisible(chromedp.ID("set-r1-1")),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loc := where(); !strings.HasPrefix(loc, f.ts.URL+"/") {
+		t.Errorf("signed in with next=%s: at %s, want this site", nexts[0], loc)
+	}
+	// Signed in: /signin?next=… redirects at once.
+	for _, next := range nexts {
+		if err := chromedp.Do(ctx, chromedp.Navigate(f.ts.URL+"/signin?next="+next), chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {
+			t.Fatal(err)
+		}
+		if loc := where(); !strings.HasPrefix(loc, f.ts.URL+"/") {
+			t.Errorf("signed in, /signin?next=%s: at %s, want this site", next, loc)
+		}
+	}
+	if n := visits.Load(); n != 0 {
+		t.Errorf("the other site was visited %d times", n)
 	}
 }

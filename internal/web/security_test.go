@@ -109,28 +109,75 @@ func TestForgedForwardedUserFromUntrustedAddressIsIgnored(t *testing.T) {
 func TestTrustedProxyUserMustBeAllowed(t *testing.T) {
 	f := newFixture(t, func(c *Config) {
 		c.TrustedProxies = []netip.Prefix{mustPrefix(t, "127.0.0.1/32")}
-		c.Allow = []string{"carol@example.com", "dave"}
+		c.Allow = []string{"carol@example.com", "dave@example.com"}
 	})
-	if r := f.do(nil, "GET", "/api/pending", "", map[string]string{"X-Forwarded-User": "carol", "X-Forwarded-Email": "carol@example.com"}); r.status != 200 {
+	if r := f.do(nil, "GET", "/api/pending", "", map[string]string{"X-Forwarded-Email": "carol@example.com"}); r.status != 200 {
 		t.Fatalf("allowed email through the proxy: %d", r.status)
 	}
-	if r := f.do(nil, "GET", "/", "", map[string]string{"X-Forwarded-User": "dave"}); r.status != 200 || !strings.Contains(r.body, "Signed in as <strong>dave</strong>") {
+	if r := f.do(nil, "GET", "/", "", map[string]string{"X-Forwarded-Email": "dave@example.com"}); r.status != 200 || !strings.Contains(r.body, "Signed in as <strong>dave@example.com</strong>") {
 		t.Fatalf("allowed user through the proxy: %d", r.status)
 	}
-	r := f.do(nil, "GET", "/api/pending", "", map[string]string{"X-Forwarded-User": "mallory"})
+	r := f.do(nil, "GET", "/api/pending", "", map[string]string{"X-Forwarded-Email": "mallory@example.com"})
 	if r.status != http.StatusForbidden {
-		t.Fatalf("user not in allow: %d, want 403", r.status)
+		t.Fatalf("email not in allow: %d, want 403", r.status)
 	}
 	assertNothingLeaked(t, "not allowed", r)
-	// A proxy user answers with the form's CSRF token; the answer is theirs.
-	page := f.do(nil, "GET", "/", "", map[string]string{"X-Forwarded-User": "dave"})
+	// Only X-Forwarded-Email says who it is: X-Forwarded-User, allowed or
+	// not, neither lets anyone in nor names the answerer.
+	for _, h := range []map[string]string{
+		{"X-Forwarded-User": "dave@example.com"},
+		{"X-Forwarded-User": "carol@example.com", "X-Forwarded-Email": "mallory@example.com"},
+	} {
+		if r := f.do(nil, "GET", "/api/pending", "", h); r.status == 200 {
+			t.Errorf("%v: let in, want refused", h)
+		}
+	}
+	// Sent twice (the browser's and the proxy's): refused.
+	req, _ := http.NewRequest("GET", f.ts.URL+"/api/pending", nil)
+	req.Header.Add("X-Forwarded-Email", "carol@example.com")
+	req.Header.Add("X-Forwarded-Email", "mallory@example.com")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode == 200 {
+		t.Errorf("two X-Forwarded-Email headers: %v %v, want refused", resp.StatusCode, err)
+	} else {
+		resp.Body.Close()
+	}
+
+	// An allowed person's email with X-Forwarded-User: mallory answers as
+	// the allowed person, the one who was let in — never as mallory.
+	page := f.do(nil, "GET", "/", "", map[string]string{"X-Forwarded-Email": "dave@example.com", "X-Forwarded-User": "mallory"})
+	if page.status != 200 || strings.Contains(page.body, "mallory") {
+		t.Fatalf("page for dave's email with X-Forwarded-User mallory: %d, mentions mallory %v", page.status, strings.Contains(page.body, "mallory"))
+	}
 	body, h := form(url.Values{"csrf": {csrfOf(t, page.body)}, "set_id": {"r1-1"}, "a:qa1": {"JWT"}})
-	h["X-Forwarded-User"] = "dave"
+	h["X-Forwarded-Email"] = "dave@example.com"
+	h["X-Forwarded-User"] = "mallory"
 	if r := f.do(nil, "POST", "/answer", body, h); r.status != 200 {
 		t.Fatalf("answer through the proxy: %d %s", r.status, r.body)
 	}
-	if got := f.be.final("r1-1"); got == nil || got.By != "dave" || got.Surface != "web" {
-		t.Fatalf("answer recorded as %+v, want by dave on web", got)
+	if got := f.be.final("r1-1"); got == nil || got.By != "dave@example.com" || got.Surface != "web" {
+		t.Fatalf("answer recorded as %+v, want by dave@example.com on web", got)
+	}
+}
+
+// With a proxy secret, the proxy's address alone is not enough: a process
+// on the proxy's host (the agent's tools) does not know the secret.
+func TestTrustedProxyNeedsTheSecret(t *testing.T) {
+	const secret = "proxy-s3cret-value"
+	f := newFixture(t, func(c *Config) {
+		c.TrustedProxies = []netip.Prefix{mustPrefix(t, "127.0.0.1/32")}
+		c.ProxySecret = secret
+		c.Allow = []string{"*"}
+	})
+	for name, h := range map[string]map[string]string{
+		"no secret":    {"X-Forwarded-Email": "carol@example.com"},
+		"wrong secret": {"X-Forwarded-Email": "carol@example.com", DefaultProxySecretHeader: "guess"},
+	} {
+		if r := f.do(nil, "GET", "/api/pending", "", h); r.status != http.StatusUnauthorized {
+			t.Errorf("%s: %d, want 401", name, r.status)
+		}
+	}
+	if r := f.do(nil, "GET", "/api/pending", "", map[string]string{"X-Forwarded-Email": "carol@example.com", DefaultProxySecretHeader: secret}); r.status != 200 {
+		t.Errorf("with the secret: %d, want 200", r.status)
 	}
 }
 
@@ -284,11 +331,28 @@ func TestSecurityHeaders(t *testing.T) {
 
 func TestSignInRedirectStaysOnThisSite(t *testing.T) {
 	f := newFixture(t, nil)
-	for next, want := range map[string]string{"/runs/r1": "/runs/r1", "//evil.example/": "/", "https://evil.example/": "/", "/\\evil.example": "/"} {
+	cases := map[string]string{
+		"/runs/r1": "/runs/r1", "/runs/r1?x=1#y": "/runs/r1?x=1#y",
+		"//evil.example/": "/", "https://evil.example/": "/", "/\\evil.example": "/",
+		"/\t/evil.example/phish": "/", "/\n/evil.example": "/", "/\r//evil.example": "/", " //evil.example": "/",
+		"/\x00/evil.example": "/", "/\u200b/evil.example": "/", "\\\\evil.example": "/", "javascript:alert(1)": "/",
+		"/%09/evil.example": "/%09/evil.example", // escaped: a path on this site
+		"":                  "/", "evil.example": "/", "/a\\b": "/",
+	}
+	for next, want := range cases {
 		body, h := form(url.Values{"token": {aliceToken}, "next": {next}})
 		r := f.do(nil, "POST", "/signin", body, h)
 		if r.header.Get("Location") != want {
-			t.Errorf("next=%q: Location %q, want %q", next, r.header.Get("Location"), want)
+			t.Errorf("POST next=%q: Location %q, want %q", next, r.header.Get("Location"), want)
+		}
+	}
+	// Signed in, GET /signin?next=… redirects at once: the same rule. The
+	// query is decoded, so %09 is a tab there.
+	c, _ := f.signIn(aliceToken)
+	for _, q := range []string{"/%09/evil.example/phish", "//evil", "/%5Cevil", "https://evil", "/%0A/evil.example", "%2F%2Fevil"} {
+		r := f.do(c, "GET", "/signin?next="+q, "", nil)
+		if loc := r.header.Get("Location"); r.status != http.StatusSeeOther || loc != "/" {
+			t.Errorf("GET /signin?next=%s signed in: %d Location %q, want 303 to /", q, r.status, loc)
 		}
 	}
 }

@@ -174,10 +174,21 @@ type User struct {
 type Config struct {
 	Backend Backend
 	Users   []User
-	// TrustedProxies may vouch for a user with X-Forwarded-User or
-	// X-Forwarded-Email; from other addresses the headers are ignored.
+	// TrustedProxies may vouch for a user with ProxyHeader; from other
+	// addresses (or without ProxySecret) the header is ignored.
 	TrustedProxies []netip.Prefix
-	// Allow lists the users and emails a proxy may let in; "*" is all.
+	// ProxyHeader is the one header a trusted proxy names the person in:
+	// the one it sets itself, overwriting what the browser sent. Default
+	// DefaultProxyHeader. No other header is read for who someone is.
+	ProxyHeader string
+	// ProxySecret, when set, must be the value of ProxySecretHeader
+	// (default DefaultProxySecretHeader) for a trusted proxy to be
+	// believed: a process on the proxy's host (the agent's tools, when it
+	// is this host) does not know it.
+	ProxySecretHeader string
+	ProxySecret       string
+	// Allow lists who a proxy may let in (values of ProxyHeader); "*" is
+	// all.
 	Allow []string
 	// AnswerMaxBytes refuses longer answers (run.answer_max_bytes); 0 is
 	// no limit.
@@ -229,6 +240,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.ProxyHeader == "" {
+		cfg.ProxyHeader = DefaultProxyHeader
+	}
+	if cfg.ProxySecretHeader == "" {
+		cfg.ProxySecretHeader = DefaultProxySecretHeader
 	}
 	log := cfg.Logger
 	if log == nil {

@@ -217,6 +217,9 @@ func (d *Decoder) decodeLeaf(n *yaml.Node, v reflect.Value, path string) {
 			k := reflect.New(t.Key()).Elem()
 			d.decodeLeaf(key, k, path)
 			e := reflect.New(t.Elem()).Elem()
+			if d.Lines != nil {
+				d.Lines[JoinKey(path, key.Value)] = key.Line + d.Offset
+			}
 			d.decode(val, e, JoinKey(path, key.Value))
 			out.SetMapIndex(k, e)
 		}

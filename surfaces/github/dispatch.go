@@ -33,9 +33,6 @@ func (p *poller) handle(ctx context.Context, issue int, comments []*gh.IssueComm
 		st.learnGhost(g)
 	}
 	comments = slices.Clone(comments)
-	for _, c := range comments {
-		st.learn(c)
-	}
 	// Comments that could not be decided last time (a lookup failed).
 	for _, c := range st.retry {
 		if !slices.ContainsFunc(comments, func(x *gh.IssueComment) bool { return x.GetID() == c.GetID() }) {
@@ -43,13 +40,26 @@ func (p *poller) handle(ctx context.Context, issue int, comments []*gh.IssueComm
 		}
 	}
 	clear(st.retry)
+	// Which comments are the orchestrator's own is known by their author:
+	// until the orchestrator's account is known, nothing is read.
+	me, err := p.c.self(ctx)
+	if err != nil {
+		p.c.log.Warn("github: comments left to read again", "repo", p.owner+"/"+p.name, "issue", issue, "err", err)
+		for _, c := range comments {
+			st.retry[c.GetID()] = c
+		}
+		return
+	}
+	for _, c := range comments {
+		st.learn(me, c)
+	}
 	clear(st.openNow)
 	slices.SortFunc(comments, func(a, b *gh.IssueComment) int { return cmpID(a.GetID(), b.GetID()) })
 	for _, c := range comments {
 		if ctx.Err() != nil {
 			return
 		}
-		if !p.decide(ctx, issue, st, c) {
+		if !p.decide(ctx, issue, st, me, c) {
 			st.retry[c.GetID()] = c
 		}
 	}
@@ -65,12 +75,13 @@ func cmpID(a, b int64) int {
 	return 0
 }
 
-// learn takes what an orchestrator comment says about the issue.
-func (st *issueState) learn(c *gh.IssueComment) {
-	body := c.GetBody()
-	if !isOwn(body) {
+// learn takes what an orchestrator comment says about the issue. Markers
+// in a comment someone else wrote say nothing.
+func (st *issueState) learn(me identity, c *gh.IssueComment) {
+	if !me.owns(c) {
 		return
 	}
+	body := c.GetBody()
 	for _, k := range noticeKeys(body) {
 		st.notified[k] = true
 	}
@@ -144,9 +155,9 @@ type target struct {
 
 // decide decides what comment c is. It returns false if c must be read
 // again later (a lookup or the store failed).
-func (p *poller) decide(ctx context.Context, issue int, st *issueState, c *gh.IssueComment) bool {
+func (p *poller) decide(ctx context.Context, issue int, st *issueState, me identity, c *gh.IssueComment) bool {
 	body := c.GetBody()
-	if isOwn(body) || isBot(c.GetUser()) { // the orchestrator's own, whoever the author; bots
+	if me.owns(c) || isBot(c.GetUser()) { // the orchestrator's own (by its author); bots
 		return true
 	}
 	mine := make(map[string]*waiter)

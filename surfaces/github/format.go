@@ -14,10 +14,11 @@ import (
 // maxCommentRunes is GitHub's limit on the length of a comment body.
 const maxCommentRunes = 65536
 
-// Hidden markers. Every comment the orchestrator posts carries one, and that
-// is how its own comments are recognised: under a personal access token it
-// posts as a human, so the author says nothing. Model text and people's
-// text quoted in comments are cleaned so they can never carry one.
+// Hidden markers. Every comment the orchestrator posts carries one; its own
+// comments are those its account wrote (identity) that carry one: under a
+// personal access token it posts as a human, who may also answer by hand.
+// A marker in a comment anyone else wrote means nothing. Model text and
+// people's text quoted in comments are cleaned so they can never carry one.
 const markerPrefix = "<!-- orchestrator:"
 
 // questionMarker marks part part of parts of the question comment of set.
@@ -64,7 +65,8 @@ var (
 	noticeMarkerRE   = regexp.MustCompile(`<!-- orchestrator:notice key=(\S+?) -->`)
 )
 
-// isOwn reports whether a comment body was posted by the orchestrator.
+// isOwn reports whether a comment body carries a marker. Only the
+// orchestrator's account's comments are its own (identity.owns).
 func isOwn(body string) bool { return strings.Contains(body, markerPrefix) }
 
 // questionPart is what a question comment's marker says.

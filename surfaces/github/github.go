@@ -174,6 +174,12 @@ type Client struct {
 	onIdle   func(repo string, issue int)
 	// transport paces writes and waits out rate limits below go-github.
 	transport *rateLimitTransport
+	// appJWT calls the API as the App itself (its JWT), to learn its bot's
+	// login; nil under a token.
+	appJWT *gh.Client
+
+	idMu sync.Mutex // guards me; held while it is looked up
+	me   identity   // who the orchestrator posts as; zero until learned (self)
 
 	ctx    context.Context // ends with Close; bounds pollers and webhook work
 	cancel context.CancelFunc
@@ -312,6 +318,17 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		}
 		itr.BaseURL = strings.TrimRight(u.String(), "/")
 		rt = itr
+		atr, err := ghinstallation.NewAppsTransport(c.transport, a.ID, key)
+		if err != nil {
+			return nil, fmt.Errorf("github app %d: private key: %w", a.ID, err)
+		}
+		atr.BaseURL = itr.BaseURL
+		appClient := *hc
+		appClient.Transport = atr
+		c.appJWT = gh.NewClient(&appClient)
+		c.appJWT.BaseURL = u
+		c.appJWT.UploadURL = u
+		c.appJWT.UserAgent = "orchestrator"
 	}
 	client := *hc
 	client.Transport = rt
@@ -535,8 +552,12 @@ func (s *Surface) post(ctx context.Context, set questions.Set) (*asked, []*gh.Is
 	if err != nil {
 		return nil, nil, time.Time{}, fmt.Errorf("github: ask %s: list comments of %s#%d: %w", set.ID, s.repo(), issue, err)
 	}
+	me, err := s.c.self(ctx)
+	if err != nil {
+		return nil, nil, time.Time{}, fmt.Errorf("github: ask %s: %w", set.ID, err)
+	}
 	bodies := renderParts(set)
-	found := findParts(comments, set.ID, len(bodies))
+	found := findParts(me.ownOnly(comments), set.ID, len(bodies))
 	for i, body := range bodies {
 		if found[i] != nil {
 			continue
@@ -559,7 +580,8 @@ func (s *Surface) post(ctx context.Context, set questions.Set) (*asked, []*gh.Is
 	return a, comments, date, nil
 }
 
-// findParts returns the question comments of set among comments, by part
+// findParts returns the question comments of set among comments (the
+// orchestrator's own: identity.ownOnly), by part
 // (nil where missing): the first of each part, of a rendering in parts
 // parts, or of whatever number of parts was posted when parts is 0.
 func findParts(comments []*gh.IssueComment, setID string, parts int) []*gh.IssueComment {
@@ -628,13 +650,18 @@ func (c *Client) createComment(ctx context.Context, owner, name string, issue in
 		if lerr != nil {
 			continue
 		}
-		if cm := findMarked(comments, marker); cm != nil {
+		me, lerr := c.self(ctx)
+		if lerr != nil {
+			continue
+		}
+		if cm := findMarked(me.ownOnly(comments), marker); cm != nil {
 			return cm, nil
 		}
 	}
 }
 
 // findMarked returns the first of comments that carries marker, or nil.
+// Give it the orchestrator's own comments (identity.ownOnly).
 func findMarked(comments []*gh.IssueComment, marker string) *gh.IssueComment {
 	for _, c := range comments {
 		if strings.Contains(c.GetBody(), marker) {
@@ -781,6 +808,10 @@ func (s *Surface) openRunIssue(ctx context.Context, set questions.Set, runID str
 // repository's issues (with the configured labels), newest first.
 func (s *Surface) findRunIssue(ctx context.Context, runID string) (int, error) {
 	marker := runMarker(runID)
+	me, err := s.c.self(ctx)
+	if err != nil {
+		return 0, err
+	}
 	opts := &gh.IssueListByRepoOptions{
 		State: "all", Sort: "created", Direction: "desc",
 		Labels:      s.cfg.Labels,
@@ -792,7 +823,7 @@ func (s *Surface) findRunIssue(ctx context.Context, runID string) (int, error) {
 			return 0, err
 		}
 		for _, is := range issues {
-			if strings.Contains(is.GetBody(), marker) {
+			if me.wrote(is.GetUser()) && strings.Contains(is.GetBody(), marker) {
 				return is.GetNumber(), nil
 			}
 		}
@@ -819,7 +850,11 @@ func (s *Surface) find(ctx context.Context, set questions.Set) (*asked, error) {
 	if err != nil {
 		return nil, fmt.Errorf("github: list comments of %s#%d: %w", s.repo(), issue, err)
 	}
-	parts := findParts(comments, set.ID, 0)
+	me, err := s.c.self(ctx)
+	if err != nil {
+		return nil, err
+	}
+	parts := findParts(me.ownOnly(comments), set.ID, 0)
 	if len(parts) == 0 || slices.Contains(parts, nil) {
 		return nil, nil
 	}

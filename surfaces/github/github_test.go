@@ -996,6 +996,13 @@ func TestGitHubApp(t *testing.T) {
 	if tokens != 1 {
 		t.Errorf("%d installation tokens fetched, want 1 (cached)", tokens)
 	}
+	// The app's bot posts; it knows it is that bot from GET /app.
+	if q := f.questionComments(set); len(q) != 1 || q[0].Login != "orchestrator[bot]" {
+		t.Errorf("question comments %+v, want one by orchestrator[bot]", q)
+	}
+	if me, err := s.c.self(ctxTimeout(t)); err != nil || me.login != "orchestrator[bot]" || me.id == 0 {
+		t.Errorf("self = %+v, %v; want the app's bot with its ID", me, err)
+	}
 
 	// The wrong app ID is refused.
 	cfg.App = &AppAuth{ID: 999, InstallationID: 678, PrivateKeyFile: keyFile}

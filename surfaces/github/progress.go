@@ -136,7 +136,11 @@ func (s *Surface) findProgressComment(ctx context.Context, issue int, runID stri
 	if err != nil {
 		return 0, fmt.Errorf("github: find the status comment of run %s: %w", runID, err)
 	}
-	return findMarked(comments, progressMarker(runID)).GetID(), nil
+	me, err := s.c.self(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("github: find the status comment of run %s: %w", runID, err)
+	}
+	return findMarked(me.ownOnly(comments), progressMarker(runID)).GetID(), nil
 }
 
 // renderProgress is the status comment's text, without its marker.

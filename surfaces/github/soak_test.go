@@ -42,15 +42,18 @@ func (f *soakAPI) RoundTrip(r *http.Request) (*http.Response, error) {
 	p := strings.TrimPrefix(r.URL.Path, "/repos/acme/app/")
 	var out any = map[string]any{}
 	status := http.StatusOK
+	bot := map[string]any{"login": "orchestrator-bot", "id": 1, "type": "User"}
 	switch {
+	case r.Method == "GET" && r.URL.Path == "/user":
+		out = bot
 	case r.Method == "GET" && (p == "issues" || strings.HasSuffix(p, "/comments")):
 		out = []any{}
 	case r.Method == "POST" && p == "issues":
-		out, status = map[string]any{"number": id}, http.StatusCreated
+		out, status = map[string]any{"number": id, "user": bot}, http.StatusCreated
 	case r.Method == "POST" && strings.HasSuffix(p, "/comments"):
-		out, status = map[string]any{"id": id, "body": in["body"], "created_at": now, "updated_at": now}, http.StatusCreated
+		out, status = map[string]any{"id": id, "body": in["body"], "user": bot, "created_at": now, "updated_at": now}, http.StatusCreated
 	case r.Method == "PATCH":
-		out = map[string]any{"id": id, "body": in["body"]}
+		out = map[string]any{"id": id, "body": in["body"], "user": bot}
 	case strings.HasSuffix(p, "/permission"):
 		out = map[string]any{"permission": "write"}
 	case strings.HasSuffix(p, "/reactions"):

@@ -437,7 +437,11 @@ func (s *Surface) RunEnded(ctx context.Context, p surfaces.RunProgress) error {
 	if err != nil {
 		return fmt.Errorf("github: close %s#%d: list comments: %w", s.repo(), issue, err)
 	}
-	if findMarked(comments, marker) == nil {
+	me, err := s.c.self(ctx)
+	if err != nil {
+		return fmt.Errorf("github: close %s#%d: %w", s.repo(), issue, err)
+	}
+	if findMarked(me.ownOnly(comments), marker) == nil {
 		if s.cfg.Progress {
 			p.Summary = "" // the status comment shows it already
 		}

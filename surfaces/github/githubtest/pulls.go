@@ -152,7 +152,7 @@ func (s *Server) routePulls(r *http.Request, rp *repo, rest []string) (out any, 
 			}
 			now := s.tickLocked(time.Time{})
 			p := &PullRequest{Number: 1001 + len(s.pulls[key]), Repo: rp.fullName, Title: in.Title, Body: in.Body, Head: in.Head,
-				Base: in.Base, Draft: in.Draft, State: "open", Login: s.apiLogin(), CreatedAt: now, UpdatedAt: now}
+				Base: in.Base, Draft: in.Draft, State: "open", Login: s.as, CreatedAt: now, UpdatedAt: now}
 			s.pulls[key] = append(s.pulls[key], p)
 			return s.pullJSON(rp, p), nil, true
 		}

@@ -97,11 +97,12 @@ type Server struct {
 	perms    map[string]string // lower login → permission
 	token    string            // required token, if any
 	apps     map[int64]app     // installation ID → app
-	appToks  map[string]bool   // installation tokens handed out
+	appToks  map[string]int64  // installation tokens handed out → installation ID
 	requests []Request
 	used     int // requests counted against the rate limit (304s are not)
 	faults   []fault
 	botLogin string
+	as       string                    // the login the request being served acts as (authLocked)
 	pulls    map[string][]*PullRequest // by lower-case repository name (pulls.go)
 }
 
@@ -119,8 +120,9 @@ type user struct {
 }
 
 type app struct {
-	id  int64
-	key *rsa.PublicKey
+	id   int64
+	slug string
+	key  *rsa.PublicKey
 }
 
 type fault struct {
@@ -144,7 +146,7 @@ func NewServer(t testing.TB) *Server {
 		users:   make(map[string]*user),
 		perms:   make(map[string]string),
 		apps:    make(map[int64]app),
-		appToks: make(map[string]bool),
+		appToks: make(map[string]int64),
 		pulls:   make(map[string][]*PullRequest),
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
@@ -167,20 +169,29 @@ func (s *Server) RequireToken(token string) {
 }
 
 // AddApp registers a GitHub App installation whose JWTs are signed by the
-// private key of pub. POST /app/installations/{installationID}/access_tokens
-// then hands out installation tokens, which RequireToken accepts.
+// private key of pub, with the slug "orchestrator" (AddAppSlug names
+// another). POST /app/installations/{installationID}/access_tokens then
+// hands out installation tokens, which RequireToken accepts; what they
+// create is authored by the app's bot, "<slug>[bot]" (type "Bot"), and
+// GET /app with the app's JWT describes the app.
 func (s *Server) AddApp(appID, installationID int64, pub *rsa.PublicKey) {
+	s.AddAppSlug(appID, installationID, "orchestrator", pub)
+}
+
+// AddAppSlug is AddApp for an app whose slug is slug.
+func (s *Server) AddAppSlug(appID, installationID int64, slug string, pub *rsa.PublicKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.apps[installationID] = app{id: appID, key: pub}
+	s.apps[installationID] = app{id: appID, slug: slug, key: pub}
 	if s.token == "" {
 		s.token = "\x00no static token"
 	}
 }
 
-// SetBotLogin sets the login the server shows as the author of comments and
-// issues created through the API (default "orchestrator-bot"). Tests of a
-// personal access token shared with a human set it to the human's login.
+// SetBotLogin sets the login the token given to RequireToken belongs to:
+// the author of the comments, issues and reactions it creates, and who
+// GET /user says it is (default "orchestrator-bot"). Tests of a personal
+// access token shared with a human set it to the human's login.
 func (s *Server) SetBotLogin(login string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -269,6 +280,15 @@ func (s *Server) CreateIssue(repo, title string) int {
 	defer s.mu.Unlock()
 	defer s.notifyLocked()
 	return s.createIssueLocked(repo, title, "", nil, "octocat").Number
+}
+
+// OpenIssue opens an issue in repo as login, with body and labels, and
+// returns its number.
+func (s *Server) OpenIssue(repo, login, title, body string, labels ...string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notifyLocked()
+	return s.createIssueLocked(repo, title, body, labels, login).Number
 }
 
 // AddComment posts a comment on issue as login and returns its ID. The issue
@@ -752,6 +772,9 @@ func (s *Server) serveLocked(w http.ResponseWriter, r *http.Request) int {
 	if r.Method == http.MethodPost && len(segs) == 4 && segs[0] == "app" && segs[1] == "installations" && segs[3] == "access_tokens" {
 		return s.accessToken(w, r, segs[2])
 	}
+	if r.Method == http.MethodGet && len(segs) == 1 && segs[0] == "app" {
+		return s.getApp(w, r)
+	}
 	if err := s.authLocked(r); err != nil {
 		return writeError(w, err)
 	}
@@ -814,17 +837,74 @@ func (s *Server) rateHeaders(h http.Header) {
 	h.Set("X-RateLimit-Resource", "core")
 }
 
+// authLocked checks r's credentials and sets s.as to who they act as: the
+// token's owner (apiLogin), or an installation's bot.
 func (s *Server) authLocked(r *http.Request) error {
+	s.as = s.apiLogin()
 	if s.token == "" {
 		return nil
 	}
 	auth := r.Header.Get("Authorization")
 	for _, p := range []string{"Bearer ", "token "} {
-		if tok, ok := strings.CutPrefix(auth, p); ok && (tok == s.token || s.appToks[tok]) {
+		tok, ok := strings.CutPrefix(auth, p)
+		if !ok {
+			continue
+		}
+		if tok == s.token {
+			return nil
+		}
+		if inst, ok := s.appToks[tok]; ok {
+			s.as = s.apps[inst].slug + "[bot]"
 			return nil
 		}
 	}
 	return &apiError{http.StatusUnauthorized, "Bad credentials"}
+}
+
+// installationLocked reports whether r is authenticated by an installation
+// token.
+func (s *Server) installationLocked(r *http.Request) bool {
+	auth := r.Header.Get("Authorization")
+	for _, p := range []string{"Bearer ", "token "} {
+		if tok, ok := strings.CutPrefix(auth, p); ok {
+			if _, ok := s.appToks[tok]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// getApp serves GET /app: the app whose JWT authenticates r. Other
+// credentials are refused as GitHub does: a JWT is required.
+func (s *Server) getApp(w http.ResponseWriter, r *http.Request) int {
+	jwt, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	for _, a := range s.apps {
+		if verifyJWT(jwt, a) != nil {
+			continue
+		}
+		bot := s.userLocked(a.slug + "[bot]")
+		bot.typ = "Bot"
+		data, _ := json.Marshal(map[string]any{
+			"id":           a.id,
+			"slug":         a.slug,
+			"node_id":      "A_" + strconv.FormatInt(a.id, 10),
+			"client_id":    "Iv1.fake" + strconv.FormatInt(a.id, 10),
+			"owner":        s.userJSON("octocat"),
+			"name":         a.slug,
+			"description":  "",
+			"external_url": "https://example.com",
+			"html_url":     "https://github.com/apps/" + a.slug,
+			"created_at":   ts(s.now()),
+			"updated_at":   ts(s.now()),
+			"permissions":  map[string]string{"issues": "write", "metadata": "read"},
+			"events":       []string{"issue_comment"},
+		})
+		w.WriteHeader(http.StatusOK)
+		w.Write(data)
+		return http.StatusOK
+	}
+	return writeError(w, &apiError{http.StatusUnauthorized, "A JSON web token could not be decoded"})
 }
 
 // accessToken serves POST /app/installations/{id}/access_tokens: it checks
@@ -840,7 +920,7 @@ func (s *Server) accessToken(w http.ResponseWriter, r *http.Request, inst string
 		return writeError(w, &apiError{http.StatusUnauthorized, "A JSON web token could not be decoded: " + err.Error()})
 	}
 	tok := fmt.Sprintf("ghs_fake%d", s.newIDLocked())
-	s.appToks[tok] = true
+	s.appToks[tok] = id
 	data, _ := json.Marshal(map[string]any{
 		"token":                tok,
 		"expires_at":           ts(s.now().Add(time.Hour)),
@@ -893,6 +973,19 @@ func verifyJWT(tok string, a app) error {
 // route serves the REST endpoints; segs is the path split on "/".
 func (s *Server) route(h http.Header, r *http.Request, segs []string) (any, error) {
 	notFound := &apiError{http.StatusNotFound, "Not Found"}
+	switch {
+	// GET /user: who the token belongs to; an installation token is no user.
+	case len(segs) == 1 && segs[0] == "user" && r.Method == http.MethodGet:
+		if s.installationLocked(r) {
+			return nil, &apiError{http.StatusForbidden, "Resource not accessible by integration"}
+		}
+		u := s.userJSON(s.as)
+		u["name"] = s.as
+		return u, nil
+	// GET /users/{login}: users exist as soon as they are named.
+	case len(segs) == 2 && segs[0] == "users" && r.Method == http.MethodGet:
+		return s.userJSON(segs[1]), nil
+	}
 	if len(segs) < 4 || segs[0] != "repos" {
 		return nil, notFound
 	}
@@ -943,7 +1036,7 @@ func (s *Server) route(h http.Header, r *http.Request, segs []string) (any, erro
 		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Title == "" {
 			return nil, &apiError{http.StatusUnprocessableEntity, "Validation Failed"}
 		}
-		is := s.createIssueLocked(rp.fullName, in.Title, in.Body, in.Labels, s.apiLogin())
+		is := s.createIssueLocked(rp.fullName, in.Title, in.Body, in.Labels, s.as)
 		return s.issueJSON(rp, is), nil
 
 	// /issues/comments
@@ -988,7 +1081,7 @@ func (s *Server) route(h http.Header, r *http.Request, segs []string) (any, erro
 			default:
 				return nil, &apiError{http.StatusUnprocessableEntity, "Validation Failed"}
 			}
-			login := s.apiLogin()
+			login := s.as
 			if !slices.Contains(c.Reactions, Reaction{in.Content, login}) {
 				c.Reactions = append(c.Reactions, Reaction{in.Content, login})
 			}
@@ -1056,7 +1149,7 @@ func (s *Server) route(h http.Header, r *http.Request, segs []string) (any, erro
 			if err := checkBody(in.Body); err != nil {
 				return nil, err
 			}
-			return s.commentJSON(rp, s.addCommentLocked(rp, n, s.apiLogin(), in.Body)), nil
+			return s.commentJSON(rp, s.addCommentLocked(rp, n, s.as, in.Body)), nil
 		}
 		return nil, notFound
 	}
