@@ -66,7 +66,7 @@ func TestWebInboxAnswersARealRun(t *testing.T) {
 		sets, _ := st.QuestionSets(context.Background(), store.SetFilter{State: []store.SetState{store.SetPending}})
 		return sets
 	}
-	waitFor(t, "the question on the terminal", func() bool { return strings.Contains(out.String(), "Which auth method?") })
+	waitFor(t, "the question in serve's log", func() bool { return strings.Contains(out.String(), "question waiting") })
 	waitFor(t, "the question in the store", func() bool { return len(pendingOf()) == 1 })
 	first := pendingOf()[0]
 
@@ -140,8 +140,9 @@ func TestWebInboxAnswersARealRun(t *testing.T) {
 	}
 	browsertest.Screenshot(t, b, "run-real-run")
 
-	waitFor(t, "the terminal to say answered elsewhere", func() bool {
-		return strings.Contains(out.String(), "nswered elsewhere by alice on web")
+	waitFor(t, "serve's log to say who answered", func() bool {
+		s := out.String()
+		return strings.Contains(s, "question answered") && strings.Contains(s, "by=alice on=web")
 	})
 	if n := e.answerRequests(); n != 1 {
 		t.Fatalf("the answer reached the model %d times, want once", n)
