@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // Fencing. A run is driven by at most one process anywhere: the holder of
@@ -137,35 +138,47 @@ func (s *Store) takeToken(ctx context.Context, runID string) (int64, error) {
 type ToolCallRecord struct {
 	ToolUseID string
 	Tool      string
+	Input     string // what the call does, on one line (its command, its file)
 	Token     int64
 	Finished  bool
+	Result    string // its output, as the hook got it, cut at maxToolResult
 }
+
+// maxToolResult bounds the output of a tool call the store keeps.
+const maxToolResult = 8 << 10
 
 // ToolCallStarted records, before the tool runs, that the CLI of the take
 // token of run runID's lock runs tool call toolUseID; it fails with
 // ErrLeaseLost when token is not the run's any more (the call must not
-// run). Recording the same call again is not an error.
-func (s *Store) ToolCallStarted(ctx context.Context, runID, toolUseID, tool string, token int64) error {
+// run). again is true when the call was recorded before: a CLI that
+// resumed the session asks to run a call an earlier process of it started,
+// whose outcome is unknown here; it must not run twice.
+func (s *Store) ToolCallStarted(ctx context.Context, runID, toolUseID, tool, input string, token int64) (again bool, err error) {
 	ctx = WithFence(ctx, runID, token)
-	err := s.tx(ctx, func(tx *txn) error {
+	err = s.tx(ctx, func(tx *txn) error {
 		if err := s.checkFence(ctx, tx, runID); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO turn_tool_calls (run_id, tool_use_id, tool, token, started_at) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (run_id, tool_use_id) DO NOTHING`, runID, toolUseID, tool, token, nanos(s.now()))
+		res, err := tx.ExecContext(ctx, `INSERT INTO turn_tool_calls (run_id, tool_use_id, tool, input, token, started_at) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (run_id, tool_use_id) DO NOTHING`, runID, toolUseID, tool, cut(input, maxToolResult), token, nanos(s.now()))
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		again = n == 0
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("record tool call %s of run %s: %w", toolUseID, runID, err)
+		return false, fmt.Errorf("record tool call %s of run %s: %w", toolUseID, runID, err)
 	}
-	return nil
+	return again, nil
 }
 
 // ToolCallFinished records that tool call toolUseID of run runID has its
-// result.
-func (s *Store) ToolCallFinished(ctx context.Context, runID, toolUseID string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE turn_tool_calls SET finished_at = ? WHERE run_id = ? AND tool_use_id = ?`,
-		nanos(s.now()), runID, toolUseID)
+// result (cut at maxToolResult bytes).
+func (s *Store) ToolCallFinished(ctx context.Context, runID, toolUseID, result string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE turn_tool_calls SET finished_at = ?, result = ? WHERE run_id = ? AND tool_use_id = ?`,
+		nanos(s.now()), cut(result, maxToolResult), runID, toolUseID)
 	if err != nil {
 		return fmt.Errorf("record the result of tool call %s of run %s: %w", toolUseID, runID, err)
 	}
@@ -175,7 +188,7 @@ func (s *Store) ToolCallFinished(ctx context.Context, runID, toolUseID string) e
 // ToolCallsOf lists the tool calls the hooks recorded for run runID, in
 // the order they started.
 func (s *Store) ToolCallsOf(ctx context.Context, runID string) ([]ToolCallRecord, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT tool_use_id, tool, token, finished_at FROM turn_tool_calls WHERE run_id = ?
+	rows, err := s.db.QueryContext(ctx, `SELECT tool_use_id, tool, input, token, finished_at, result FROM turn_tool_calls WHERE run_id = ?
 		ORDER BY started_at, tool_use_id`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("tool calls of run %s: %w", runID, err)
@@ -185,7 +198,7 @@ func (s *Store) ToolCallsOf(ctx context.Context, runID string) ([]ToolCallRecord
 	for rows.Next() {
 		var c ToolCallRecord
 		var fin int64
-		if err := rows.Scan(&c.ToolUseID, &c.Tool, &c.Token, &fin); err != nil {
+		if err := rows.Scan(&c.ToolUseID, &c.Tool, &c.Input, &c.Token, &fin, &c.Result); err != nil {
 			return nil, fmt.Errorf("tool calls of run %s: %w", runID, err)
 		}
 		c.Finished = fin != 0
@@ -204,4 +217,16 @@ func (s *Store) giveBackToken(runID string, token int64) error {
 		return fmt.Errorf("give back the lock of run %s: %w", runID, err)
 	}
 	return nil
+}
+
+// cut shortens s to at most n bytes, on a rune boundary, marking the cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
 }

@@ -34,8 +34,11 @@ func TestFencingToken(t *testing.T) {
 	if err := s.CheckFence(ctx, "r1", t1); err != nil {
 		t.Fatalf("CheckFence(current) = %v", err)
 	}
-	if err := s.ToolCallStarted(ctx, "r1", "toolu_1", "Bash", t1); err != nil {
-		t.Fatalf("a tool call of the current take: %v", err)
+	if again, err := s.ToolCallStarted(ctx, "r1", "toolu_1", "Bash", "echo 1", t1); err != nil || again {
+		t.Fatalf("a tool call of the current take: %v, %v", again, err)
+	}
+	if again, err := s.ToolCallStarted(ctx, "r1", "toolu_1", "Bash", "echo 1", t1); err != nil || !again {
+		t.Fatalf("the same tool call again: again = %v, %v; want true", again, err)
 	}
 	if err := l1.Unlock(); err != nil {
 		t.Fatal(err)
@@ -69,7 +72,7 @@ func TestFencingToken(t *testing.T) {
 		{"save session", s.SaveSession(c1, "r1", "sess", []byte("{}\n"))},
 		{"update run", s.UpdateRun(c1, "r1", RunUpdate{Status: RunFailed})},
 		{"check", s.CheckFence(ctx, "r1", t1)},
-		{"tool call", s.ToolCallStarted(ctx, "r1", "toolu_2", "Bash", t1)},
+		{"tool call", func() error { _, err := s.ToolCallStarted(ctx, "r1", "toolu_2", "Bash", "echo 2", t1); return err }()},
 	}
 	for _, c := range stale {
 		if !errors.Is(c.err, ErrLeaseLost) {
@@ -89,10 +92,10 @@ func TestFencingToken(t *testing.T) {
 	if err := s.SaveSession(c2, "r1", "sess", []byte("{}\n")); err != nil {
 		t.Fatalf("save the session with the current token: %v", err)
 	}
-	if err := o.ToolCallStarted(ctx, "r1", "toolu_3", "Bash", t2); err != nil {
+	if _, err := o.ToolCallStarted(ctx, "r1", "toolu_3", "Bash", "echo 3", t2); err != nil {
 		t.Fatal(err)
 	}
-	if err := o.ToolCallFinished(ctx, "r1", "toolu_3"); err != nil {
+	if err := o.ToolCallFinished(ctx, "r1", "toolu_3", "3"); err != nil {
 		t.Fatal(err)
 	}
 	calls, err := s.ToolCallsOf(ctx, "r1")
@@ -100,7 +103,7 @@ func TestFencingToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(calls) != 2 || calls[0].ToolUseID != "toolu_1" || calls[0].Finished || calls[0].Token != t1 ||
-		calls[1].ToolUseID != "toolu_3" || !calls[1].Finished || calls[1].Token != t2 {
+		calls[1].ToolUseID != "toolu_3" || !calls[1].Finished || calls[1].Token != t2 || calls[1].Input != "echo 3" || calls[1].Result != "3" {
 		t.Fatalf("tool calls = %+v, want toolu_1 (started) and toolu_3 (finished)", calls)
 	}
 	// A context fenced for another run fences nothing here.

@@ -34,6 +34,33 @@ type Lock struct {
 // once, with an error wrapping ErrLocked that names the holder (its PID, or
 // on a shared store its instance), when another process holds it.
 func (s *Store) LockRun(id string) (*Lock, error) {
+	l, err := s.lockRun(id)
+	if err != nil {
+		return nil, err
+	}
+	s.held.Store(id, l.token)
+	release := l.release
+	l.release = func() error {
+		s.held.CompareAndDelete(id, l.token)
+		if release != nil {
+			return release()
+		}
+		l.release = nil
+		return l.Unlock()
+	}
+	return l, nil
+}
+
+// HeldToken is the fencing token of this process's lock of run id (the
+// hook of the CLI it starts carries it), 0 when it holds none.
+func (s *Store) HeldToken(id string) int64 {
+	if v, ok := s.held.Load(id); ok {
+		return v.(int64)
+	}
+	return 0
+}
+
+func (s *Store) lockRun(id string) (*Lock, error) {
 	if s.Shared() {
 		return s.leaseLock(id)
 	}

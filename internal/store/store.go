@@ -24,6 +24,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
@@ -54,6 +55,9 @@ type Store struct {
 	// its run leases last unless renewed (cluster.go).
 	instance string
 	leaseTTL time.Duration
+	// held maps the ID of each run whose lock this process holds to the
+	// take's fencing token (fence.go: HeldToken).
+	held sync.Map
 }
 
 // FileName is the database's name inside the state directory.
@@ -400,6 +404,8 @@ var migrations = []string{
 		run_id      TEXT NOT NULL REFERENCES runs(id),
 		tool_use_id TEXT NOT NULL,
 		tool        TEXT NOT NULL,
+		input       TEXT NOT NULL DEFAULT '',
+		result      TEXT NOT NULL DEFAULT '',
 		token       INTEGER NOT NULL,
 		started_at  INTEGER NOT NULL,
 		finished_at INTEGER NOT NULL DEFAULT 0,
