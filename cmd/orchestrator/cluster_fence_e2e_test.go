@@ -301,13 +301,17 @@ func testFenceTries(t *testing.T, sig syscall.Signal) {
 		if n := strings.Count(string(b), "x\n"); n != 1 {
 			t.Errorf("try %d: the command ran %d times, want once", try, n)
 		}
-		answers := 0
+		// The answer reaches the model once: sent at most once as the new
+		// prompt (a prompt that reached the session just before the fault
+		// may reach the model only with the conversation the taker
+		// continues), and never twice in a conversation.
+		sent, carried := 0, 0
 		for i, r := range c.e.fake.Requests() {
 			if len(r.Messages) == 0 || !strings.Contains(r.Messages[0].Text(), "try-"+tryS+".") {
 				continue
 			}
 			if strings.Contains(r.LastUserText, answerRule) {
-				answers++
+				sent++
 			}
 			n := 0
 			for _, m := range r.Messages {
@@ -318,9 +322,12 @@ func testFenceTries(t *testing.T, sig syscall.Signal) {
 			if n > 1 {
 				t.Errorf("try %d: request %d carries the answer %d times in its conversation", try, i, n)
 			}
+			if n > 0 {
+				carried++
+			}
 		}
-		if answers != 1 {
-			t.Errorf("try %d: the answer was sent to the model %d times, want once", try, answers)
+		if sent > 1 || carried == 0 {
+			t.Errorf("try %d: the answer was sent to the model %d times (in %d requests' conversations), want once", try, sent, carried)
 		}
 		if o := overlapping(c.e.fake.Requests(), tryS); o != "" {
 			t.Errorf("try %d: two requests of the run's conversation in flight at once: %s", try, o)
