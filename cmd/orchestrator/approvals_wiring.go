@@ -80,7 +80,7 @@ func (m *Main) nativeAsking(run store.Run, sp *specs.Spec, c *executor.Config, f
 	}
 	hold := int(p.Hold / time.Second)
 	c.ControlProtocol = true
-	c.Settings = hookSettings(prefix, state, run.ID, hold, fence)
+	c.Settings = hookSettings(prefix, state, run.ID, hold, fence, m.Config.DatabaseURL != "")
 	// The hook waits up to the hold with the CLI silent: the idle timeout
 	// must outlast it.
 	if c.IdleTimeout > 0 && c.IdleTimeout < p.Hold+time.Minute {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -124,20 +125,39 @@ func (w *cliWatch) sample() {
 		return
 	}
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	n := map[string]int{}
-	list := map[string][]string{}
+	type proc struct{ pid, ppid, session, stat string }
+	var found []proc
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
 		if err != nil || len(b) == 0 {
 			continue // gone, or a zombie
 		}
 		stat, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "stat"))
+		// pid (comm) state ppid …: comm may hold spaces, so read after ')'.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) < 2 {
+			continue
+		}
 		args := strings.Split(string(b), "\x00")
 		for i := 0; i+1 < len(args); i++ {
 			if args[i] == "--resume" || args[i] == "--session-id" {
-				n[args[i+1]]++
-				list[args[i+1]] = append(list[args[i+1]], string(stat))
+				found = append(found, proc{pid: filepath.Base(filepath.Dir(p)), ppid: f[1], session: args[i+1], stat: string(stat)})
 			}
+		}
+	}
+	// A CLI's own children (a fork not yet exec'd shows its parent's
+	// arguments) are the same CLI: only the processes whose parent is not
+	// a CLI of the session count.
+	n := map[string]int{}
+	list := map[string][]string{}
+	for _, p := range found {
+		child := false
+		for _, q := range found {
+			child = child || (q.pid == p.ppid && q.session == p.session)
+		}
+		list[p.session] = append(list[p.session], p.stat)
+		if !child {
+			n[p.session]++
 		}
 	}
 	w.mu.Lock()

@@ -292,9 +292,10 @@ func readHookDatabaseURL(stateDir string) (string, error) {
 // hookSettings is the --settings JSON that installs the orchestrator's hook
 // for run: PREFIX hook --state DIR --run RUN (prefix: the quoted program),
 // for every tool, with a timeout (seconds) longer than the hold. With a
-// fencing token (a drive under a lease, fence.go) the hook carries it, and
-// a PostToolUse hook records each call's result.
-func hookSettings(prefix, stateDir, runID string, holdSeconds int, fence int64) string {
+// fencing token (a drive that holds the run's lock, fence.go) the hook
+// carries it; with post too (a shared store, where another instance may
+// take the turn over) a PostToolUse hook records each call's output.
+func hookSettings(prefix, stateDir, runID string, holdSeconds int, fence int64, post bool) string {
 	cmd := prefix + " hook --state " + shQuote(stateDir) + " --run " + shQuote(runID)
 	if fence != 0 {
 		cmd += " --fence " + strconv.FormatInt(fence, 10)
@@ -303,7 +304,7 @@ func hookSettings(prefix, stateDir, runID string, holdSeconds int, fence int64) 
 		"matcher": "*",
 		"hooks":   []any{map[string]any{"type": "command", "command": cmd, "timeout": holdSeconds + 60}},
 	}}}
-	if fence != 0 {
+	if fence != 0 && post {
 		hooks["PostToolUse"] = []any{map[string]any{
 			"matcher": "*",
 			"hooks":   []any{map[string]any{"type": "command", "command": cmd + " --post", "timeout": 60}},

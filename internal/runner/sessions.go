@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
@@ -102,13 +103,20 @@ func (r *Runner) restoreSession(ctx context.Context, agent Agent, run store.Run,
 }
 
 // sessionSaveEvery is how often a running turn's session file is looked at
-// and, when it grew, saved to the store (a shared store only).
-const sessionSaveEvery = 200 * time.Millisecond
+// and, when it grew, saved to the store (a shared store only), until it was
+// saved once (the prompt reached it); sessionSaveGap is the least time
+// between two saves after that (the hook saves it before each tool call).
+const (
+	sessionSaveEvery = 200 * time.Millisecond
+	sessionSaveGap   = 2 * time.Second
+)
 
 // saveSessionWhileRunning saves the CLI's session file of turn t to the
-// store whenever it grew, every sessionSaveEvery, until ctx ends or the
-// returned stop is called (which waits for a save under way). Only whole
-// lines are saved. On a shared store, so that an instance taking over a
+// store whenever it grew past what it held when the turn began, looking
+// every sessionSaveEvery and saving at most every sessionSaveGap after the
+// first save, until ctx ends or the returned stop is called (which waits
+// for a save under way; calling it again does nothing). Only whole lines
+// are saved. On a shared store, so that an instance taking over a
 // turn whose process died knows what reached the session: the prompt (it
 // is not sent again) and the tool calls made. The PreToolUse hook saves it
 // too, before each tool call runs.
@@ -118,11 +126,17 @@ func (r *Runner) saveSessionWhileRunning(ctx context.Context, agent Agent, run s
 	if !ok || sid == "" || !r.cfg.Store.Shared() {
 		return func() {}
 	}
+	// What the file holds before the turn (a resumed session) is in the
+	// store already: the first save is of the turn's own lines.
+	saved := 0
+	if content, err := sf.ReadSession(workdir, sid); err == nil {
+		saved = bytes.LastIndexByte(content, '\n') + 1
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		saved := -1
+		var savedAt time.Time
 		tick := time.NewTicker(sessionSaveEvery)
 		defer tick.Stop()
 		for {
@@ -130,6 +144,9 @@ func (r *Runner) saveSessionWhileRunning(ctx context.Context, agent Agent, run s
 			case <-ctx.Done():
 				return
 			case <-tick.C:
+			}
+			if !savedAt.IsZero() && time.Since(savedAt) < sessionSaveGap {
+				continue
 			}
 			content, err := sf.ReadSession(workdir, sid)
 			if err != nil {
@@ -145,11 +162,14 @@ func (r *Runner) saveSessionWhileRunning(ctx context.Context, agent Agent, run s
 				}
 				continue
 			}
-			saved = len(content)
+			saved, savedAt = len(content), time.Now()
 		}
 	}()
+	var once sync.Once
 	return func() {
-		cancel()
-		<-done
+		once.Do(func() {
+			cancel()
+			<-done
+		})
 	}
 }

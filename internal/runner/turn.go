@@ -82,6 +82,10 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 		live = r.newLiveAsker(tctx, d, run)
 		defer live.stop()
 	}
+	// What the turn does reaches the store as it happens (sessions.go):
+	// an instance taking the run over knows whether the prompt got there.
+	saving := r.saveSessionWhileRunning(tctx, d.Agent, run, t, workdir)
+	defer saving()
 	ex, err := agent.Start(tctx, req)
 	if err != nil {
 		if context.Cause(tctx) == errRunCancelled {
@@ -109,9 +113,6 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 		stopGuard := r.cfg.Guard(run.ID, d.token, ex.PID())
 		defer stopGuard()
 	}
-	// What the turn does reaches the store as it happens (sessions.go):
-	// an instance taking the run over knows whether the prompt got there.
-	saving := r.saveSessionWhileRunning(tctx, d.Agent, run, t, workdir)
 	if t.Kind == store.TurnAnswer {
 		r.cfg.Failpoint("turn-started")
 		r.notifyResumed(ctx, d, t.SetID)
