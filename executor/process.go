@@ -217,6 +217,19 @@ func (e *Executor) Start(ctx context.Context, req Request) (*Process, error) {
 // not started.
 func (r *Process) PID() int { return r.pid }
 
+// Kill stops the CLI's process group at once, with no interrupt first and
+// no grace: for a CLI that must not take one more step (its run was taken
+// over by another process). The Outcome's category is "cancelled".
+func (r *Process) Kill() {
+	if r.pid == 0 {
+		return
+	}
+	if r.requestStop(CategoryCancelled, "the agent CLI was killed: its run's lease was lost") {
+		r.log.Warn("killing the agent CLI's process group", "pid", r.pid)
+	}
+	_ = killGroup(r.pid)
+}
+
 // TranscriptPath is where the raw output is saved ("" when it is not).
 func (r *Process) TranscriptPath() string { return r.tpath }
 

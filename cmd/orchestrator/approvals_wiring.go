@@ -55,7 +55,10 @@ func (m *Main) approvalsPolicy(sp *specs.Spec, c executor.Config) (approvals.Pol
 // orchestrator's hook, when its policy allows it: the model's AskUserQuestion
 // and its permission requests then reach people (README "Approvals").
 // It returns the run's policy, nil when native asking is off.
-func (m *Main) nativeAsking(run store.Run, sp *specs.Spec, c *executor.Config) (*approvals.Policy, error) {
+//
+// fence is the fencing token of the drive (store.HeldToken; 0: none): the
+// hook carries it and refuses the calls of a CLI whose drive was fenced out.
+func (m *Main) nativeAsking(run store.Run, sp *specs.Spec, c *executor.Config, fence int64) (*approvals.Policy, error) {
 	p, ok := m.approvalsPolicy(sp, *c)
 	if !ok {
 		return nil, nil
@@ -77,7 +80,7 @@ func (m *Main) nativeAsking(run store.Run, sp *specs.Spec, c *executor.Config) (
 	}
 	hold := int(p.Hold / time.Second)
 	c.ControlProtocol = true
-	c.Settings = hookSettings(prefix, state, run.ID, hold, os.Getpid())
+	c.Settings = hookSettings(prefix, state, run.ID, hold, os.Getpid(), fence, m.Config.DatabaseURL != "")
 	// The hook waits up to the hold with the CLI silent: the runner holds
 	// the CLI's idle clock while it asks (executor.Process.Hold), so
 	// idle_timeout keeps meaning what it says.

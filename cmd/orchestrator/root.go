@@ -63,7 +63,8 @@ Exit codes: 0 done, 1 failed, 2 usage or configuration error,
 		m.newShowCmd(), // show.go
 		m.newGCCmd(),   // gc.go
 		m.newWebCmd(),
-		m.newHookCmd(), // hook.go
+		m.newHookCmd(),  // hook.go
+		m.newGuardCmd(), // guard.go
 	)
 
 	markRunning(root, &m.running)

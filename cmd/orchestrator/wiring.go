@@ -178,7 +178,7 @@ func (m *Main) newRunner(st *store.Store, observe func(runner.Event)) (*runner.R
 				return runner.Resolved{}, err
 			}
 			c := m.executorConfig(sp, o.Env)
-			apol, err := m.nativeAsking(run, sp, &c) // approvals_wiring.go
+			apol, err := m.nativeAsking(run, sp, &c, st.HeldToken(run.ID)) // approvals_wiring.go
 			if err != nil {
 				return runner.Resolved{}, err
 			}
@@ -200,6 +200,7 @@ func (m *Main) newRunner(st *store.Store, observe func(runner.Event)) (*runner.R
 		Observe:   observe,
 		Failpoint: m.failpoint,
 		Delivery:  m.deliveryFor(st, ss), // delivery.go
+		Guard:     m.guardFor(st),        // guard.go
 		// serve keeps waiting when its terminal has no input; run and
 		// resume exit 3 instead.
 		KeepWaiting: m.serving,

@@ -230,8 +230,10 @@ type Serve struct {
 	MaxConcurrentRuns int `yaml:"max_concurrent_runs"`
 	// LeaseTTL is how long a run's lease outlives the instance driving it
 	// when the store is shared (database_url postgres://…): the instance
-	// renews it every third of it while it works, so a dead instance's run
-	// is taken over by another within this time. At least MinLeaseTTL, so
+	// renews it every quarter of it while it works, and stops the run's
+	// CLI when it could not renew it for half of it (so does the CLI's
+	// guard, should the instance stall), so a dead instance's run is taken
+	// over by another after this time, never while its CLI runs. At least MinLeaseTTL, so
 	// a slow renewal (a busy database, a GC pause) does not lose a live
 	// run. Unused on SQLite. Default: 30s.
 	LeaseTTL Duration `yaml:"lease_ttl"`

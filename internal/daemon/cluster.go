@@ -12,6 +12,13 @@ import (
 // the runs of one database. Each run is driven by at most one instance at a
 // time (the runner's Drive holds the run's lease), and:
 //
+//   - a run's lease is renewed every quarter of its TTL; the instance that
+//     cannot renew it for half of it kills the run's CLI, and so does the
+//     CLI's guard process should the instance stall, so that a run whose
+//     lease expired has no CLI left anywhere when another instance claims
+//     it; the claimer's take gets a higher fencing token, which makes the
+//     store refuse what the stalled instance still tries to write
+//     (store/fence.go);
 //   - every instance is a worker: it claims runnable runs — queued by
 //     `submit`, interrupted, left running by an instance that died (its
 //     lease expired), or waiting with an answered question — up to

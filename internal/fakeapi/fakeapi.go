@@ -211,7 +211,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req, perr := parseRequest(body)
 	req.Time = time.Now()
-	reply := s.record(req, perr == nil)
+	reply, i := s.record(req, perr == nil)
+	defer s.ended(i)
 	if perr != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "fakeapi: "+perr.Error())
 		return
@@ -230,11 +231,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = stream(ctx, w, model, reply)
 }
 
+// ended records when the answer to request i was over (Request.Ended).
+func (s *Server) ended(i int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i < len(s.requests) {
+		s.requests[i].Ended = time.Now()
+	}
+}
+
 // record logs req and, when scriptable, picks its reply, both under the lock
-// so that Times counts are exact under concurrent requests.
-func (s *Server) record(req Request, scriptable bool) Reply {
+// so that Times counts are exact under concurrent requests; it returns the
+// request's index too.
+func (s *Server) record(req Request, scriptable bool) (Reply, int) {
 	s.mu.Lock()
 	s.requests = append(s.requests, req)
+	i := len(s.requests) - 1
 	close(s.arrived)
 	s.arrived = make(chan struct{})
 	var rule *Rule
@@ -255,11 +267,11 @@ func (s *Server) record(req Request, scriptable bool) Reply {
 
 	switch {
 	case rule == nil:
-		return Reply{Text: DefaultText}
+		return Reply{Text: DefaultText}, i
 	case rule.Respond != nil:
-		return rule.Respond(req)
+		return rule.Respond(req), i
 	default:
-		return rule.Reply
+		return rule.Reply, i
 	}
 }
 

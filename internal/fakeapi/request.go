@@ -10,8 +10,10 @@ import (
 
 // Request is one call of POST /v1/messages as the server received it.
 type Request struct {
-	// Time is when the request arrived.
-	Time time.Time `json:"time"`
+	// Time is when the request arrived; Ended, when its answer was over
+	// (its stream ended, or the client went away), zero until then.
+	Time  time.Time `json:"time"`
+	Ended time.Time `json:"ended,omitzero"`
 	// Model is the request's "model".
 	Model string `json:"model"`
 	// System is all text of the request's "system" prompt, its blocks joined

@@ -27,8 +27,12 @@ func (r *Runner) Drive(ctx context.Context, runID string) (store.Run, error) {
 		return run, fmt.Errorf("run %s: %w", run.ID, err)
 	}
 	defer lock.Unlock()
-	// A lost lease stops the drive at once: another instance may have the
-	// run by now, and nothing of this drive may write to it any more.
+	// Every write of this drive carries the take's fencing token: once
+	// another process took the run's lock, the store refuses them.
+	ctx = store.WithFence(ctx, run.ID, lock.Token())
+	// A lost lease stops the drive at once (and kills its CLI: turn.go):
+	// another instance may have the run by now, and nothing of this drive
+	// may write to it any more.
 	ctx, stopDrive := context.WithCancelCause(ctx)
 	defer stopDrive(nil)
 	if lost := lock.Lost(); lost != nil {
@@ -48,7 +52,7 @@ func (r *Runner) Drive(ctx context.Context, runID string) (store.Run, error) {
 			}
 		}
 	}
-	d := &drive{}
+	d := &drive{token: lock.Token()}
 	if !run.Status.Final() {
 		res, rerr := r.cfg.Resolve(run)
 		if rerr != nil {
@@ -64,7 +68,7 @@ func (r *Runner) Drive(ctx context.Context, runID string) (store.Run, error) {
 		pump = r.startPump(run, reps)
 	}
 	err = r.loop(ctx, d, run.ID)
-	if errors.Is(context.Cause(ctx), ErrLeaseLost) {
+	if errors.Is(context.Cause(ctx), ErrLeaseLost) || errors.Is(err, ErrLeaseLost) {
 		r.log.Error("lost the run's lease; leaving it to the instance that has it", "run", run.ID)
 		if pump != nil {
 			r.pumpsMu.Lock()
@@ -140,6 +144,8 @@ func (r *Runner) fail(ctx context.Context, run store.Run, msg string) error {
 // was resolved to when the drive began.
 type drive struct {
 	Resolved
+	// token is the fencing token of the drive's take of the run's lock.
+	token int64
 }
 
 // loop takes steps until the run is final or a step says stop.
@@ -200,7 +206,8 @@ func (r *Runner) step(ctx context.Context, d *drive, run store.Run) error {
 		// The prompt never reached the session: send it again, as it was.
 		return r.turn(ctx, d, run, store.Turn{Kind: last.Kind, Prompt: last.Prompt, SessionID: last.SessionID, Resume: last.Resume})
 	case res.Category == store.CategoryInterrupted:
-		return r.turn(ctx, d, run, store.Turn{Kind: store.TurnContinue, Prompt: continuePrompt, SessionID: sessionOf(run, last), Resume: true})
+		prompt := continuePrompt + r.interruptedCalls(ctx, d, run, sessionOf(run, last)) // recover.go
+		return r.turn(ctx, d, run, store.Turn{Kind: store.TurnContinue, Prompt: prompt, SessionID: sessionOf(run, last), Resume: true})
 	case res.Category == executor.CategoryRateLimit:
 		return r.retry(ctx, d, run, last)
 	case res.QuestionError != "":

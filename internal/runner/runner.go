@@ -61,7 +61,10 @@ var ErrParked = errors.New("parked on a pending question")
 // run's lease (it stalled or lost the database for longer than the lease
 // lasts): another instance may drive the run now, so this one leaves it
 // as it stands.
-var ErrLeaseLost = errors.New("the run's lease was lost")
+//
+// It is the store's ErrLeaseLost: a write refused because another process
+// took the run's lock since (its fencing token is higher) says the same.
+var ErrLeaseLost = store.ErrLeaseLost
 
 // Limits bound what one run may do.
 type Limits struct {
@@ -147,6 +150,14 @@ type Config struct {
 	// Delivery returns how a run's work is delivered through git (nil:
 	// it is not; see deliver.go).
 	Delivery func(run store.Run) (Delivery, error)
+	// Guard, when set, is started with each CLI process of a run driven
+	// under a lease of a shared store (turn.go): it watches the lease from
+	// outside this process and kills the CLI's process group (pid) once the
+	// take of fencing token token is no longer the run's, or is not
+	// renewed, so that a CLI whose driver is stalled (stopped, swapped out)
+	// does nothing more once another instance may take the run over. stop
+	// ends the guard; it is called when the CLI has ended.
+	Guard func(runID string, token int64, pid int) (stop func())
 }
 
 // Runner drives runs. It is safe for concurrent use: each run is driven by

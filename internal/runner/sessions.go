@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"sync"
+	"time"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
@@ -98,4 +100,76 @@ func (r *Runner) restoreSession(ctx context.Context, agent Agent, run store.Run,
 	}
 	r.log.Info("restored the CLI's session from the store", "run", run.ID, "session", sid,
 		"bytes", len(stored), "local_bytes", len(local))
+}
+
+// sessionSaveEvery is how often a running turn's session file is looked at
+// and, when it grew, saved to the store (a shared store only), until it was
+// saved once (the prompt reached it); sessionSaveGap is the least time
+// between two saves after that (the hook saves it before each tool call).
+const (
+	sessionSaveEvery = 200 * time.Millisecond
+	sessionSaveGap   = 2 * time.Second
+)
+
+// saveSessionWhileRunning saves the CLI's session file of turn t to the
+// store whenever it grew past what it held when the turn began, looking
+// every sessionSaveEvery and saving at most every sessionSaveGap after the
+// first save, until ctx ends or the returned stop is called (which waits
+// for a save under way; calling it again does nothing). Only whole lines
+// are saved. On a shared store, so that an instance taking over a
+// turn whose process died knows what reached the session: the prompt (it
+// is not sent again) and the tool calls made. The PreToolUse hook saves it
+// too, before each tool call runs.
+func (r *Runner) saveSessionWhileRunning(ctx context.Context, agent Agent, run store.Run, t store.Turn, workdir string) (stop func()) {
+	sf, ok := agent.(SessionFiles)
+	sid := sessionOf(run, t)
+	if !ok || sid == "" || !r.cfg.Store.Shared() {
+		return func() {}
+	}
+	// What the file holds before the turn (a resumed session) is in the
+	// store already: the first save is of the turn's own lines.
+	saved := 0
+	if content, err := sf.ReadSession(workdir, sid); err == nil {
+		saved = bytes.LastIndexByte(content, '\n') + 1
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var savedAt time.Time
+		tick := time.NewTicker(sessionSaveEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if !savedAt.IsZero() && time.Since(savedAt) < sessionSaveGap {
+				continue
+			}
+			content, err := sf.ReadSession(workdir, sid)
+			if err != nil {
+				continue // not written yet
+			}
+			content = content[:bytes.LastIndexByte(content, '\n')+1]
+			if len(content) == saved || len(content) == 0 {
+				continue
+			}
+			if err := r.cfg.Store.SaveSession(ctx, run.ID, sid, content); err != nil {
+				if ctx.Err() == nil {
+					r.log.Warn("save the CLI's session to the store while the turn runs", "run", run.ID, "turn", t.Seq, "err", err)
+				}
+				continue
+			}
+			saved, savedAt = len(content), time.Now()
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			<-done
+		})
+	}
 }

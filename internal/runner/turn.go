@@ -88,6 +88,10 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 		live = r.newLiveAsker(tctx, d, run)
 		defer live.stop()
 	}
+	// What the turn does reaches the store as it happens (sessions.go):
+	// an instance taking the run over knows whether the prompt got there.
+	saving := r.saveSessionWhileRunning(tctx, d.Agent, run, t, workdir)
+	defer saving()
 	ex, err := agent.Start(tctx, req)
 	if err != nil {
 		if context.Cause(tctx) == errRunCancelled {
@@ -97,6 +101,26 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 	}
 	if live != nil {
 		live.hold = ex.Hold
+	}
+	// At most one CLI anywhere drives the run: a lost lease kills this one
+	// at once, before another instance may take the run over; and a guard
+	// outside this process kills it too should this process stall.
+	turnOver := make(chan struct{})
+	killed := make(chan struct{})
+	go func() {
+		defer close(killed)
+		select {
+		case <-tctx.Done():
+			if errors.Is(context.Cause(ctx), ErrLeaseLost) {
+				r.log.Error("killing the agent CLI: the run's lease was lost", "run", run.ID, "turn", t.Seq, "pid", ex.PID())
+				ex.Kill()
+			}
+		case <-turnOver:
+		}
+	}()
+	if r.cfg.Guard != nil && r.cfg.Store.Shared() && d.token != 0 {
+		stopGuard := r.cfg.Guard(run.ID, d.token, ex.PID())
+		defer stopGuard()
 	}
 	if t.Kind == store.TurnAnswer {
 		r.cfg.Failpoint("turn-started")
@@ -112,8 +136,16 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 		}
 	}
 	out := ex.Outcome()
+	close(turnOver)
+	<-killed
+	saving()
 	if live != nil {
 		live.stop()
+	}
+	if errors.Is(context.Cause(ctx), ErrLeaseLost) {
+		// Another instance may have the run: nothing more of this turn is
+		// recorded (the store would refuse it anyway).
+		return context.Cause(ctx)
 	}
 	if context.Cause(tctx) == errRunCancelled {
 		// The CLI was stopped because the run was cancelled: the turn is

@@ -44,7 +44,8 @@ func (s *Store) Shared() bool {
 func (s *Store) Instance() string { return s.instance }
 
 // SetLeaseTTL sets how long this process's run leases last unless renewed
-// (serve.lease_ttl); they are renewed every third of it.
+// (serve.lease_ttl); they are renewed every quarter of it, and given up
+// (the CLI stopped) when not renewed for half of it.
 func (s *Store) SetLeaseTTL(d time.Duration) {
 	if d > 0 {
 		s.leaseTTL = d
@@ -75,18 +76,20 @@ func Hostname() string {
 const pgNowNanos = `(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000000)::BIGINT`
 
 // leaseLock takes the lease of run id for this instance: a free or expired
-// lease becomes ours; one held by another instance fails with ErrLocked,
-// naming it. A lease we already hold (a second Drive in this process) is
-// refused too: a run is driven once per process as well.
+// lease becomes ours, with a fencing token one higher than the run's last
+// (fence.go); one held by another instance fails with ErrLocked, naming
+// it. A lease we already hold (a second Drive in this process) is refused
+// too: a run is driven once per process as well.
 func (s *Store) leaseLock(id string) (*Lock, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	ttl := s.leaseTTL.Nanoseconds()
 	var holder string
+	var token int64
 	err := s.tx(ctx, func(tx *txn) error {
 		var owner string
 		var live bool
-		err := tx.QueryRowContext(ctx, `SELECT owner, expires_at > `+pgNowNanos+` FROM run_leases WHERE run_id = ?`, id).Scan(&owner, &live)
+		err := tx.QueryRowContext(ctx, `SELECT owner, expires_at > `+pgNowNanos+` FROM run_leases WHERE run_id = ? FOR UPDATE`, id).Scan(&owner, &live)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
@@ -95,8 +98,14 @@ func (s *Store) leaseLock(id string) (*Lock, error) {
 			holder = owner
 			return nil
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO run_leases (run_id, owner, expires_at) VALUES (?, ?, `+pgNowNanos+` + ?)
-			ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at`, id, s.instance, ttl)
+		err = tx.QueryRowContext(ctx, `INSERT INTO run_leases (run_id, owner, expires_at, token) VALUES (?, ?, `+pgNowNanos+` + ?, 1)
+			ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at, token = run_leases.token + 1
+			WHERE run_leases.expires_at <= `+pgNowNanos+`
+			RETURNING token`, id, s.instance, ttl).Scan(&token)
+		if errors.Is(err, sql.ErrNoRows) {
+			holder = "another instance, which took it at the same time"
+			return nil
+		}
 		return err
 	})
 	if err != nil {
@@ -105,14 +114,16 @@ func (s *Store) leaseLock(id string) (*Lock, error) {
 	if holder != "" {
 		return nil, fmt.Errorf("run %s is %w (instance %s)", id, ErrLocked, holder)
 	}
-	l := &Lock{lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	l := &Lock{token: token, lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	go s.renewLease(id, l)
 	l.release = func() error {
 		close(l.stop)
 		<-l.done
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		_, err := s.db.ExecContext(ctx, `DELETE FROM run_leases WHERE run_id = ? AND owner = ?`, id, s.instance)
+		// The row stays, with its token: the next take's is higher.
+		_, err := s.db.ExecContext(ctx, `UPDATE run_leases SET owner = '', expires_at = 0 WHERE run_id = ? AND owner = ? AND token = ?`,
+			id, s.instance, token)
 		if err != nil {
 			return fmt.Errorf("give back the lease of run %s: %w", id, err)
 		}
@@ -122,13 +133,16 @@ func (s *Store) leaseLock(id string) (*Lock, error) {
 	return l, nil
 }
 
-// renewLease renews l's lease every third of the TTL until it is released.
-// When the lease is someone else's (taken over after this process stalled
-// for longer than the TTL) or could not be renewed before it expired, Lost
-// closes: the driver must stop, another instance may drive the run now.
+// renewLease renews l's lease every quarter of the TTL until it is
+// released. When the lease is someone else's (taken over after this
+// process stalled for longer than the TTL), or was not renewed for half
+// the TTL (the database is out of reach), Lost closes: the driver must
+// stop its CLI at once. Half the TTL leaves the other half, before any
+// other instance may take the lease (it must have expired, by the
+// database's clock), for the CLI to be stopped.
 func (s *Store) renewLease(id string, l *Lock) {
 	defer close(l.done)
-	every := s.leaseTTL / 3
+	every := s.leaseTTL / 4
 	t := time.NewTicker(every)
 	defer t.Stop()
 	renewed := time.Now()
@@ -138,21 +152,23 @@ func (s *Store) renewLease(id string, l *Lock) {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), every)
-		res, err := s.db.ExecContext(ctx, `UPDATE run_leases SET expires_at = `+pgNowNanos+` + ? WHERE run_id = ? AND owner = ?`,
-			s.leaseTTL.Nanoseconds(), id, s.instance)
+		if time.Since(renewed) >= s.leaseTTL/2 {
+			l.markLost()
+			return
+		}
+		// The lease is renewed from the database's clock when the update
+		// runs, later than sent: it lasts at least TTL from sent.
+		sent := time.Now()
+		ctx, cancel := context.WithDeadline(context.Background(), renewed.Add(s.leaseTTL/2))
+		res, err := s.db.ExecContext(ctx, `UPDATE run_leases SET expires_at = `+pgNowNanos+` + ? WHERE run_id = ? AND owner = ? AND token = ?`,
+			s.leaseTTL.Nanoseconds(), id, s.instance, l.token)
 		cancel()
 		if err == nil {
 			if n, _ := res.RowsAffected(); n == 0 {
 				l.markLost()
 				return
 			}
-			renewed = time.Now()
-			continue
-		}
-		if time.Since(renewed) >= s.leaseTTL {
-			l.markLost()
-			return
+			renewed = sent
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // ErrLocked reports that another process drives the run.
@@ -22,6 +24,7 @@ var ErrLocked = errors.New("locked by another process")
 type Lock struct {
 	f *os.File
 
+	token            int64        // the take's fencing token (fence.go)
 	release          func() error // a lease's
 	lost, stop, done chan struct{}
 	lostOnce         sync.Once
@@ -31,10 +34,63 @@ type Lock struct {
 // once, with an error wrapping ErrLocked that names the holder (its PID, or
 // on a shared store its instance), when another process holds it.
 func (s *Store) LockRun(id string) (*Lock, error) {
+	l, err := s.lockRun(id)
+	if err != nil {
+		return nil, err
+	}
+	s.held.Store(id, l.token)
+	release := l.release
+	l.release = func() error {
+		s.held.CompareAndDelete(id, l.token)
+		if release != nil {
+			return release()
+		}
+		l.release = nil
+		return l.Unlock()
+	}
+	return l, nil
+}
+
+// HeldToken is the fencing token of this process's lock of run id (the
+// hook of the CLI it starts carries it), 0 when it holds none.
+func (s *Store) HeldToken(id string) int64 {
+	if v, ok := s.held.Load(id); ok {
+		return v.(int64)
+	}
+	return 0
+}
+
+func (s *Store) lockRun(id string) (*Lock, error) {
 	if s.Shared() {
 		return s.leaseLock(id)
 	}
-	return s.lock("run-" + id)
+	l, err := s.lock("run-" + id)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if l.token, err = s.takeToken(ctx, id); err != nil {
+		l.Unlock()
+		return nil, err
+	}
+	if token := l.token; token != 0 {
+		l.release = func() error {
+			err := s.giveBackToken(id, token)
+			l.release = nil
+			return errors.Join(err, l.Unlock())
+		}
+	}
+	return l, nil
+}
+
+// Token is the fencing token of this take of a run's lock (fence.go): one
+// higher than the run's last take's, anywhere. Zero for other locks.
+func (l *Lock) Token() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.token
 }
 
 // Lost is closed when the lock was lost: a lease that could not be renewed

@@ -252,7 +252,12 @@ type RunUpdate struct {
 // UpdateRun applies u to the run. A final run is never changed again: the
 // update returns an error instead.
 func (s *Store) UpdateRun(ctx context.Context, id string, u RunUpdate) error {
-	return s.tx(ctx, func(tx *txn) error { return updateRun(ctx, tx, id, u, s.now()) })
+	return s.tx(ctx, func(tx *txn) error {
+		if err := s.checkFence(ctx, tx, id); err != nil {
+			return err
+		}
+		return updateRun(ctx, tx, id, u, s.now())
+	})
 }
 
 func updateRun(ctx context.Context, tx *txn, id string, u RunUpdate, now time.Time) error {

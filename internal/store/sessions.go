@@ -36,9 +36,15 @@ func (s *Store) SaveSession(ctx context.Context, runID, sessionID string, conten
 		return fmt.Errorf("save session %s of run %s: %w", sessionID, runID, err)
 	}
 	now := nanos(s.now())
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (run_id, session_id, content, size, updated_at) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT(run_id, session_id) DO UPDATE SET content = excluded.content, size = excluded.size, updated_at = excluded.updated_at`,
-		runID, sessionID, buf.Bytes(), len(content), now)
+	err := s.tx(ctx, func(tx *txn) error {
+		if err := s.checkFence(ctx, tx, runID); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO sessions (run_id, session_id, content, size, updated_at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT(run_id, session_id) DO UPDATE SET content = excluded.content, size = excluded.size, updated_at = excluded.updated_at`,
+			runID, sessionID, buf.Bytes(), len(content), now)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("save session %s of run %s: %w", sessionID, runID, err)
 	}

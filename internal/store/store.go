@@ -25,6 +25,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
@@ -55,6 +56,9 @@ type Store struct {
 	// its run leases last unless renewed (cluster.go).
 	instance string
 	leaseTTL time.Duration
+	// held maps the ID of each run whose lock this process holds to the
+	// take's fencing token (fence.go: HeldToken).
+	held sync.Map
 }
 
 // ignoreDir writes a .gitignore that ignores everything into the state
@@ -429,6 +433,24 @@ var migrations = []string{
 	ALTER TABLE deliveries ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
 	ALTER TABLE deliveries ADD COLUMN next_attempt_at INTEGER NOT NULL DEFAULT 0;
 	ALTER TABLE deliveries ADD COLUMN last_error TEXT NOT NULL DEFAULT '';`,
+	// Fencing (fence.go): each take of a run's lease gets a token one
+	// higher than the last, kept with the lease (the row stays when the
+	// lease is given back), that the writes of a turn carry; and the tool
+	// calls a turn started and finished, recorded by the CLI's hooks as
+	// they happen, so that an instance taking a killed turn over knows
+	// what it did.
+	`ALTER TABLE run_leases ADD COLUMN token INTEGER NOT NULL DEFAULT 0;
+	CREATE TABLE turn_tool_calls (
+		run_id      TEXT NOT NULL REFERENCES runs(id),
+		tool_use_id TEXT NOT NULL,
+		tool        TEXT NOT NULL,
+		input       TEXT NOT NULL DEFAULT '',
+		result      TEXT NOT NULL DEFAULT '',
+		token       INTEGER NOT NULL,
+		started_at  INTEGER NOT NULL,
+		finished_at INTEGER NOT NULL DEFAULT 0,
+		PRIMARY KEY (run_id, tool_use_id)
+	);`,
 }
 
 // migrate is SQLite's migration: an exclusive transaction serialises

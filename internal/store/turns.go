@@ -97,6 +97,9 @@ func boolInt(b bool) int {
 func (s *Store) BeginTurn(ctx context.Context, t Turn) (Turn, error) {
 	now := s.now().UTC()
 	err := s.tx(ctx, func(tx *txn) error {
+		if err := s.checkFence(ctx, tx, t.RunID); err != nil {
+			return err
+		}
 		if t.Kind == TurnAnswer {
 			res, err := tx.ExecContext(ctx, `UPDATE question_sets SET state = ?, claimed_at = ? WHERE id = ? AND run_id = ? AND state = ?`,
 				SetResuming, nanos(now), t.SetID, t.RunID, SetAnswered)
@@ -134,6 +137,9 @@ func (s *Store) BeginTurn(ctx context.Context, t Turn) (Turn, error) {
 func (s *Store) FinishTurn(ctx context.Context, runID string, seq int, r TurnResult, asked *questions.Set, surfaces []string) error {
 	now := s.now().UTC()
 	err := s.tx(ctx, func(tx *txn) error {
+		if err := s.checkFence(ctx, tx, runID); err != nil {
+			return err
+		}
 		t, err := scanTurn(tx.QueryRowContext(ctx, `SELECT `+turnColumns+` FROM turns WHERE run_id = ? AND seq = ?`, runID, seq))
 		if err != nil {
 			return err
@@ -199,6 +205,9 @@ func (s *Store) MarkTurnDelivered(ctx context.Context, runID string, seq int) er
 func (s *Store) AbandonTurn(ctx context.Context, runID string, seq int) error {
 	now := s.now().UTC()
 	err := s.tx(ctx, func(tx *txn) error {
+		if err := s.checkFence(ctx, tx, runID); err != nil {
+			return err
+		}
 		t, err := scanTurn(tx.QueryRowContext(ctx, `SELECT `+turnColumns+` FROM turns WHERE run_id = ? AND seq = ?`, runID, seq))
 		if err != nil {
 			return err
