@@ -45,6 +45,16 @@ type Surface interface {
 	// terminal's input reached EOF). It may return nil once an Offer said
 	// the set is Closed: there is nothing more to take.
 	//
+	// ctx bounds the waiting, not what the surface does about a decision
+	// already made: the runner ends ctx as soon as the store has the set's
+	// answer, which can be before the Offer that gave it returns. Telling
+	// the person what became of an offered answer (a reaction, the question
+	// edited to show who answered, a reply) and recording that it was
+	// decided run on a context of their own (context.WithoutCancel of ctx
+	// with a timeout, ended when the surface closes), so that an answer
+	// given while no process ran, found and taken by the next Ask, is
+	// acknowledged like any other. surfacetest cancels as the runner does.
+	//
 	// Ask is idempotent on set.ID: asking again (a retry, or a new process
 	// after a restart) finds what was posted instead of posting twice, and
 	// offers answers given meanwhile.

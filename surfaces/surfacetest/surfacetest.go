@@ -153,6 +153,17 @@ func setName(t *testing.T, suffix string) string {
 	return strings.ToLower(name)
 }
 
+// askAsRunner runs s.Ask for set in a goroutine, with a context ended as
+// the runner ends it: as soon as answers has the set's complete answer
+// (inside the Offer that completed it, before the surface could show it),
+// or after b.Timeout. What the surface shows about the answer must not
+// depend on that context (surfaces.Surface).
+func askAsRunner(b Backend, s surfaces.Surface, set questions.Set, answers *Answers) (<-chan error, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
+	answers.OnFinal(set.ID, cancel)
+	return startAsk(ctx, s, set, answers), cancel
+}
+
 // startAsk runs s.Ask(ctx, set, answers) in a goroutine; the channel
 // delivers what it returned.
 func startAsk(ctx context.Context, s surfaces.Surface, set questions.Set, answers surfaces.Answers) <-chan error {
@@ -272,10 +283,9 @@ func askAndAnswer(t *testing.T, b Backend, set questions.Set, want []questions.A
 	t.Helper()
 	s := b.New(t)
 	answers := newAnswers(set)
-	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
-	defer cancel()
 	start := time.Now()
-	ch := startAsk(ctx, s, set, answers)
+	ch, cancel := askAsRunner(b, s, set, answers)
+	defer cancel()
 	answer(t, b, set, want)
 	resp, ok := waitFinal(t, b, answers, set)
 	if !ok {
@@ -284,8 +294,8 @@ func askAndAnswer(t *testing.T, b Backend, set questions.Set, want []questions.A
 	}
 	CheckResponse(t, s.Name(), set, resp, want, start)
 	checkOffers(t, s.Name(), answers, set)
-	waitShown(t, b, set, b.Person, "taken answer")
 	stop(t, b, cancel, ch, "answered set "+set.ID)
+	waitShown(t, b, set, b.Person, "taken answer, after the Ask's context ended")
 }
 
 // CheckResponse checks that resp is a complete answer to set from the surface
@@ -357,10 +367,9 @@ func testStranger(t *testing.T, b Backend) {
 	set := SingleChoice(setName(t, ""))
 	s := b.New(t)
 	answers := newAnswers(set)
-	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
-	defer cancel()
 	start := time.Now()
-	ch := startAsk(ctx, s, set, answers)
+	ch, cancel := askAsRunner(b, s, set, answers)
+	defer cancel()
 	if !waitPosted(t, b, set) {
 		stop(t, b, cancel, ch, "Ask")
 		return
@@ -388,12 +397,11 @@ func testInvalid(t *testing.T, b Backend) {
 	s := b.New(t)
 	answers := newAnswers(set)
 	answers.Refuse(set.ID, errors.New(refusal))
-	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
-	defer cancel()
 	start := time.Now()
-	ch := startAsk(ctx, s, set, answers)
+	ch, cancel := askAsRunner(b, s, set, answers)
+	defer cancel()
 	answer(t, b, set, []questions.Answer{Choose(set.Questions[0], "Postgres")})
-	wctx, wcancel := context.WithTimeout(ctx, b.Timeout)
+	wctx, wcancel := context.WithTimeout(context.Background(), b.Timeout)
 	offers, err := answers.WaitOffers(wctx, set.ID, 1)
 	wcancel()
 	if err != nil {
@@ -417,6 +425,7 @@ func testInvalid(t *testing.T, b Backend) {
 	stop(t, b, cancel, ch, "answered set "+set.ID)
 	if ok {
 		CheckResponse(t, s.Name(), set, resp, want, start)
+		waitShown(t, b, set, b.Person, "taken answer, after the Ask's context ended")
 	}
 }
 
@@ -513,15 +522,15 @@ func testIdempotent(t *testing.T, b Backend) {
 
 	want := []questions.Answer{Choose(set.Questions[0], "Postgres")}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
-	defer cancel()
 	s = b.New(t)
-	ch := startAsk(ctx, s, set, answers)
+	ch, cancel := askAsRunner(b, s, set, answers)
+	defer cancel()
 	answer(t, b, set, want)
 	resp, ok := waitFinal(t, b, answers, set)
 	stop(t, b, cancel, ch, "answered set "+set.ID)
 	if ok {
 		CheckResponse(t, s.Name(), set, resp, want, start)
+		waitShown(t, b, set, b.Person, "taken answer, after the Ask's context ended")
 	}
 	checkPosted(t, b, set)
 }
@@ -538,14 +547,17 @@ func testRestart(t *testing.T, b Backend) {
 	if n := len(answers.Offers(set.ID)); n != 0 {
 		t.Errorf("%d offers while no Ask ran", n)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
-	defer cancel()
 	s := b.New(t)
-	ch := startAsk(ctx, s, set, answers)
+	ch, cancel := askAsRunner(b, s, set, answers)
+	defer cancel()
 	resp, ok := waitFinal(t, b, answers, set)
 	stop(t, b, cancel, ch, "answered set "+set.ID)
 	if ok {
 		CheckResponse(t, s.Name(), set, resp, want, start)
+		// The answer given while no process ran is shown as taken by the
+		// Ask that found it, although the runner ended that Ask as soon as
+		// the store had it.
+		waitShown(t, b, set, b.Person, "answer given while down, after the Ask's context ended")
 	}
 	checkPosted(t, b, set)
 }
@@ -568,12 +580,12 @@ func testConcurrent(t *testing.T, b Backend) {
 	}
 	s := b.New(t)
 	answers := newAnswers(sets...)
-	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
-	defer cancel()
 	start := time.Now()
 	chs := make([]<-chan error, len(sets))
+	cancels := make([]context.CancelFunc, len(sets))
 	for i, set := range sets {
-		chs[i] = startAsk(ctx, s, set, answers)
+		chs[i], cancels[i] = askAsRunner(b, s, set, answers)
+		defer cancels[i]()
 	}
 	// Answer in the reverse order, each from its own goroutine: a surface
 	// that shows one set at a time shows the second only once the first
@@ -590,7 +602,10 @@ func testConcurrent(t *testing.T, b Backend) {
 		CheckResponse(t, s.Name(), set, resp, wants[i], start)
 	}
 	wg.Wait()
-	cancel()
+	for i := range sets {
+		cancels[i]()
+		waitShown(t, b, sets[i], b.Person, fmt.Sprintf("taken answer %d, after the Ask's context ended", i))
+	}
 	for i := range sets {
 		if err := wait(t, b, chs[i], fmt.Sprintf("concurrent Ask %d", i)); err != nil && !errors.Is(err, context.Canceled) {
 			t.Errorf("concurrent Ask %d = %v, want nil or context.Canceled", i, err)
