@@ -1079,15 +1079,27 @@ func (s *Server) page(h http.Header, r *http.Request, items []map[string]any) (a
 	if out == nil {
 		out = []map[string]any{}
 	}
+	// GitHub's Link header: prev and first past the first page, next and
+	// last before the last one.
+	link := func(p int, rel string) string {
+		u := url.URL{Scheme: "http", Host: r.Host, Path: r.URL.Path}
+		qq := r.URL.Query()
+		qq.Set("page", strconv.Itoa(p))
+		u.RawQuery = qq.Encode()
+		return fmt.Sprintf("<%s>; rel=%q", u.String(), rel)
+	}
+	var links []string
+	if pg > 1 {
+		links = append(links, link(min(pg-1, last), "prev"))
+	}
 	if pg < last {
-		link := func(p int, rel string) string {
-			u := url.URL{Scheme: "http", Host: r.Host, Path: r.URL.Path}
-			qq := r.URL.Query()
-			qq.Set("page", strconv.Itoa(p))
-			u.RawQuery = qq.Encode()
-			return fmt.Sprintf("<%s>; rel=%q", u.String(), rel)
-		}
-		h.Set("Link", link(pg+1, "next")+", "+link(last, "last"))
+		links = append(links, link(pg+1, "next"), link(last, "last"))
+	}
+	if pg > 1 {
+		links = append(links, link(1, "first"))
+	}
+	if len(links) > 0 {
+		h.Set("Link", strings.Join(links, ", "))
 	}
 	return out, nil
 }

@@ -1,0 +1,103 @@
+package github
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/orchestrator-dev/orchestrator/questions"
+	"github.com/orchestrator-dev/orchestrator/surfaces/surfacetest"
+)
+
+// listings counts the polls of the repository's comments (their first
+// pages) among the fake's requests.
+func (f *fixture) listings() int {
+	n := 0
+	for _, r := range f.srv.Requests() {
+		if r.Method == "GET" && r.Path == "/repos/"+testRepo+"/issues/comments" && !strings.Contains(r.RawQuery, "&page=") {
+			n++
+		}
+	}
+	return n
+}
+
+// With more than a page of comments since the cursor (150 questions waiting
+// on one repository), the first page of the listing, the oldest, stays the
+// same (304): the poller reads the pages after it too, and an answer to the
+// newest question is taken by the first poll that starts after it was
+// given, or the one after it.
+func TestPollReadsEveryPage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	s := f.surface(t, f.config(0))
+	const n = 150
+	answers := surfacetest.NewAnswers()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	sets := make([]questions.Set, n)
+	var wg sync.WaitGroup
+	for i := range sets {
+		sets[i] = surfacetest.SingleChoice(fmt.Sprintf("busy-%03d", i))
+		answers.Add(sets[i])
+		wg.Go(func() { _ = s.Ask(ctx, sets[i], answers) })
+	}
+	defer wg.Wait()
+	defer cancel()
+	f.srv.WaitFor(t, waitLong, fmt.Sprintf("%d questions posted", n), func() bool { return len(f.srv.Questions(testRepo)) >= n })
+	// The newest question, and polls that list the full first page.
+	qs := f.srv.Questions(testRepo)
+	newest := qs[len(qs)-1]
+	var set questions.Set
+	for _, st := range sets {
+		if strings.Contains(newest.Body, markerValue(st.ID)) {
+			set = st
+		}
+	}
+	if set.ID == "" {
+		t.Fatalf("the newest question comment is of no set: %s", newest.Body)
+	}
+	f.waitPolls(t, 4)
+
+	var mu sync.Mutex
+	takenAt := -1
+	answers.OnFinal(set.ID, func() {
+		mu.Lock()
+		takenAt = f.listings()
+		mu.Unlock()
+	})
+	before := f.listings()
+	f.srv.AddComment(testRepo, newest.Issue, "alice", "2")
+	if _, err := answers.WaitFinal(ctx, set.ID); err != nil {
+		t.Fatalf("the answer to the newest question was not taken: %v", err)
+	}
+	mu.Lock()
+	polls := takenAt - before
+	mu.Unlock()
+	if polls > 2 {
+		t.Errorf("the answer was taken after %d polls began, want at most 2", polls)
+	}
+	f.srv.WaitFor(t, waitLong, "the question shows who answered", func() bool {
+		c, _ := f.srv.Comment(testRepo, newest.ID)
+		return strings.Contains(c.Body, "alice")
+	})
+
+	// The first page answered 304 while later pages were read: the
+	// listing is paged, and conditional page by page.
+	var first304, later int
+	for _, r := range f.srv.Requests() {
+		if r.Path != "/repos/"+testRepo+"/issues/comments" {
+			continue
+		}
+		if strings.Contains(r.RawQuery, "&page=") {
+			later++
+		} else if r.Status == 304 {
+			first304++
+		}
+	}
+	if first304 == 0 || later == 0 {
+
+		t.Errorf("%d first pages answered 304, %d later pages read; want both", first304, later)
+	}
+}
