@@ -95,6 +95,16 @@ type Decision struct {
 // ErrUnavailable reports that a surface cannot take an answer any more.
 var ErrUnavailable = errors.New("surface cannot take an answer")
 
+// HealthReporter is implemented by surfaces that can tell whether their
+// service serves them: one that does not answer in time, refuses the
+// credentials, or keeps answering 403 or 410 on a repository. Health
+// returns nil while it does, else why not, in a short sentence without
+// secrets; serve reports it on /healthz (status "degraded") and in
+// orchestrator_surface_up. Safe for concurrent use; it makes no request.
+type HealthReporter interface {
+	Health() error
+}
+
 // Resolver is implemented by surfaces that can show that a set was answered
 // elsewhere: edit the comment, disable the buttons, print a line. The run
 // loop calls Resolve, once the answer is stored, on every surface the set

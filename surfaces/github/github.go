@@ -43,6 +43,7 @@ const surfaceName = "github"
 // Compile-time checks that Surface provides what the run loop uses.
 var (
 	_ surfaces.Surface        = (*Surface)(nil)
+	_ surfaces.HealthReporter = (*Surface)(nil)
 	_ surfaces.Resolver       = (*Surface)(nil)
 	_ surfaces.Reminder       = (*Surface)(nil)
 	_ surfaces.ResumeNotifier = (*Surface)(nil)
@@ -116,6 +117,11 @@ type ClientConfig struct {
 	// its notices twice (the store). Default: kept in memory, for this
 	// process only.
 	Ledger Ledger
+	// RequestTimeout bounds each request to GitHub (each attempt, from
+	// sending it to reading its body): one that GitHub does not answer in
+	// time fails, and the surface reports itself unhealthy (Health) until
+	// GitHub answers again. Default DefaultRequestTimeout; negative: none.
+	RequestTimeout time.Duration
 	// HTTPClient sends the requests (its Transport is wrapped, not
 	// changed). Default: a client with http.DefaultTransport.
 	HTTPClient *http.Client
@@ -174,6 +180,7 @@ type Client struct {
 	onIdle   func(repo string, issue int)
 	// transport paces writes and waits out rate limits below go-github.
 	transport *rateLimitTransport
+	hl        health
 
 	ctx    context.Context // ends with Close; bounds pollers and webhook work
 	cancel context.CancelFunc
@@ -281,9 +288,13 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if baseRT == nil {
 		baseRT = http.DefaultTransport
 	}
+	reqTimeout := cfg.RequestTimeout
+	if reqTimeout == 0 {
+		reqTimeout = DefaultRequestTimeout
+	}
 	c.transport = &rateLimitTransport{
 		base: baseRT, sleep: c.sleep, now: c.now, log: c.log, maxWait: maxWait, retries: 5,
-		writeInterval: writeIv, backoff: c.backoff,
+		writeInterval: writeIv, backoff: c.backoff, timeout: max(reqTimeout, 0), observe: c.noteAttempt,
 	}
 	var rt http.RoundTripper = c.transport
 	switch {

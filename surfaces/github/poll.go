@@ -210,11 +210,20 @@ func (p *poller) run() {
 			return
 		}
 		p.mu.Unlock()
-		if err := p.poll(ctx); err != nil && ctx.Err() == nil {
-			p.c.log.Warn("github: poll failed", "repo", p.owner+"/"+p.name, "err", err)
+		err := p.poll(ctx)
+		switch {
+		case err == nil:
+			p.c.pollServed(p.owner + "/" + p.name)
+		case ctx.Err() != nil:
+		case refusedPoll(err):
+			// Refused until someone acts: unhealthy, one error an hour,
+			// not a warning every interval.
+			p.c.pollRefused(p.owner+"/"+p.name, err)
 			if fatal(err) {
 				p.failAll(err)
 			}
+		default:
+			p.c.log.Warn("github: poll failed", "repo", p.owner+"/"+p.name, "err", err)
 		}
 	}
 }

@@ -101,6 +101,8 @@ type Server struct {
 	requests []Request
 	used     int // requests counted against the rate limit (304s are not)
 	faults   []fault
+	lasting  []*fault
+	hangs    []*hang
 	botLogin string
 	pulls    map[string][]*PullRequest // by lower-case repository name (pulls.go)
 }
@@ -129,6 +131,7 @@ type fault struct {
 	header       http.Header
 	body         string
 	after        bool // serve the request, then fail: the response is lost
+	lasting      bool // until removed (Refuse)
 }
 
 // NewServer starts a fake GitHub and closes it when the test ends.
@@ -214,6 +217,61 @@ func (s *Server) Fail(method, path string, status int, header http.Header, body 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, fault{method: method, path: path, status: status, header: header.Clone(), body: body})
+}
+
+// Refuse makes every request matching method and path (exact, without the
+// query) fail with status and GitHub's JSON message until stop is called:
+// a lasting refusal (403 for a token that lost access, 410 for a
+// repository whose issues were disabled).
+func (s *Server) Refuse(method, path string, status int, message string) (stop func()) {
+	f := &fault{method: method, path: path, status: status, lasting: true,
+		body: fmt.Sprintf(`{"message":%q,"documentation_url":"https://docs.github.com/rest"}`, message)}
+	s.mu.Lock()
+	s.lasting = append(s.lasting, f)
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.lasting = slices.DeleteFunc(s.lasting, func(x *fault) bool { return x == f })
+		s.mu.Unlock()
+	}
+}
+
+// Hang holds every request matching method and path (exact, without the
+// query) unanswered until release is called or its client gives up, as a
+// GitHub that accepts the connection and never answers. Requests held are
+// served once released.
+func (s *Server) Hang(method, path string) (release func()) {
+	ch := make(chan struct{})
+	h := &hang{method: method, path: path, release: ch}
+	s.mu.Lock()
+	s.hangs = append(s.hangs, h)
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.hangs = slices.DeleteFunc(s.hangs, func(x *hang) bool { return x == h })
+			s.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+type hang struct {
+	method, path string
+	release      chan struct{}
+}
+
+// held returns the release channel of a hang matching r, or nil.
+func (s *Server) held(r *http.Request) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, h := range s.hangs {
+		if h.method == r.Method && h.path == r.URL.Path {
+			return h.release
+		}
+	}
+	return nil
 }
 
 // LoseResponse makes the next request matching method and path be served
@@ -675,6 +733,14 @@ type apiError struct {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if held := s.held(r); held != nil {
+		// Held: no answer until released, or until the client gives up.
+		select {
+		case <-held:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.notifyLocked()
@@ -704,6 +770,14 @@ func (s *Server) serveLocked(w http.ResponseWriter, r *http.Request) int {
 			for k, v := range f.header {
 				h[k] = v
 			}
+			w.WriteHeader(f.status)
+			fmt.Fprint(w, f.body)
+			return f.status
+		}
+	}
+
+	for _, f := range s.lasting {
+		if f.method == r.Method && f.path == r.URL.Path {
 			w.WriteHeader(f.status)
 			fmt.Fprint(w, f.body)
 			return f.status
