@@ -27,6 +27,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -177,7 +178,10 @@ type Client struct {
 	sleep    func(context.Context, time.Duration) error
 	backoff  time.Duration
 	ledger   Ledger
-	onIdle   func(repo string, issue int)
+	// durable: the Ledger was given (the store), and keeps the number of
+	// each run's own issue from its creation on.
+	durable bool
+	onIdle  func(repo string, issue int)
 	// transport paces writes and waits out rate limits below go-github.
 	transport *rateLimitTransport
 	hl        health
@@ -240,6 +244,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		locks:      make(map[string]*keyLock),
 		backoff:    cfg.backoff,
 		ledger:     cfg.Ledger,
+		durable:    cfg.Ledger != nil,
 		onIdle:     cfg.OnIdleDelivery,
 		runIssues:  make(map[string]int),
 		asked:      make(map[string]*asked),
@@ -708,7 +713,9 @@ func serverTime(resp *gh.Response, now time.Time) time.Time {
 }
 
 // issueFor returns the issue set is asked in: the configured one, or the
-// run's, found by its marker or (create) opened.
+// run's, recorded in the Ledger when it was opened or (create) opened.
+// Without a durable Ledger (no store) it is found by its marker among the
+// repository's issues.
 func (s *Surface) issueFor(ctx context.Context, set questions.Set, create bool) (int, error) {
 	if s.cfg.Issue > 0 {
 		return s.cfg.Issue, nil
@@ -725,14 +732,37 @@ func (s *Surface) issueFor(ctx context.Context, set questions.Set, create bool) 
 	if ok {
 		return n, nil
 	}
-	n, err := s.findRunIssue(ctx, runID)
-	if err != nil {
-		return 0, fmt.Errorf("github: find the issue of run %s in %s: %w", runID, s.repo(), err)
+	rkey := runIssueKey(s.repo(), runID)
+	if s.c.durable {
+		v, err := s.c.ledger.CommentDecision(ctx, rkey)
+		if err != nil {
+			return 0, fmt.Errorf("github: look up the issue of run %s in %s: %w", runID, s.repo(), err)
+		}
+		if v != "" {
+			if n, err = strconv.Atoi(v); err != nil || n <= 0 {
+				return 0, fmt.Errorf("github: the issue of run %s in %s is recorded as %q, not an issue number", runID, s.repo(), v)
+			}
+		}
+	} else {
+		var err error
+		if n, err = s.findRunIssue(ctx, runID); err != nil {
+			return 0, fmt.Errorf("github: find the issue of run %s in %s: %w", runID, s.repo(), err)
+		}
 	}
 	if n == 0 && create {
-		n, err = s.openRunIssue(ctx, set, runID)
+		opened, err := s.openRunIssue(ctx, set, runID)
 		if err != nil {
 			return 0, err
+		}
+		// Recorded at once: the issue is never looked for again (a
+		// label taken off it, or a thousand issues opened after it, do
+		// not lose it). The first record wins.
+		got, err := s.c.ledger.DecideComment(context.WithoutCancel(ctx), rkey, strconv.Itoa(opened))
+		if err != nil {
+			return 0, fmt.Errorf("github: record issue #%d of run %s in %s: %w", opened, runID, s.repo(), err)
+		}
+		if n, err = strconv.Atoi(got); err != nil || n <= 0 {
+			n = opened
 		}
 	}
 	if n == 0 {
@@ -786,6 +816,11 @@ func (s *Surface) openRunIssue(ctx context.Context, set questions.Set, runID str
 			return n, nil
 		}
 	}
+}
+
+// runIssueKey names the number of a run's own issue in the Ledger.
+func runIssueKey(repo, runID string) string {
+	return "github/" + strings.ToLower(repo) + "/run-issue/" + runID
 }
 
 // findRunIssue looks for the issue carrying the run's marker among the

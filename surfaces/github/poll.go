@@ -44,6 +44,7 @@ type poller struct {
 	owner, name string
 
 	mu      sync.Mutex
+	id      int64 // the repository's ID, once learnt: webhooks name a renamed repository by it
 	waiters map[*waiter]bool
 	running bool
 	kicked  bool               // PollNow: poll without waiting out the interval
@@ -102,6 +103,52 @@ func (c *Client) poller(owner, name string) *poller {
 		c.pollers[key] = p
 	}
 	return p
+}
+
+// learnID learns the repository's ID, once: a webhook delivery names the
+// repository as it is called now, which after a rename is not the name
+// the surface was configured with, but its ID stays.
+func (p *poller) learnID(ctx context.Context) {
+	p.mu.Lock()
+	known := p.id != 0
+	p.mu.Unlock()
+	if known {
+		return
+	}
+	r, _, err := p.c.api.Repositories.Get(ctx, p.owner, p.name)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.c.log.Info("github: could not read the repository's ID (webhook deliveries after a rename are matched by it); trying again at the next poll",
+				"repo", p.owner+"/"+p.name, "err", err)
+		}
+		return
+	}
+	p.mu.Lock()
+	p.id = r.GetID()
+	p.mu.Unlock()
+}
+
+// pollerByID returns the poller of the repository whose ID is id, if it
+// exists and has learnt its ID.
+func (c *Client) pollerByID(id int64) *poller {
+	if id == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	ps := make([]*poller, 0, len(c.pollers))
+	for _, p := range c.pollers {
+		ps = append(ps, p)
+	}
+	c.mu.Unlock()
+	for _, p := range ps {
+		p.mu.Lock()
+		same := p.id == id
+		p.mu.Unlock()
+		if same {
+			return p
+		}
+	}
+	return nil
 }
 
 // lookupPoller returns the repository's poller if it exists.
@@ -197,6 +244,7 @@ func (w *waiter) finished() bool {
 func (p *poller) run() {
 	defer p.c.wg.Done()
 	ctx := p.c.ctx
+	p.learnID(ctx)
 	for {
 		if err := p.pause(ctx); err != nil {
 			p.stop()
@@ -210,6 +258,7 @@ func (p *poller) run() {
 			return
 		}
 		p.mu.Unlock()
+		p.learnID(ctx)
 		err := p.poll(ctx)
 		switch {
 		case err == nil:

@@ -102,6 +102,7 @@ type Server struct {
 	used     int // requests counted against the rate limit (304s are not)
 	faults   []fault
 	lasting  []*fault
+	renamed  map[string]*repo // old lower-case name → the repository now
 	hangs    []*hang
 	botLogin string
 	pulls    map[string][]*PullRequest // by lower-case repository name (pulls.go)
@@ -217,6 +218,23 @@ func (s *Server) Fail(method, path string, status int, header http.Header, body 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, fault{method: method, path: path, status: status, header: header.Clone(), body: body})
+}
+
+// Rename renames repository from ("owner/name") to to: its ID, issues and
+// comments stay; payloads name it to from then on, and requests to its old
+// name are redirected as GitHub does (301 for GET, 307 for the others).
+func (s *Server) Rename(from, to string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.repoLocked(from)
+	delete(s.repos, strings.ToLower(from))
+	r.fullName = to
+	s.repos[strings.ToLower(to)] = r
+	if s.renamed == nil {
+		s.renamed = make(map[string]*repo)
+	}
+	s.renamed[strings.ToLower(from)] = r
+	s.notifyLocked()
 }
 
 // Refuse makes every request matching method and path (exact, without the
@@ -785,6 +803,23 @@ func (s *Server) serveLocked(w http.ResponseWriter, r *http.Request) int {
 	}
 
 	segs := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if len(segs) >= 3 && segs[0] == "repos" {
+		if to, ok := s.renamed[strings.ToLower(segs[1]+"/"+segs[2])]; ok {
+			// A renamed repository: GitHub redirects its old URLs, 301
+			// for GET and HEAD, 307 for the others.
+			u := *r.URL
+			u.Path = "/repos/" + to.fullName + "/" + strings.Join(segs[3:], "/")
+			u.Path = strings.TrimSuffix(u.Path, "/")
+			code := http.StatusTemporaryRedirect
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				code = http.StatusMovedPermanently
+			}
+			h.Set("Location", u.String())
+			w.WriteHeader(code)
+			fmt.Fprintf(w, `{"message":"Moved Permanently","url":%q}`, u.String())
+			return code
+		}
+	}
 	if r.Method == http.MethodPost && len(segs) == 4 && segs[0] == "app" && segs[1] == "installations" && segs[3] == "access_tokens" {
 		return s.accessToken(w, r, segs[2])
 	}
@@ -929,6 +964,9 @@ func verifyJWT(tok string, a app) error {
 // route serves the REST endpoints; segs is the path split on "/".
 func (s *Server) route(h http.Header, r *http.Request, segs []string) (any, error) {
 	notFound := &apiError{http.StatusNotFound, "Not Found"}
+	if len(segs) == 3 && segs[0] == "repos" && r.Method == http.MethodGet {
+		return s.repoJSON(s.repoLocked(segs[1] + "/" + segs[2])), nil
+	}
 	if len(segs) < 4 || segs[0] != "repos" {
 		return nil, notFound
 	}
