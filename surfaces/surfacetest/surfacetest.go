@@ -17,6 +17,14 @@
 //
 // The subtests run one after another on the same Backend; each uses its own
 // sets (distinct IDs), so a backend's state may be shared by all of them.
+//
+// The suite ends an Ask's context as the runner does: as soon as the set has
+// its complete answer, inside the Offer that completed it (Answers.OnFinal),
+// and only then checks what people are shown. It calls the optional
+// capabilities a surface has (Resolver, Reminder, Closer, ProgressReporter,
+// ResumeNotifier, RunEnder) as the runner does, each twice (they are
+// idempotent), and with Backend.Transient has the service fail a write for a
+// moment.
 package surfacetest
 
 import (
@@ -83,6 +91,12 @@ type Backend struct {
 	// that a taken answer is shown as theirs. Empty skips that check.
 	Person string
 
+	// Transient makes the service fail the surface's next write about set
+	// for a moment, as services do: a 5xx, a rate limit, or a response
+	// lost after the write was done. Nil skips that subtest (it needs
+	// Posted too).
+	Transient func(t *testing.T, set questions.Set)
+
 	Features Features
 
 	// Timeout bounds each wait (default one minute: the suite runs under
@@ -125,6 +139,11 @@ func Run(t *testing.T, b Backend) {
 		{"Idempotent", "", testIdempotent},
 		{"Restart", skipUnless(f.AnswerWhileDown, "AnswerWhileDown"), testRestart},
 		{"Concurrent", "", testConcurrent},
+		{"Resolver", "", testResolver},
+		{"Reminder", "", testReminder},
+		{"Closer", "", testCloser},
+		{"RunCapabilities", "", testRunCapabilities},
+		{"Transient", skipUnless(b.Transient != nil && b.Posted != nil, "Transient and Posted"), testTransient},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
