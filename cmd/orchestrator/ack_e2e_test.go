@@ -140,3 +140,50 @@ func TestDiscordAnswerWhileDownAcknowledged(t *testing.T) {
 		t.Errorf("answers sent %d times, want 1", n)
 	}
 }
+
+// TestServeGitHubHungRequest: GitHub holds the question's post unanswered
+// (as if for ten minutes). Within request_timeout the post fails, /healthz
+// says degraded naming the GitHub surface and orchestrator_surface_up is 0;
+// once GitHub answers again, the run is asked again (posted once),
+// answered, and /healthz is ok.
+func TestServeGitHubHungRequest(t *testing.T) {
+	t.Parallel()
+	e, gh, repo, issue := githubE2E(t, fmt.Sprintf("    request_timeout: 500ms\n\nspecs:\n  dir: %q\nserve:\n  listen: 127.0.0.1:0\n", filepath.Join(t.TempDir(), "no-specs")))
+	release := gh.Hang("POST", fmt.Sprintf("/repos/%s/issues/%d/comments", repo, issue))
+	defer release()
+	if code, _, errs := e.run("", "submit", "--surface", "github", "--prompt", "Implement spec X"); code != exitOK {
+		t.Fatalf("submit: exit %d: %s", code, errs)
+	}
+	s := startServe(t, e)
+	waitFor(t, "/healthz to say the GitHub surface is not served", func() bool {
+		code, body := s.get(t, "/healthz")
+		return code == 200 && strings.Contains(body, `"status":"degraded"`) && strings.Contains(body, `"surface":"github"`) && strings.Contains(body, "did not answer")
+	})
+	if v := s.metric(t, "orchestrator_surface_up", "surface", "github"); v != 0 {
+		t.Errorf("orchestrator_surface_up{github} = %v while GitHub holds the post, want 0", v)
+	}
+	if n := len(gh.Questions(repo)); n != 0 {
+		t.Fatalf("%d questions posted while GitHub held the post", n)
+	}
+	release()
+	gh.WaitQuestion(t, repo, 1, 2*time.Minute)
+	gh.AddComment(repo, issue, "alice", "2")
+	st := e.store()
+	waitFor(t, "serve to finish the run", func() bool {
+		runs, err := st.ListRuns(context.Background(), store.RunFilter{})
+		return err == nil && len(runs) == 1 && runs[0].Status == store.RunDone
+	})
+	waitFor(t, "/healthz ok once GitHub answers", func() bool {
+		code, body := s.get(t, "/healthz")
+		return code == 200 && strings.Contains(body, `"status":"ok"`)
+	})
+	if v := s.metric(t, "orchestrator_surface_up", "surface", "github"); v != 1 {
+		t.Errorf("orchestrator_surface_up{github} = %v once GitHub answers, want 1", v)
+	}
+	if n := len(gh.Questions(repo)); n != 1 {
+		t.Errorf("question posted %d times, want once", n)
+	}
+	if n := e.answerRequests(); n != 1 {
+		t.Errorf("answers sent %d times, want 1", n)
+	}
+}
