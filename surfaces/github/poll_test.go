@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces/surfacetest"
@@ -99,5 +100,38 @@ func TestPollReadsEveryPage(t *testing.T) {
 	if first304 == 0 || later == 0 {
 
 		t.Errorf("%d first pages answered 304, %d later pages read; want both", first304, later)
+	}
+}
+
+// Exactly a full page of comments since the cursor: the page after it is
+// empty, and is where the next comment shows. The poller reads past a full
+// page even when the full page answers 304.
+func TestPollPastAFullLastPage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	f.srv.SetNow(func() time.Time { return now }) // the cursor stays: every comment of the same second
+	other := f.srv.CreateIssue(testRepo, "discussion")
+	for i := 0; i < perPage-1; i++ {
+		f.srv.AddComment(testRepo, other, "bob", fmt.Sprintf("comment %d", i))
+	}
+	s := f.surface(t, f.config(1))
+	set := surfacetest.SingleChoice("full-page")
+	ch := startAsk(ctxTimeout(t), s, set)
+	f.waitAsked(t, set) // the hundredth comment
+	f.waitPolls(t, 3)
+	// The full first page is answered 304 by now.
+	full304 := false
+	for _, r := range f.srv.Requests() {
+		if r.Path == "/repos/"+testRepo+"/issues/comments" && !strings.Contains(r.RawQuery, "&page=") && r.Status == 304 {
+			full304 = true
+		}
+	}
+	if !full304 {
+		t.Fatalf("the full first page was never answered 304")
+	}
+	f.srv.AddComment(testRepo, 1, "alice", "2")
+	if r := waitResult(t, ch); r.err != nil || len(r.resp.Answers) != 1 {
+		t.Fatalf("Ask = %+v, %v; want the answer on the page after the full one", r.resp, r.err)
 	}
 }
