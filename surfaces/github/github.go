@@ -358,8 +358,22 @@ func (c *Client) Close() error {
 // requests wait out rate limits as any other's (the client's transport).
 // Another instance's OnIdleDelivery is what calls it, through the serve
 // daemon.
+//
+// A repository renamed since the surface was configured is named by its
+// new name, which no poller has: then every poller that waits on issue
+// polls (a conditional request each).
 func (c *Client) PollNow(repo string, issue int) {
 	if p := c.lookupPoller(repo); p != nil {
+		p.kick(issue)
+		return
+	}
+	c.mu.Lock()
+	ps := make([]*poller, 0, len(c.pollers))
+	for _, p := range c.pollers {
+		ps = append(ps, p)
+	}
+	c.mu.Unlock()
+	for _, p := range ps {
 		p.kick(issue)
 	}
 }

@@ -148,3 +148,28 @@ func TestRunIssueRecordedAtCreation(t *testing.T) {
 		t.Fatal(r.err)
 	}
 }
+
+// On a cluster the instance that got the webhook delivery of a renamed
+// repository nudges the asking one with the new name: PollNow polls all the
+// same.
+func TestPollNowRenamedRepository(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	cfg := f.config(1)
+	cfg.PollInterval = time.Hour // only PollNow can bring the answer
+	s := f.surface(t, cfg)
+	set := surfacetest.SingleChoice("renamed-nudge")
+	ch := startAsk(ctxTimeout(t), s, set)
+	f.waitAsked(t, set)
+	eventually(t, "waiter", func() bool {
+		p := s.c.lookupPoller(testRepo)
+		return p != nil && len(p.waitersFor(1)) == 1
+	})
+	const renamed = "acme/app-moved"
+	f.srv.Rename(testRepo, renamed)
+	f.srv.AddComment(renamed, 1, "alice", "2")
+	s.c.PollNow(renamed, 1)
+	if r := waitResult(t, ch); r.err != nil || len(r.resp.Answers) != 1 {
+		t.Fatalf("Ask = %+v, %v; want the answer read after the nudge", r.resp, r.err)
+	}
+}
