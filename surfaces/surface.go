@@ -55,6 +55,11 @@ type Surface interface {
 	// given while no process ran, found and taken by the next Ask, is
 	// acknowledged like any other. surfacetest cancels as the runner does.
 	//
+	// Every request to a service has a timeout: a service that does not
+	// answer fails the request (Ask returns an error, and the runner asks
+	// again after a backoff) instead of holding the question, and the
+	// surface says so in its Health (HealthReporter).
+	//
 	// Ask is idempotent on set.ID: asking again (a retry, or a new process
 	// after a restart) finds what was posted instead of posting twice, and
 	// offers answers given meanwhile.
