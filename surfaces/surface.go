@@ -45,6 +45,21 @@ type Surface interface {
 	// terminal's input reached EOF). It may return nil once an Offer said
 	// the set is Closed: there is nothing more to take.
 	//
+	// ctx bounds the waiting, not what the surface does about a decision
+	// already made: the runner ends ctx as soon as the store has the set's
+	// answer, which can be before the Offer that gave it returns. Telling
+	// the person what became of an offered answer (a reaction, the question
+	// edited to show who answered, a reply) and recording that it was
+	// decided run on a context of their own (context.WithoutCancel of ctx
+	// with a timeout, ended when the surface closes), so that an answer
+	// given while no process ran, found and taken by the next Ask, is
+	// acknowledged like any other. surfacetest cancels as the runner does.
+	//
+	// Every request to a service has a timeout: a service that does not
+	// answer fails the request (Ask returns an error, and the runner asks
+	// again after a backoff) instead of holding the question, and the
+	// surface says so in its Health (HealthReporter).
+	//
 	// Ask is idempotent on set.ID: asking again (a retry, or a new process
 	// after a restart) finds what was posted instead of posting twice, and
 	// offers answers given meanwhile.
@@ -88,6 +103,16 @@ var ErrUnavailable = errors.New("surface cannot take an answer")
 // ErrNotAsked reports that a set was not shown on a surface (yet): there is
 // nothing there to remind people of.
 var ErrNotAsked = errors.New("the question was not posted there yet")
+
+// HealthReporter is implemented by surfaces that can tell whether their
+// service serves them: one that does not answer in time, refuses the
+// credentials, or keeps answering 403 or 410 on a repository. Health
+// returns nil while it does, else why not, in a short sentence without
+// secrets; serve reports it on /healthz (status "degraded") and in
+// orchestrator_surface_up. Safe for concurrent use; it makes no request.
+type HealthReporter interface {
+	Health() error
+}
 
 // Resolver is implemented by surfaces that can show that a set was answered
 // elsewhere: edit the comment, disable the buttons, print a line. The run

@@ -88,6 +88,7 @@ func (m *Main) runServe(ctx context.Context) error {
 		CatchUp:       m.Config.Serve.CatchUp,
 		Handlers:      m.handlers,
 		Metrics:       metrics,
+		SurfaceHealth: ss.health,
 		Logger:        m.Logger,
 	})
 	if err != nil {

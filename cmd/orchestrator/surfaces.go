@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -124,6 +125,36 @@ func (s *surfaceSet) get(name string, ref *specs.SurfaceRef) (surfaces.Surface, 
 	return sf, nil
 }
 
+// health says, by surface name, whether the services of the surfaces built
+// serve them (surfaces.HealthReporter): /healthz and orchestrator_surface_up.
+func (s *surfaceSet) health() map[string]error {
+	s.mu.Lock()
+	built := make([]surfaces.Surface, 0, len(s.built))
+	for _, sf := range s.built {
+		built = append(built, sf)
+	}
+	s.mu.Unlock()
+	out := map[string]error{}
+	seen := map[string]bool{} // problems already listed, by surface and text
+	for _, sf := range built {
+		hr, ok := sf.(surfaces.HealthReporter)
+		if !ok {
+			continue
+		}
+		name := sf.Name()
+		err := hr.Health()
+		if _, ok := out[name]; !ok {
+			out[name] = nil
+		}
+		if err == nil || seen[name+"\x00"+err.Error()] {
+			continue
+		}
+		seen[name+"\x00"+err.Error()] = true
+		out[name] = errors.Join(out[name], err)
+	}
+	return out
+}
+
 // buildSurface builds the named surface from the configuration's block
 // with the spec's override (ref, nil: none) applied.
 func (m *Main) buildSurface(name string, ref *specs.SurfaceRef, st *store.Store) (surfaces.Surface, error) {
@@ -199,8 +230,12 @@ func buildDiscord(m *Main, block config.SurfaceConfig, st *store.Store) (surface
 		Logger:        m.Logger.With("surface", "discord"),
 	}
 	if m.metrics != nil {
-		cfg.HTTPClient = &http.Client{Timeout: 20 * time.Second, Transport: m.metrics.InstrumentTransport("discord", http.DefaultTransport)}
+		cfg.HTTPClient = &http.Client{Transport: m.metrics.InstrumentTransport("discord", http.DefaultTransport)}
 	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{}
+	}
+	cfg.HTTPClient.Timeout = dc.RequestTimeout.Std()
 	sf, err := discord.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("discord: %w", err)
@@ -216,11 +251,12 @@ func buildGitHub(m *Main, block config.SurfaceConfig, st *store.Store) (surfaces
 	gc := *block.(*config.GitHub)
 	if m.github == nil {
 		cc := github.ClientConfig{
-			BaseURL:       gc.BaseURL,
-			Token:         gc.Token,
-			PollInterval:  gc.PollInterval.Std(),
-			WebhookSecret: gc.WebhookSecret,
-			Logger:        m.Logger.With("surface", "github"),
+			BaseURL:        gc.BaseURL,
+			Token:          gc.Token,
+			PollInterval:   gc.PollInterval.Std(),
+			RequestTimeout: gc.RequestTimeout.Std(),
+			WebhookSecret:  gc.WebhookSecret,
+			Logger:         m.Logger.With("surface", "github"),
 		}
 		if st != nil {
 			cc.Ledger = st // decisions about comments outlive the process

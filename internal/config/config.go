@@ -162,6 +162,10 @@ type GitHub struct {
 	// least MinPollInterval (MinLocalPollInterval for a base_url on this
 	// machine, such as a test server).
 	PollInterval Duration `yaml:"poll_interval"`
+	// RequestTimeout bounds each request to GitHub (one that gets no
+	// answer in time fails, and the surface reports itself unhealthy on
+	// /healthz until GitHub answers). Default: 30s.
+	RequestTimeout Duration `yaml:"request_timeout"`
 	// Allow lists logins that may answer.
 	Allow []string `yaml:"allow"`
 	// AllowOnly, when true, accepts answers only from Allow; when false,
@@ -212,6 +216,8 @@ type Discord struct {
 	// APIURL and GatewayURL override Discord's endpoints (tests, proxies).
 	APIURL     string `yaml:"api_url"`
 	GatewayURL string `yaml:"gateway_url"`
+	// RequestTimeout bounds each request to Discord's API. Default: 20s.
+	RequestTimeout Duration `yaml:"request_timeout"`
 }
 
 // Specs configures the spec files.
@@ -323,11 +329,12 @@ func DefaultEnv(lookup LookupFunc) Config {
 		Surfaces: Surfaces{
 			Terminal: Terminal{Enabled: true},
 			GitHub: GitHub{
-				BaseURL:      DefaultGitHubBaseURL,
-				PollInterval: DefaultPollInterval,
-				CloseIssue:   true,
+				BaseURL:        DefaultGitHubBaseURL,
+				PollInterval:   DefaultPollInterval,
+				RequestTimeout: DefaultGitHubRequestTimeout,
+				CloseIssue:     true,
 			},
-			Discord: Discord{ThreadPerRun: true},
+			Discord: Discord{ThreadPerRun: true, RequestTimeout: DefaultDiscordRequestTimeout},
 		},
 		Specs: Specs{Dir: DefaultSpecsDir},
 		Serve: Serve{

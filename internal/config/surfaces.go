@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -236,6 +237,9 @@ func (g GitHub) Check(c *Checker) {
 		c.Add("poll_interval", "must be at least %s, got %s (the floor is %s, %s for a base_url on this machine)",
 			floor, g.PollInterval, MinPollInterval, MinLocalPollInterval)
 	}
+	if g.RequestTimeout <= 0 {
+		c.Add("request_timeout", "must be above zero, got %s", g.RequestTimeout)
+	}
 	c.NonEmptyItems("labels", g.Labels)
 	c.NonEmptyItems("allow", g.Allow)
 	if g.AllowOnly && len(g.Allow) == 0 {
@@ -253,6 +257,9 @@ func (d Discord) Check(c *Checker) {
 		c.Add("token", "required when the Discord surface is enabled (set it to ${DISCORD_BOT_TOKEN} and export that variable)")
 	case strings.ContainsAny(tok, " \t\r\n"):
 		c.Add("token", "contains white space")
+	}
+	if d.RequestTimeout <= 0 {
+		c.Add("request_timeout", "must be above zero, got %s", d.RequestTimeout)
 	}
 	if d.ChannelID == "" {
 		c.Add("channel_id", "required when the Discord surface is enabled")
@@ -279,3 +286,10 @@ func (d Discord) Check(c *Checker) {
 		c.URL("gateway_url", d.GatewayURL, "ws", "wss")
 	}
 }
+
+// DefaultGitHubRequestTimeout and DefaultDiscordRequestTimeout bound one
+// request to the service (surfaces.*.request_timeout).
+const (
+	DefaultGitHubRequestTimeout  = Duration(30 * time.Second)
+	DefaultDiscordRequestTimeout = Duration(20 * time.Second)
+)

@@ -116,6 +116,10 @@ type Config struct {
 	// http.ServeMux pattern, e.g. "/webhooks/github" → the GitHub
 	// surface's webhook handler.
 	Handlers map[string]http.Handler
+	// SurfaceHealth, if set, says which surfaces' services do not serve
+	// them now: /healthz lists them (surface_problems, status "degraded")
+	// and orchestrator_surface_up is 0 for them.
+	SurfaceHealth SurfaceHealthFunc
 	// Metrics is served on /metrics; nil makes a new one (whose counters
 	// see no runner events).
 	Metrics *Metrics
@@ -204,6 +208,9 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.SurfaceHealth != nil {
+		cfg.Metrics.SetSurfaceHealth(cfg.SurfaceHealth)
 	}
 	if cfg.AdoptEvery <= 0 {
 		cfg.AdoptEvery = 5 * time.Second
@@ -775,7 +782,11 @@ type Health struct {
 	// good version scheduled when it had one (kept). Status is then
 	// "degraded".
 	SpecProblems []SpecProblem `json:"spec_problems,omitempty"`
-	Error        string        `json:"error,omitempty"`
+	// SurfaceProblems lists the surfaces whose service does not serve
+	// them now (a request not answered in time, polls refused); Status is
+	// then "degraded".
+	SurfaceProblems []SurfaceProblem `json:"surface_problems,omitempty"`
+	Error           string           `json:"error,omitempty"`
 }
 
 // healthz answers 200 with Health while serving (status "ok", or
@@ -813,7 +824,8 @@ func (d *Daemon) health(ctx context.Context) (Health, int) {
 	stopping := d.stopping
 	d.mu.Unlock()
 	code := http.StatusOK
-	if len(h.Undriven) > 0 || len(h.SpecProblems) > 0 {
+	h.SurfaceProblems = d.cfg.Metrics.surfaceHealth.problems()
+	if len(h.Undriven) > 0 || len(h.SpecProblems) > 0 || len(h.SurfaceProblems) > 0 {
 		h.Status = "degraded"
 	}
 	if stopping {

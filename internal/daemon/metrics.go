@@ -61,6 +61,8 @@ type Metrics struct {
 	specRuns    *prometheus.CounterVec
 	specCost    *prometheus.CounterVec
 
+	surfaceHealth surfaceHealth // orchestrator_surface_up
+
 	mu       sync.Mutex
 	sets     map[string]*seenSet // question sets of runs this process drives, by set ID
 	runSpecs map[string]string   // run ID → spec name, for the runs seen until they end
@@ -177,7 +179,7 @@ func NewMetrics(st QuestionStore) *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.runs, m.inProgress, m.undriven, m.leader, m.specProbs, m.asked, m.askedKind, m.answers, m.answersKind, m.latency, m.reminders, m.escalations,
 		m.agentErrors, m.turns, m.cost, m.apiRequests, m.apiDuration, pending,
-		m.specRuns, m.specCost, specCollector{m},
+		m.specRuns, m.specCost, specCollector{m}, &m.surfaceHealth,
 	)
 	for _, o := range runOutcomes {
 		m.runs.WithLabelValues(string(o))

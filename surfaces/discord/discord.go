@@ -50,6 +50,7 @@ type Surface struct {
 	token      string // without "Bot "
 	log        *slog.Logger
 	client     *http.Client
+	health     *healthTransport
 	dg         *discordgo.Session
 	refs       Refs
 	allowUsers map[string]bool
@@ -119,6 +120,14 @@ func New(cfg Config) (*Surface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discord surface: %w", err)
 	}
+	var s *Surface
+	ht := &healthTransport{base: client.Transport, log: func() *slog.Logger {
+		if s == nil {
+			return nil
+		}
+		return s.log
+	}}
+	client.Transport = ht
 	dg, err := discordgo.New("Bot " + token)
 	if err != nil {
 		return nil, fmt.Errorf("discord surface: new session: %w", err)
@@ -133,7 +142,8 @@ func New(cfg Config) (*Surface, error) {
 	if cfg.AcceptReplies {
 		dg.Identify.Intents |= discordgo.IntentsGuildMessages | discordgo.IntentsMessageContent
 	}
-	s := &Surface{
+	s = &Surface{
+		health:     ht,
 		cfg:        cfg,
 		token:      token,
 		log:        newRedactingLogger(cfg.Logger, token).With("surface", name),

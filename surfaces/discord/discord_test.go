@@ -289,6 +289,9 @@ func TestConformance(t *testing.T) {
 		Person:   "alice",
 		Features: surfacetest.Features{MultiSelect: true, FreeText: true, MultiQuestion: true},
 		Timeout:  timeout,
+		Transient: func(*testing.T, questions.Set) {
+			srv.LimitRate(discordtest.RateLimit{Method: "POST", PathPrefix: "/channels/" + discordtest.ChannelID + "/messages", RetryAfter: 50 * time.Millisecond, Count: 1})
+		},
 	})
 }
 
@@ -324,6 +327,9 @@ func TestConformanceReplies(t *testing.T) {
 		Person:   "bob",
 		Features: surfacetest.Features{MultiSelect: true, FreeText: true, MultiQuestion: true, AnswerWhileDown: true},
 		Timeout:  timeout,
+		Transient: func(*testing.T, questions.Set) {
+			srv.LimitRate(discordtest.RateLimit{Method: "POST", PathPrefix: "/channels/" + discordtest.ChannelID + "/messages", RetryAfter: 50 * time.Millisecond, Count: 1})
+		},
 	})
 }
 

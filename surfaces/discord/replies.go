@@ -59,6 +59,9 @@ func (s *Surface) catchUp(ctx context.Context, st *setState) {
 			}
 			slices.SortFunc(msgs, func(a, b *discordgo.Message) int { return cmpSnowflake(a.ID, b.ID) })
 			for _, m := range msgs {
+				if ctx.Err() != nil {
+					return
+				}
 				if m.MessageReference != nil && m.MessageReference.MessageID == messageID {
 					s.handleReply(ctx, m)
 				}
@@ -103,6 +106,12 @@ func (s *Surface) handleReply(ctx context.Context, m *discordgo.Message) {
 	if qs == nil || seen {
 		return
 	}
+	// From here on the reply is decided and acknowledged whatever becomes
+	// of ctx: the runner ends an Ask as soon as the store has the answer,
+	// which is before the reply's ✅, the question's message edited to show
+	// it and the answer remembered.
+	ctx, done := s.ackContext(ctx)
+	defer done()
 	c := clicker{id: m.Author.ID, name: displayName(m.Author, "")}
 	if m.Member != nil {
 		c.name = displayName(m.Author, m.Member.Nick)
@@ -184,4 +193,16 @@ func (s *Surface) roles(ctx context.Context, m *discordgo.Message) []string {
 		return nil
 	}
 	return mem.Roles
+}
+
+// ackContext is ctx without its cancellation, ended when the surface closes
+// or after workTimeout: what the surface does about a decision already made
+// must not depend on the Ask that was waiting for it (surfaces.Surface).
+func (s *Surface) ackContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), workTimeout)
+	stop := context.AfterFunc(s.ctx, cancel)
+	return actx, func() {
+		stop()
+		cancel()
+	}
 }

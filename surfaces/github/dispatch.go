@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 
 	gh "github.com/google/go-github/v60/github"
@@ -59,9 +60,33 @@ func (p *poller) handle(ctx context.Context, issue int, comments []*gh.IssueComm
 		if ctx.Err() != nil {
 			return
 		}
-		if !p.decide(ctx, issue, st, me, c) {
+		// Once a comment's decision starts, it is finished whatever
+		// becomes of ctx: the runner ends an Ask as soon as the store has
+		// the answer, which is before the answer's 👀, the question
+		// comment edited to show it and the decision recorded.
+		dctx, done := p.c.ackContext(ctx)
+		ok := p.decide(dctx, issue, st, me, c)
+		done()
+		if !ok {
 			st.retry[c.GetID()] = c
 		}
+	}
+}
+
+// ackTimeout bounds what is done about one comment once its decision
+// started (offer, reactions, edits, notices, the ledger), apart from the
+// context it was started in.
+const ackTimeout = 2 * time.Minute
+
+// ackContext is ctx without its cancellation, ended by the client's Close
+// or after ackTimeout: what a surface does about a decision already made
+// must not depend on the Ask that was waiting for it (surfaces.Surface).
+func (c *Client) ackContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+	stop := context.AfterFunc(c.ctx, cancel)
+	return actx, func() {
+		stop()
+		cancel()
 	}
 }
 

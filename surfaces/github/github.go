@@ -27,6 +27,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,6 +44,7 @@ const surfaceName = "github"
 // Compile-time checks that Surface provides what the run loop uses.
 var (
 	_ surfaces.Surface        = (*Surface)(nil)
+	_ surfaces.HealthReporter = (*Surface)(nil)
 	_ surfaces.Resolver       = (*Surface)(nil)
 	_ surfaces.Reminder       = (*Surface)(nil)
 	_ surfaces.ResumeNotifier = (*Surface)(nil)
@@ -116,6 +118,11 @@ type ClientConfig struct {
 	// its notices twice (the store). Default: kept in memory, for this
 	// process only.
 	Ledger Ledger
+	// RequestTimeout bounds each request to GitHub (each attempt, from
+	// sending it to reading its body): one that GitHub does not answer in
+	// time fails, and the surface reports itself unhealthy (Health) until
+	// GitHub answers again. Default DefaultRequestTimeout; negative: none.
+	RequestTimeout time.Duration
 	// HTTPClient sends the requests (its Transport is wrapped, not
 	// changed). Default: a client with http.DefaultTransport.
 	HTTPClient *http.Client
@@ -171,7 +178,10 @@ type Client struct {
 	sleep    func(context.Context, time.Duration) error
 	backoff  time.Duration
 	ledger   Ledger
-	onIdle   func(repo string, issue int)
+	// durable: the Ledger was given (the store), and keeps the number of
+	// each run's own issue from its creation on.
+	durable bool
+	onIdle  func(repo string, issue int)
 	// transport paces writes and waits out rate limits below go-github.
 	transport *rateLimitTransport
 	// appJWT calls the API as the App itself (its JWT), to learn its bot's
@@ -180,6 +190,7 @@ type Client struct {
 
 	idMu sync.Mutex // guards me; held while it is looked up
 	me   identity   // who the orchestrator posts as; zero until learned (self)
+	hl   health
 
 	ctx    context.Context // ends with Close; bounds pollers and webhook work
 	cancel context.CancelFunc
@@ -239,6 +250,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		locks:      make(map[string]*keyLock),
 		backoff:    cfg.backoff,
 		ledger:     cfg.Ledger,
+		durable:    cfg.Ledger != nil,
 		onIdle:     cfg.OnIdleDelivery,
 		runIssues:  make(map[string]int),
 		asked:      make(map[string]*asked),
@@ -287,9 +299,13 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if baseRT == nil {
 		baseRT = http.DefaultTransport
 	}
+	reqTimeout := cfg.RequestTimeout
+	if reqTimeout == 0 {
+		reqTimeout = DefaultRequestTimeout
+	}
 	c.transport = &rateLimitTransport{
 		base: baseRT, sleep: c.sleep, now: c.now, log: c.log, maxWait: maxWait, retries: 5,
-		writeInterval: writeIv, backoff: c.backoff,
+		writeInterval: writeIv, backoff: c.backoff, timeout: max(reqTimeout, 0), observe: c.noteAttempt,
 	}
 	var rt http.RoundTripper = c.transport
 	switch {
@@ -359,8 +375,22 @@ func (c *Client) Close() error {
 // requests wait out rate limits as any other's (the client's transport).
 // Another instance's OnIdleDelivery is what calls it, through the serve
 // daemon.
+//
+// A repository renamed since the surface was configured is named by its
+// new name, which no poller has: then every poller that waits on issue
+// polls (a conditional request each).
 func (c *Client) PollNow(repo string, issue int) {
 	if p := c.lookupPoller(repo); p != nil {
+		p.kick(issue)
+		return
+	}
+	c.mu.Lock()
+	ps := make([]*poller, 0, len(c.pollers))
+	for _, p := range c.pollers {
+		ps = append(ps, p)
+	}
+	c.mu.Unlock()
+	for _, p := range ps {
 		p.kick(issue)
 	}
 }
@@ -724,7 +754,9 @@ func serverTime(resp *gh.Response, now time.Time) time.Time {
 }
 
 // issueFor returns the issue set is asked in: the configured one, or the
-// run's, found by its marker or (create) opened.
+// run's, recorded in the Ledger when it was opened or (create) opened.
+// Without a durable Ledger (no store) it is found by its marker among the
+// repository's issues.
 func (s *Surface) issueFor(ctx context.Context, set questions.Set, create bool) (int, error) {
 	if s.cfg.Issue > 0 {
 		return s.cfg.Issue, nil
@@ -741,14 +773,37 @@ func (s *Surface) issueFor(ctx context.Context, set questions.Set, create bool) 
 	if ok {
 		return n, nil
 	}
-	n, err := s.findRunIssue(ctx, runID)
-	if err != nil {
-		return 0, fmt.Errorf("github: find the issue of run %s in %s: %w", runID, s.repo(), err)
+	rkey := runIssueKey(s.repo(), runID)
+	if s.c.durable {
+		v, err := s.c.ledger.CommentDecision(ctx, rkey)
+		if err != nil {
+			return 0, fmt.Errorf("github: look up the issue of run %s in %s: %w", runID, s.repo(), err)
+		}
+		if v != "" {
+			if n, err = strconv.Atoi(v); err != nil || n <= 0 {
+				return 0, fmt.Errorf("github: the issue of run %s in %s is recorded as %q, not an issue number", runID, s.repo(), v)
+			}
+		}
+	} else {
+		var err error
+		if n, err = s.findRunIssue(ctx, runID); err != nil {
+			return 0, fmt.Errorf("github: find the issue of run %s in %s: %w", runID, s.repo(), err)
+		}
 	}
 	if n == 0 && create {
-		n, err = s.openRunIssue(ctx, set, runID)
+		opened, err := s.openRunIssue(ctx, set, runID)
 		if err != nil {
 			return 0, err
+		}
+		// Recorded at once: the issue is never looked for again (a
+		// label taken off it, or a thousand issues opened after it, do
+		// not lose it). The first record wins.
+		got, err := s.c.ledger.DecideComment(context.WithoutCancel(ctx), rkey, strconv.Itoa(opened))
+		if err != nil {
+			return 0, fmt.Errorf("github: record issue #%d of run %s in %s: %w", opened, runID, s.repo(), err)
+		}
+		if n, err = strconv.Atoi(got); err != nil || n <= 0 {
+			n = opened
 		}
 	}
 	if n == 0 {
@@ -802,6 +857,11 @@ func (s *Surface) openRunIssue(ctx context.Context, set questions.Set, runID str
 			return n, nil
 		}
 	}
+}
+
+// runIssueKey names the number of a run's own issue in the Ledger.
+func runIssueKey(repo, runID string) string {
+	return "github/" + strings.ToLower(repo) + "/run-issue/" + runID
 }
 
 // findRunIssue looks for the issue carrying the run's marker among the

@@ -9,7 +9,8 @@ import (
 
 // Ledger keeps, durably, what became of each comment read as a possible
 // answer, so that a comment is decided once, ever: live, after a restart,
-// and whichever process reads it. The store implements it.
+// and whichever process reads it; and the number of each run's own issue,
+// recorded when it is opened (runIssueKey). The store implements it.
 type Ledger interface {
 	// CommentDecision returns the decision recorded for the comment named
 	// key, "" if none.

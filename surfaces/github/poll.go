@@ -44,13 +44,17 @@ type poller struct {
 	owner, name string
 
 	mu      sync.Mutex
+	id      int64 // the repository's ID, once learnt: webhooks name a renamed repository by it
 	waiters map[*waiter]bool
 	running bool
 	kicked  bool               // PollNow: poll without waiting out the interval
 	wake    context.CancelFunc // ends the wait between polls, while one is on
 	cursor  time.Time          // since, for the next poll
-	etag    string             // of the last listing...
-	etagURL string             // ...of this query
+	// pages is what the last read of each page of the listing since
+	// pagesSince said, by URL: its ETag for a conditional request, and
+	// enough to go on past it when it answers 304 Not Modified.
+	pages      map[string]listedPage
+	pagesSince time.Time
 
 	proc   sync.Mutex          // serialises handling comments
 	issues map[int]*issueState // by issue, while sets wait there (guarded by proc)
@@ -99,6 +103,52 @@ func (c *Client) poller(owner, name string) *poller {
 		c.pollers[key] = p
 	}
 	return p
+}
+
+// learnID learns the repository's ID, once: a webhook delivery names the
+// repository as it is called now, which after a rename is not the name
+// the surface was configured with, but its ID stays.
+func (p *poller) learnID(ctx context.Context) {
+	p.mu.Lock()
+	known := p.id != 0
+	p.mu.Unlock()
+	if known {
+		return
+	}
+	r, _, err := p.c.api.Repositories.Get(ctx, p.owner, p.name)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.c.log.Info("github: could not read the repository's ID (webhook deliveries after a rename are matched by it); trying again at the next poll",
+				"repo", p.owner+"/"+p.name, "err", err)
+		}
+		return
+	}
+	p.mu.Lock()
+	p.id = r.GetID()
+	p.mu.Unlock()
+}
+
+// pollerByID returns the poller of the repository whose ID is id, if it
+// exists and has learnt its ID.
+func (c *Client) pollerByID(id int64) *poller {
+	if id == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	ps := make([]*poller, 0, len(c.pollers))
+	for _, p := range c.pollers {
+		ps = append(ps, p)
+	}
+	c.mu.Unlock()
+	for _, p := range ps {
+		p.mu.Lock()
+		same := p.id == id
+		p.mu.Unlock()
+		if same {
+			return p
+		}
+	}
+	return nil
 }
 
 // lookupPoller returns the repository's poller if it exists.
@@ -194,6 +244,7 @@ func (w *waiter) finished() bool {
 func (p *poller) run() {
 	defer p.c.wg.Done()
 	ctx := p.c.ctx
+	p.learnID(ctx)
 	for {
 		if err := p.pause(ctx); err != nil {
 			p.stop()
@@ -207,11 +258,21 @@ func (p *poller) run() {
 			return
 		}
 		p.mu.Unlock()
-		if err := p.poll(ctx); err != nil && ctx.Err() == nil {
-			p.c.log.Warn("github: poll failed", "repo", p.owner+"/"+p.name, "err", err)
+		p.learnID(ctx)
+		err := p.poll(ctx)
+		switch {
+		case err == nil:
+			p.c.pollServed(p.owner + "/" + p.name)
+		case ctx.Err() != nil:
+		case refusedPoll(err):
+			// Refused until someone acts: unhealthy, one error an hour,
+			// not a warning every interval.
+			p.c.pollRefused(p.owner+"/"+p.name, err)
 			if fatal(err) {
 				p.failAll(err)
 			}
+		default:
+			p.c.log.Warn("github: poll failed", "repo", p.owner+"/"+p.name, "err", err)
 		}
 	}
 }
@@ -289,19 +350,43 @@ func (p *poller) failAll(err error) {
 	}
 }
 
-// poll lists the repository's comments updated since the cursor (one
-// conditional request; more pages only when more than 100 came in) and
-// hands them to the waiters of their issues.
+// listedPage is what one page of the comments listing said when it was
+// last read.
+type listedPage struct {
+	etag   string
+	next   bool      // a page came after it (Link rel="next"), or it was full
+	newest time.Time // the newest updated_at on it
+}
+
+// perPage is the most comments GitHub lists on a page.
+const perPage = 100
+
+// maxPages bounds the pages one poll reads.
+const maxPages = 50
+
+// poll lists the repository's comments updated since the cursor and hands
+// them to the waiters of their issues. Each page is a conditional request
+// of its own: GitHub lists the oldest first (sort=updated, direction=asc),
+// so with more than a page of comments since the cursor, an unchanged
+// first page (304) says nothing of the pages after it, which are read
+// too, each answering 304 while it has not changed. The cursor then moves
+// past what the full pages hold (newest - overlap), so that the listing
+// shrinks again.
 func (p *poller) poll(ctx context.Context) error {
 	p.mu.Lock()
 	since := p.cursor
-	etag, etagURL := p.etag, p.etagURL
+	if p.pages == nil || !since.Equal(p.pagesSince) {
+		p.pages, p.pagesSince = make(map[string]listedPage), since
+	}
+	pages := p.pages
 	p.mu.Unlock()
 
-	u := fmt.Sprintf("repos/%s/%s/issues/comments?sort=updated&direction=asc&per_page=100&since=%s",
-		p.owner, p.name, since.UTC().Format(time.RFC3339))
+	u := fmt.Sprintf("repos/%s/%s/issues/comments?sort=updated&direction=asc&per_page=%d&since=%s",
+		p.owner, p.name, perPage, since.UTC().Format(time.RFC3339))
 	var all []*gh.IssueComment
-	for page := 1; page <= 50; page++ {
+	newest := since
+	read := 0 // pages listed (200 or 304)
+	for page := 1; page <= maxPages; page++ {
 		pu := u
 		if page > 1 {
 			pu += "&page=" + strconv.Itoa(page)
@@ -310,35 +395,52 @@ func (p *poller) poll(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if page == 1 && etag != "" && etagURL == pu {
-			req.Header.Set("If-None-Match", etag)
+		p.mu.Lock()
+		last, known := pages[pu]
+		p.mu.Unlock()
+		if known && last.etag != "" {
+			req.Header.Set("If-None-Match", last.etag)
 		}
 		var cs []*gh.IssueComment
 		resp, err := p.c.api.Do(ctx, req, &cs)
-		if resp != nil && resp.StatusCode == http.StatusNotModified {
-			break
+		read++
+		if known && resp != nil && resp.StatusCode == http.StatusNotModified {
+			// Unchanged since it was read: its comments were handled
+			// then. The pages after it may have changed.
+			if last.newest.After(newest) {
+				newest = last.newest
+			}
+			if !last.next {
+				break
+			}
+			continue
 		}
 		if err != nil {
-			return fmt.Errorf("list comments since %s: %w", since.Format(time.RFC3339), err)
+			return fmt.Errorf("list comments since %s (page %d): %w", since.Format(time.RFC3339), page, err)
 		}
-		if page == 1 {
-			p.mu.Lock()
-			p.etag, p.etagURL = resp.Header.Get("ETag"), pu
-			p.mu.Unlock()
+		lp := listedPage{etag: resp.Header.Get("ETag"), next: resp.NextPage != 0 || len(cs) >= perPage}
+		for _, c := range cs {
+			if t := c.GetUpdatedAt().Time; t.After(lp.newest) {
+				lp.newest = t
+			}
 		}
+		if lp.newest.After(newest) {
+			newest = lp.newest
+		}
+		p.mu.Lock()
+		if p.pagesSince.Equal(since) {
+			p.pages[pu] = lp
+		}
+		p.mu.Unlock()
 		all = append(all, cs...)
-		if resp.NextPage == 0 {
+		if !lp.next {
 			break
 		}
 	}
 
-	newest := since
 	byIssue := make(map[int][]*gh.IssueComment)
 	var issues []int
 	for _, c := range all {
-		if t := c.GetUpdatedAt().Time; t.After(newest) {
-			newest = t
-		}
 		n := issueNumber(c.GetIssueURL())
 		if n == 0 {
 			continue
@@ -351,8 +453,10 @@ func (p *poller) poll(ctx context.Context) error {
 	p.mu.Lock()
 	// The cursor moves in steps: each move changes the query, so the next
 	// poll cannot be conditional; a few minutes of comments listed again
-	// cost less than that.
-	if next := newest.Add(-overlap).UTC().Truncate(time.Second); next.Sub(p.cursor) >= cursorStep && since.Equal(p.cursor) {
+	// cost less than that. Past a full page it moves as soon as it can:
+	// every page costs a request each poll.
+	next := newest.Add(-overlap).UTC().Truncate(time.Second)
+	if step := next.Sub(p.cursor); since.Equal(p.cursor) && (step >= cursorStep || (read > 1 && step > 0)) {
 		p.cursor = next
 	}
 	p.mu.Unlock()

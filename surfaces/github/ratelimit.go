@@ -3,6 +3,7 @@ package github
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -53,6 +54,11 @@ type rateLimitTransport struct {
 	// jitter, when set, spreads a backoff wait (never shortening it), so
 	// that clients that failed together do not retry together.
 	jitter func(time.Duration) time.Duration
+	// timeout bounds each attempt, from sending it to closing its body
+	// (0: none); observe, if set, is told what became of each attempt
+	// (err nil: the service answered).
+	timeout time.Duration
+	observe func(ctx context.Context, method, path string, err error)
 
 	mu        sync.Mutex
 	until     time.Time // no request before
@@ -133,7 +139,10 @@ func (t *rateLimitTransport) RoundTrip(req *http.Request) (*http.Response, error
 		}
 		rewindable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 		retryTransient := repeatable(req) && rewindable && attempt < t.retries && t.backoff > 0
-		resp, err := t.base.RoundTrip(req)
+		resp, err := t.attempt(req)
+		if t.observe != nil {
+			t.observe(ctx, req.Method, req.URL.Path, err)
+		}
 		if err != nil {
 			if !retryTransient || ctx.Err() != nil {
 				return nil, err
@@ -245,6 +254,24 @@ func Jitter(d time.Duration) time.Duration {
 		return d
 	}
 	return d + rand.N(d/2)
+}
+
+// attempt sends req once, bounded by t.timeout until its body is closed.
+func (t *rateLimitTransport) attempt(req *http.Request) (*http.Response, error) {
+	if t.timeout <= 0 {
+		return t.base.RoundTrip(req)
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), t.timeout)
+	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		if ctx.Err() != nil && req.Context().Err() == nil {
+			err = fmt.Errorf("no response within %s: %w", t.timeout, err)
+		}
+		return nil, err
+	}
+	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
 }
 
 // waitTurn waits until no rate limit holds requests back.

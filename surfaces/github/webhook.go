@@ -115,6 +115,13 @@ func (c *Client) serveWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	repo, issue := ev.GetRepo().GetFullName(), ev.GetIssue().GetNumber()
 	p := c.lookupPoller(repo)
+	if p == nil {
+		// Matched by ID: a renamed repository is delivered under its new
+		// name.
+		if p = c.pollerByID(ev.GetRepo().GetID()); p != nil {
+			repo = p.owner + "/" + p.name
+		}
+	}
 	w.WriteHeader(http.StatusAccepted)
 	if c.ctx.Err() != nil {
 		return

@@ -31,6 +31,8 @@ type memSet struct {
 	closed bool
 	refuse []error // refusals for the next offers, in order
 	offers []Offered
+	// onFinal are called, once, when the set gets its complete answer.
+	onFinal []func()
 }
 
 // Offered is one call of Offer and what was decided.
@@ -81,10 +83,19 @@ func (a *Answers) Close(setID string, final *questions.Response) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := a.get(setID)
+	var fns []func()
 	if !s.closed {
 		s.closed, s.final = true, final
+		if final != nil {
+			fns, s.onFinal = s.onFinal, nil
+		}
 		a.notify()
 	}
+	a.mu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
+	a.mu.Lock()
 }
 
 // Offers returns the offers made for setID so far, with their decisions.
@@ -143,17 +154,42 @@ func (a *Answers) WaitOffers(ctx context.Context, setID string, n int) ([]Offere
 	return got, err
 }
 
+// OnFinal has fn called once setID gets its complete answer, before the
+// Offer that completed it returns: as the runner, which ends the Asks of a
+// set (cancels their context) as soon as the store has its answer, while
+// the surface that offered it still has to show it taken. fn is called at
+// once when setID has its answer already.
+func (a *Answers) OnFinal(setID string, fn func()) {
+	a.mu.Lock()
+	s := a.get(setID)
+	if s.final == nil {
+		s.onFinal = append(s.onFinal, fn)
+		fn = nil
+	}
+	a.mu.Unlock()
+	if fn != nil {
+		fn()
+	}
+}
+
 // Offer implements surfaces.Answers.
 func (a *Answers) Offer(ctx context.Context, resp questions.Response) (surfaces.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return surfaces.Decision{}, err
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	s := a.get(resp.SetID)
 	d := a.decide(s, resp)
 	s.offers = append(s.offers, Offered{Response: resp, Decision: d})
+	var fns []func()
+	if s.final != nil {
+		fns, s.onFinal = s.onFinal, nil
+	}
 	a.notify()
+	a.mu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
 	return d, nil
 }
 

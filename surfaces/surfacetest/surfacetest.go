@@ -17,6 +17,14 @@
 //
 // The subtests run one after another on the same Backend; each uses its own
 // sets (distinct IDs), so a backend's state may be shared by all of them.
+//
+// The suite ends an Ask's context as the runner does: as soon as the set has
+// its complete answer, inside the Offer that completed it (Answers.OnFinal),
+// and only then checks what people are shown. It calls the optional
+// capabilities a surface has (Resolver, Reminder, Closer, ProgressReporter,
+// ResumeNotifier, RunEnder) as the runner does, each twice (they are
+// idempotent), and with Backend.Transient has the service fail a write for a
+// moment.
 package surfacetest
 
 import (
@@ -83,6 +91,12 @@ type Backend struct {
 	// that a taken answer is shown as theirs. Empty skips that check.
 	Person string
 
+	// Transient makes the service fail the surface's next write about set
+	// for a moment, as services do: a 5xx, a rate limit, or a response
+	// lost after the write was done. Nil skips that subtest (it needs
+	// Posted too).
+	Transient func(t *testing.T, set questions.Set)
+
 	Features Features
 
 	// Timeout bounds each wait (default one minute: the suite runs under
@@ -125,6 +139,11 @@ func Run(t *testing.T, b Backend) {
 		{"Idempotent", "", testIdempotent},
 		{"Restart", skipUnless(f.AnswerWhileDown, "AnswerWhileDown"), testRestart},
 		{"Concurrent", "", testConcurrent},
+		{"Resolver", "", testResolver},
+		{"Reminder", "", testReminder},
+		{"Closer", "", testCloser},
+		{"RunCapabilities", "", testRunCapabilities},
+		{"Transient", skipUnless(b.Transient != nil && b.Posted != nil, "Transient and Posted"), testTransient},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -151,6 +170,17 @@ func setName(t *testing.T, suffix string) string {
 		name += "-" + suffix
 	}
 	return strings.ToLower(name)
+}
+
+// askAsRunner runs s.Ask for set in a goroutine, with a context ended as
+// the runner ends it: as soon as answers has the set's complete answer
+// (inside the Offer that completed it, before the surface could show it),
+// or after b.Timeout. What the surface shows about the answer must not
+// depend on that context (surfaces.Surface).
+func askAsRunner(b Backend, s surfaces.Surface, set questions.Set, answers *Answers) (<-chan error, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
+	answers.OnFinal(set.ID, cancel)
+	return startAsk(ctx, s, set, answers), cancel
 }
 
 // startAsk runs s.Ask(ctx, set, answers) in a goroutine; the channel
@@ -272,10 +302,9 @@ func askAndAnswer(t *testing.T, b Backend, set questions.Set, want []questions.A
 	t.Helper()
 	s := b.New(t)
 	answers := newAnswers(set)
-	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
-	defer cancel()
 	start := time.Now()
-	ch := startAsk(ctx, s, set, answers)
+	ch, cancel := askAsRunner(b, s, set, answers)
+	defer cancel()
 	answer(t, b, set, want)
 	resp, ok := waitFinal(t, b, answers, set)
 	if !ok {
@@ -284,8 +313,8 @@ func askAndAnswer(t *testing.T, b Backend, set questions.Set, want []questions.A
 	}
 	CheckResponse(t, s.Name(), set, resp, want, start)
 	checkOffers(t, s.Name(), answers, set)
-	waitShown(t, b, set, b.Person, "taken answer")
 	stop(t, b, cancel, ch, "answered set "+set.ID)
+	waitShown(t, b, set, b.Person, "taken answer, after the Ask's context ended")
 }
 
 // CheckResponse checks that resp is a complete answer to set from the surface
@@ -357,10 +386,9 @@ func testStranger(t *testing.T, b Backend) {
 	set := SingleChoice(setName(t, ""))
 	s := b.New(t)
 	answers := newAnswers(set)
-	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
-	defer cancel()
 	start := time.Now()
-	ch := startAsk(ctx, s, set, answers)
+	ch, cancel := askAsRunner(b, s, set, answers)
+	defer cancel()
 	if !waitPosted(t, b, set) {
 		stop(t, b, cancel, ch, "Ask")
 		return
@@ -388,12 +416,11 @@ func testInvalid(t *testing.T, b Backend) {
 	s := b.New(t)
 	answers := newAnswers(set)
 	answers.Refuse(set.ID, errors.New(refusal))
-	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
-	defer cancel()
 	start := time.Now()
-	ch := startAsk(ctx, s, set, answers)
+	ch, cancel := askAsRunner(b, s, set, answers)
+	defer cancel()
 	answer(t, b, set, []questions.Answer{Choose(set.Questions[0], "Postgres")})
-	wctx, wcancel := context.WithTimeout(ctx, b.Timeout)
+	wctx, wcancel := context.WithTimeout(context.Background(), b.Timeout)
 	offers, err := answers.WaitOffers(wctx, set.ID, 1)
 	wcancel()
 	if err != nil {
@@ -417,6 +444,7 @@ func testInvalid(t *testing.T, b Backend) {
 	stop(t, b, cancel, ch, "answered set "+set.ID)
 	if ok {
 		CheckResponse(t, s.Name(), set, resp, want, start)
+		waitShown(t, b, set, b.Person, "taken answer, after the Ask's context ended")
 	}
 }
 
@@ -513,15 +541,15 @@ func testIdempotent(t *testing.T, b Backend) {
 
 	want := []questions.Answer{Choose(set.Questions[0], "Postgres")}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
-	defer cancel()
 	s = b.New(t)
-	ch := startAsk(ctx, s, set, answers)
+	ch, cancel := askAsRunner(b, s, set, answers)
+	defer cancel()
 	answer(t, b, set, want)
 	resp, ok := waitFinal(t, b, answers, set)
 	stop(t, b, cancel, ch, "answered set "+set.ID)
 	if ok {
 		CheckResponse(t, s.Name(), set, resp, want, start)
+		waitShown(t, b, set, b.Person, "taken answer, after the Ask's context ended")
 	}
 	checkPosted(t, b, set)
 }
@@ -538,14 +566,17 @@ func testRestart(t *testing.T, b Backend) {
 	if n := len(answers.Offers(set.ID)); n != 0 {
 		t.Errorf("%d offers while no Ask ran", n)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
-	defer cancel()
 	s := b.New(t)
-	ch := startAsk(ctx, s, set, answers)
+	ch, cancel := askAsRunner(b, s, set, answers)
+	defer cancel()
 	resp, ok := waitFinal(t, b, answers, set)
 	stop(t, b, cancel, ch, "answered set "+set.ID)
 	if ok {
 		CheckResponse(t, s.Name(), set, resp, want, start)
+		// The answer given while no process ran is shown as taken by the
+		// Ask that found it, although the runner ended that Ask as soon as
+		// the store had it.
+		waitShown(t, b, set, b.Person, "answer given while down, after the Ask's context ended")
 	}
 	checkPosted(t, b, set)
 }
@@ -568,12 +599,12 @@ func testConcurrent(t *testing.T, b Backend) {
 	}
 	s := b.New(t)
 	answers := newAnswers(sets...)
-	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
-	defer cancel()
 	start := time.Now()
 	chs := make([]<-chan error, len(sets))
+	cancels := make([]context.CancelFunc, len(sets))
 	for i, set := range sets {
-		chs[i] = startAsk(ctx, s, set, answers)
+		chs[i], cancels[i] = askAsRunner(b, s, set, answers)
+		defer cancels[i]()
 	}
 	// Answer in the reverse order, each from its own goroutine: a surface
 	// that shows one set at a time shows the second only once the first
@@ -590,7 +621,10 @@ func testConcurrent(t *testing.T, b Backend) {
 		CheckResponse(t, s.Name(), set, resp, wants[i], start)
 	}
 	wg.Wait()
-	cancel()
+	for i := range sets {
+		cancels[i]()
+		waitShown(t, b, sets[i], b.Person, fmt.Sprintf("taken answer %d, after the Ask's context ended", i))
+	}
 	for i := range sets {
 		if err := wait(t, b, chs[i], fmt.Sprintf("concurrent Ask %d", i)); err != nil && !errors.Is(err, context.Canceled) {
 			t.Errorf("concurrent Ask %d = %v, want nil or context.Canceled", i, err)

@@ -32,6 +32,13 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiError{http.StatusBadRequest, 50109, "could not read body"})
 		return
 	}
+	if held := s.held(r.Method, path); held != nil {
+		select {
+		case <-held:
+		case <-r.Context().Done():
+			return
+		}
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -131,7 +131,45 @@ type Server struct {
 	resumes      int
 	requests     []Request
 	limits       []*RateLimit
+	hangs        []*hang
 	closed       bool
+}
+
+type hang struct {
+	method, prefix string
+	release        chan struct{}
+}
+
+// Hang holds every REST request whose method is method and whose path
+// (relative to the API version) starts with prefix unanswered until release
+// is called or its client gives up, as a Discord that accepts the
+// connection and never answers. Requests held are served once released.
+func (s *Server) Hang(method, prefix string) (release func()) {
+	h := &hang{method: method, prefix: prefix, release: make(chan struct{})}
+	s.mu.Lock()
+	s.hangs = append(s.hangs, h)
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.hangs = slices.DeleteFunc(s.hangs, func(x *hang) bool { return x == h })
+			s.mu.Unlock()
+			close(h.release)
+		})
+	}
+}
+
+// held returns the release channel of a hang matching the request, or nil.
+func (s *Server) held(method, path string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, h := range s.hangs {
+		if h.method == method && strings.HasPrefix(path, h.prefix) {
+			return h.release
+		}
+	}
+	return nil
 }
 
 // NewServer starts a fake Discord with one guild and one text channel

@@ -101,6 +101,9 @@ type Server struct {
 	requests []Request
 	used     int // requests counted against the rate limit (304s are not)
 	faults   []fault
+	lasting  []*fault
+	renamed  map[string]*repo // old lower-case name → the repository now
+	hangs    []*hang
 	botLogin string
 	as       string                    // the login the request being served acts as (authLocked)
 	pulls    map[string][]*PullRequest // by lower-case repository name (pulls.go)
@@ -133,6 +136,7 @@ type fault struct {
 	after        bool // serve the request, then fail: the response is lost
 	drop         bool // serve the request, then close the connection unanswered
 	always       bool // every matching request, until ClearFaults
+	lasting      bool // until removed (Refuse)
 }
 
 // NewServer starts a fake GitHub and closes it when the test ends.
@@ -227,6 +231,78 @@ func (s *Server) Fail(method, path string, status int, header http.Header, body 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, fault{method: method, path: path, status: status, header: header.Clone(), body: body})
+}
+
+// Rename renames repository from ("owner/name") to to: its ID, issues and
+// comments stay; payloads name it to from then on, and requests to its old
+// name are redirected as GitHub does (301 for GET, 307 for the others).
+func (s *Server) Rename(from, to string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.repoLocked(from)
+	delete(s.repos, strings.ToLower(from))
+	r.fullName = to
+	s.repos[strings.ToLower(to)] = r
+	if s.renamed == nil {
+		s.renamed = make(map[string]*repo)
+	}
+	s.renamed[strings.ToLower(from)] = r
+	s.notifyLocked()
+}
+
+// Refuse makes every request matching method and path (exact, without the
+// query) fail with status and GitHub's JSON message until stop is called:
+// a lasting refusal (403 for a token that lost access, 410 for a
+// repository whose issues were disabled).
+func (s *Server) Refuse(method, path string, status int, message string) (stop func()) {
+	f := &fault{method: method, path: path, status: status, lasting: true,
+		body: fmt.Sprintf(`{"message":%q,"documentation_url":"https://docs.github.com/rest"}`, message)}
+	s.mu.Lock()
+	s.lasting = append(s.lasting, f)
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.lasting = slices.DeleteFunc(s.lasting, func(x *fault) bool { return x == f })
+		s.mu.Unlock()
+	}
+}
+
+// Hang holds every request matching method and path (exact, without the
+// query) unanswered until release is called or its client gives up, as a
+// GitHub that accepts the connection and never answers. Requests held are
+// served once released.
+func (s *Server) Hang(method, path string) (release func()) {
+	ch := make(chan struct{})
+	h := &hang{method: method, path: path, release: ch}
+	s.mu.Lock()
+	s.hangs = append(s.hangs, h)
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.hangs = slices.DeleteFunc(s.hangs, func(x *hang) bool { return x == h })
+			s.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+type hang struct {
+	method, path string
+	release      chan struct{}
+}
+
+// held returns the release channel of a hang matching r, or nil.
+func (s *Server) held(r *http.Request) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, h := range s.hangs {
+		if h.method == r.Method && h.path == r.URL.Path {
+			return h.release
+		}
+	}
+	return nil
 }
 
 // LoseResponse makes the next request matching method and path be served
@@ -722,6 +798,14 @@ type apiError struct {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if held := s.held(r); held != nil {
+		// Held: no answer until released, or until the client gives up.
+		select {
+		case <-held:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.notifyLocked()
@@ -768,7 +852,32 @@ func (s *Server) serveLocked(w http.ResponseWriter, r *http.Request) int {
 		}
 	}
 
+	for _, f := range s.lasting {
+		if f.method == r.Method && f.path == r.URL.Path {
+			w.WriteHeader(f.status)
+			fmt.Fprint(w, f.body)
+			return f.status
+		}
+	}
+
 	segs := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if len(segs) >= 3 && segs[0] == "repos" {
+		if to, ok := s.renamed[strings.ToLower(segs[1]+"/"+segs[2])]; ok {
+			// A renamed repository: GitHub redirects its old URLs, 301
+			// for GET and HEAD, 307 for the others.
+			u := *r.URL
+			u.Path = "/repos/" + to.fullName + "/" + strings.Join(segs[3:], "/")
+			u.Path = strings.TrimSuffix(u.Path, "/")
+			code := http.StatusTemporaryRedirect
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				code = http.StatusMovedPermanently
+			}
+			h.Set("Location", u.String())
+			w.WriteHeader(code)
+			fmt.Fprintf(w, `{"message":"Moved Permanently","url":%q}`, u.String())
+			return code
+		}
+	}
 	if r.Method == http.MethodPost && len(segs) == 4 && segs[0] == "app" && segs[1] == "installations" && segs[3] == "access_tokens" {
 		return s.accessToken(w, r, segs[2])
 	}
@@ -985,6 +1094,9 @@ func (s *Server) route(h http.Header, r *http.Request, segs []string) (any, erro
 	// GET /users/{login}: users exist as soon as they are named.
 	case len(segs) == 2 && segs[0] == "users" && r.Method == http.MethodGet:
 		return s.userJSON(segs[1]), nil
+	// GET /repos/{owner}/{name}: the repository (its ID).
+	case len(segs) == 3 && segs[0] == "repos" && r.Method == http.MethodGet:
+		return s.repoJSON(s.repoLocked(segs[1] + "/" + segs[2])), nil
 	}
 	if len(segs) < 4 || segs[0] != "repos" {
 		return nil, notFound
@@ -1210,15 +1322,27 @@ func (s *Server) page(h http.Header, r *http.Request, items []map[string]any) (a
 	if out == nil {
 		out = []map[string]any{}
 	}
+	// GitHub's Link header: prev and first past the first page, next and
+	// last before the last one.
+	link := func(p int, rel string) string {
+		u := url.URL{Scheme: "http", Host: r.Host, Path: r.URL.Path}
+		qq := r.URL.Query()
+		qq.Set("page", strconv.Itoa(p))
+		u.RawQuery = qq.Encode()
+		return fmt.Sprintf("<%s>; rel=%q", u.String(), rel)
+	}
+	var links []string
+	if pg > 1 {
+		links = append(links, link(min(pg-1, last), "prev"))
+	}
 	if pg < last {
-		link := func(p int, rel string) string {
-			u := url.URL{Scheme: "http", Host: r.Host, Path: r.URL.Path}
-			qq := r.URL.Query()
-			qq.Set("page", strconv.Itoa(p))
-			u.RawQuery = qq.Encode()
-			return fmt.Sprintf("<%s>; rel=%q", u.String(), rel)
-		}
-		h.Set("Link", link(pg+1, "next")+", "+link(last, "last"))
+		links = append(links, link(pg+1, "next"), link(last, "last"))
+	}
+	if pg > 1 {
+		links = append(links, link(1, "first"))
+	}
+	if len(links) > 0 {
+		h.Set("Link", strings.Join(links, ", "))
 	}
 	return out, nil
 }

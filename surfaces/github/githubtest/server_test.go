@@ -3,6 +3,7 @@ package githubtest_test
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -106,5 +107,71 @@ func TestServerFaults(t *testing.T) {
 	srv.ClearFaults()
 	if prs, _, err := c.PullRequests.List(ctx, "acme", "app", nil); err != nil || len(prs) != 1 {
 		t.Fatalf("list after the outage = %d, %v", len(prs), err)
+	}
+}
+
+// The repository's comments listing pages as GitHub does: at most 100 a
+// page, a Link header with prev, next, last and first, the oldest first
+// with since (updated_at at or after it) and an ETag of its own per page.
+func TestServerPaginatesAsGitHub(t *testing.T) {
+	t.Parallel()
+	srv := githubtest.NewServer(t)
+	srv.RequireToken("tok")
+	ctx := context.Background()
+	c := newClient(t, srv)
+	srv.CreateIssue("acme/app", "T")
+	since := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	for i := 0; i < 250; i++ {
+		srv.AddComment("acme/app", 1, "alice", "hi")
+	}
+	list := func(page int, etag string) ([]*gh.IssueComment, *gh.Response) {
+		t.Helper()
+		u := "repos/acme/app/issues/comments?sort=updated&direction=asc&per_page=500&since=" + since
+		if page > 1 {
+			u += "&page=" + strconv.Itoa(page)
+		}
+		req, _ := c.NewRequest("GET", u, nil)
+		if etag != "" {
+			req.Header.Set("If-None-Match", etag)
+		}
+		var cs []*gh.IssueComment
+		resp, err := c.Do(ctx, req, &cs)
+		if err != nil && (resp == nil || resp.StatusCode != http.StatusNotModified) {
+			t.Fatalf("list page %d: %v", page, err)
+		}
+		return cs, resp
+	}
+	cs1, r1 := list(1, "")
+	if len(cs1) != 100 || r1.NextPage != 2 || r1.LastPage != 3 || r1.PrevPage != 0 {
+		t.Fatalf("page 1: %d comments, next %d, last %d, prev %d; want 100 (per_page is at most 100), 2, 3, none", len(cs1), r1.NextPage, r1.LastPage, r1.PrevPage)
+	}
+	cs2, r2 := list(2, "")
+	if len(cs2) != 100 || r2.NextPage != 3 || r2.PrevPage != 1 || r2.FirstPage != 1 {
+		t.Fatalf("page 2: %d comments, next %d, prev %d, first %d", len(cs2), r2.NextPage, r2.PrevPage, r2.FirstPage)
+	}
+	cs3, r3 := list(3, "")
+	if len(cs3) != 50 || r3.NextPage != 0 || r3.PrevPage != 2 {
+		t.Fatalf("page 3: %d comments, next %d, prev %d", len(cs3), r3.NextPage, r3.PrevPage)
+	}
+	if !cs1[0].GetUpdatedAt().Before(cs3[len(cs3)-1].GetUpdatedAt().Time) && cs1[0].GetID() > cs3[0].GetID() {
+		t.Errorf("the first page does not hold the oldest comments")
+	}
+	if r1.Header.Get("ETag") == r2.Header.Get("ETag") {
+		t.Errorf("pages 1 and 2 have the same ETag")
+	}
+	// A new comment changes the last page only.
+	srv.AddComment("acme/app", 1, "alice", "new")
+	if _, r := list(1, r1.Header.Get("ETag")); r.StatusCode != http.StatusNotModified {
+		t.Errorf("page 1 after a new comment: status %d, want 304 (the oldest first)", r.StatusCode)
+	}
+	if cs, r := list(3, r3.Header.Get("ETag")); r.StatusCode != http.StatusOK || len(cs) != 51 {
+		t.Errorf("page 3 after a new comment: status %d, %d comments; want 200 and 51", r.StatusCode, len(cs))
+	}
+	// since keeps comments updated at or after it.
+	last := cs3[len(cs3)-1].GetUpdatedAt().UTC()
+	req, _ := c.NewRequest("GET", "repos/acme/app/issues/comments?per_page=100&since="+last.Format(time.RFC3339), nil)
+	var cs []*gh.IssueComment
+	if _, err := c.Do(ctx, req, &cs); err != nil || len(cs) == 0 || cs[0].GetUpdatedAt().Before(last) {
+		t.Errorf("since %s: %d comments, %v; want those updated at or after it", last, len(cs), err)
 	}
 }
