@@ -82,7 +82,9 @@ func (m *Main) gitToken() string {
 func (m *Main) deliverer(st *store.Store, ss *surfaceSet) (*delivery.Deliverer, error) {
 	m.deliveryOnce.Do(func() {
 		cfg := delivery.Config{Store: st, Token: m.gitToken(), Logger: m.Logger.With("part", "delivery"),
-			Backoff: m.deliveryRetry, RetryAfter: m.deliveryRetry}
+			Backoff: m.deliveryRetry, RetryAfter: m.deliveryRetry,
+			// A state_dir inside the checkout: worktrees go to the user's.
+			AwayBase: config.DefaultStateDir(m.LookupEnv)}
 		gc := m.Config.Surfaces.GitHub
 		if tok := m.gitToken(); tok != "" {
 			// The surface's handling of GitHub's rate limits and transient
