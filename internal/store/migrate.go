@@ -9,7 +9,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -29,11 +28,14 @@ import (
 // an older orchestrator means restoring the backup taken before the
 // upgrade), and a down step that drops a table would drop the runs' state.
 //
-// A small runner rather than a library (goose): the runner keeps that
-// version record and how concurrent openers are serialised (SQLite: all
-// pending migrations in one exclusive transaction; PostgreSQL: an advisory
-// lock keyed by the store's schema), which goose's own version table and
-// its per-migration transactions would change.
+// A small runner rather than goose: goose keeps its own version table
+// (goose_db_version, a row per version from a version 0), so keeping
+// user_version and schema_migrations would take a custom goose store that
+// fakes those rows; and goose runs each migration in a transaction of its
+// own with no lock for SQLite, where two processes upgrading one file at
+// once could both apply a migration. The runner applies SQLite's pending
+// migrations in one exclusive transaction and takes PostgreSQL's advisory
+// lock keyed by the store's schema, as the store always did.
 //
 //go:embed migrations/sqlite/*.sql migrations/postgres/*.sql
 var migrationFiles embed.FS
@@ -45,11 +47,9 @@ type migration struct {
 	sql     string
 }
 
-var migrationsOf = struct {
-	sqlite, postgres func() ([]migration, error)
-}{
-	sqlite:   sync.OnceValues(func() ([]migration, error) { return loadMigrations(migrationFiles, "migrations/sqlite") }),
-	postgres: sync.OnceValues(func() ([]migration, error) { return loadMigrations(migrationFiles, "migrations/postgres") }),
+// migrationsOf reads the migrations of a database: "sqlite" or "postgres".
+func migrationsOf(db string) ([]migration, error) {
+	return loadMigrations(migrationFiles, "migrations/"+db)
 }
 
 // loadMigrations reads the migrations in dir of fsys: files named
@@ -105,7 +105,7 @@ func errNewerSchema(version, known int) error {
 // concurrent openers and applies every pending migration at once; PRAGMA
 // user_version counts the migrations applied.
 func (sqliteDialect) migrate(ctx context.Context, db *sql.DB) error {
-	ms, err := migrationsOf.sqlite()
+	ms, err := migrationsOf("sqlite")
 	if err != nil {
 		return err
 	}
@@ -155,7 +155,7 @@ func (sqliteDialect) migrate(ctx context.Context, db *sql.DB) error {
 // several processes start at once on an empty database, one migrates and
 // the others then find the schema up to date.
 func (d *pgDialect) migrate(ctx context.Context, db *sql.DB) error {
-	ms, err := migrationsOf.postgres()
+	ms, err := migrationsOf("postgres")
 	if err != nil {
 		return err
 	}

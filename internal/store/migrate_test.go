@@ -21,11 +21,11 @@ import (
 // same names, and PostgreSQL's are written in its 64-bit types.
 func TestMigrationFiles(t *testing.T) {
 	t.Parallel()
-	lite, err := migrationsOf.sqlite()
+	lite, err := migrationsOf("sqlite")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pg, err := migrationsOf.postgres()
+	pg, err := migrationsOf("postgres")
 	if err != nil {
 		t.Fatal(err)
 	}

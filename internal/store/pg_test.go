@@ -162,7 +162,7 @@ func testMigrateConcurrentlyOnAnEmptyDatabase(t *testing.T) {
 		}
 		defer stores[i].Close()
 	}
-	migrations, err := migrationsOf.postgres()
+	migrations, err := migrationsOf("postgres")
 	if err != nil {
 		t.Fatal(err)
 	}
