@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -123,18 +124,7 @@ func TestOpenStoreOfBefore(t *testing.T) {
 		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			dir := t.TempDir()
-			if onPostgres(t) {
-				loadDump(t, pgURL(t, dir), filepath.Join("testdata", postgresFixture(version)))
-			} else {
-				b, err := os.ReadFile(filepath.Join("testdata", sqliteFixture(version)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(filepath.Join(dir, FileName), b, 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
+			dir := storeOfBefore(t, version)
 			s := open(t, dir)
 			checkSchema(t, s)
 			checkRowsOfBefore(t, s)
@@ -158,6 +148,58 @@ func TestOpenStoreOfBefore(t *testing.T) {
 			open(t, dir)
 		})
 	}
+}
+
+// TestOpenStoreOfBeforeConcurrently: several processes opening a store of
+// before at once migrate it once; all of them get an up-to-date store.
+func TestOpenStoreOfBeforeConcurrently(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := storeOfBefore(t, 4)
+	var u string
+	if onPostgres(t) {
+		u = pgURL(t, dir)
+	}
+	const n = 4
+	stores := make([]*Store, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stores[i], errs[i] = OpenDatabase(ctx, dir, u)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		defer stores[i].Close()
+	}
+	checkSchema(t, stores[n-1])
+	checkRowsOfBefore(t, stores[0])
+}
+
+// storeOfBefore returns a state directory whose store is the fixture of
+// the given schema version: the SQLite file copied into it, or the
+// pg_dump loaded into its PostgreSQL schema.
+func storeOfBefore(t *testing.T, version int) string {
+	t.Helper()
+	dir := t.TempDir()
+	if onPostgres(t) {
+		loadDump(t, pgURL(t, dir), filepath.Join("testdata", postgresFixture(version)))
+		return dir
+	}
+	b, err := os.ReadFile(filepath.Join("testdata", sqliteFixture(version)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, FileName), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // loadDump loads a pg_dump of testdata into the schema of url.

@@ -99,6 +99,7 @@ var pgTests = []struct {
 	{"TestAskRunIsIdempotent", TestAskRunIsIdempotent},
 	{"TestNewStoreSchema", TestNewStoreSchema},
 	{"TestOpenStoreOfBefore", TestOpenStoreOfBefore},
+	{"TestOpenStoreOfBeforeConcurrently", TestOpenStoreOfBeforeConcurrently},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.
