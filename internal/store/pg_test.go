@@ -97,6 +97,9 @@ var pgTests = []struct {
 	{"TestNudgeReachesEveryInstance", TestNudgeReachesEveryInstance},
 	{"TestRetryToolCallGrantsTheSameCallOnce", TestRetryToolCallGrantsTheSameCallOnce},
 	{"TestAskRunIsIdempotent", TestAskRunIsIdempotent},
+	{"TestNewStoreSchema", TestNewStoreSchema},
+	{"TestOpenStoreOfBefore", TestOpenStoreOfBefore},
+	{"TestOpenStoreOfBeforeConcurrently", TestOpenStoreOfBeforeConcurrently},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.
@@ -160,6 +163,10 @@ func testMigrateConcurrentlyOnAnEmptyDatabase(t *testing.T) {
 		}
 		defer stores[i].Close()
 	}
+	migrations, err := migrationsOf("postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var rows, max int
 	if err := stores[0].db.QueryRowContext(ctx, `SELECT COUNT(*), MAX(version) FROM schema_migrations`).Scan(&rows, &max); err != nil {
 		t.Fatal(err)
@@ -189,8 +196,8 @@ func testMigrateConcurrentlyOnAnEmptyDatabase(t *testing.T) {
 }
 
 // TestCostAndTimesKeepTheirPrecision: costs and nanosecond times survive a
-// round trip (PostgreSQL's INTEGER and REAL are 32 bits; the migrations
-// are run with 64-bit types there).
+// round trip (PostgreSQL's INTEGER and REAL are 32 bits; its migrations
+// are written with 64-bit types).
 func TestCostAndTimesKeepTheirPrecision(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -312,6 +319,8 @@ var sqliteOnly = map[string]bool{
 	"TestPostgresBinMissingSaysHowToInstall": true,
 	"TestOpenDatabaseRefusesABadURL":         true,
 	"TestEveryTestRunsOnPostgres":            true,
+	"TestMigrationFiles":                     true,
+	"TestLoadMigrationsRefusesBadFiles":      true,
 }
 
 // TestEveryTestRunsOnPostgres: a new test of the store runs on PostgreSQL
