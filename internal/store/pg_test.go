@@ -97,6 +97,7 @@ var pgTests = []struct {
 	{"TestNudgeReachesEveryInstance", TestNudgeReachesEveryInstance},
 	{"TestRetryToolCallGrantsTheSameCallOnce", TestRetryToolCallGrantsTheSameCallOnce},
 	{"TestAskRunIsIdempotent", TestAskRunIsIdempotent},
+	{"TestBulkReadsMatchTheOneByOne", TestBulkReadsMatchTheOneByOne},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.
