@@ -4,14 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 
 	"github.com/orchestrator-dev/orchestrator/internal/config"
 	"github.com/orchestrator-dev/orchestrator/internal/daemon"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/internal/tty"
 	"github.com/orchestrator-dev/orchestrator/specs"
 	"github.com/orchestrator-dev/orchestrator/surfaces"
 	"github.com/orchestrator-dev/orchestrator/surfaces/discord"
@@ -190,23 +191,19 @@ func (s *surfaceSet) surfacesFor(run store.Run, sp *specs.Spec) ([]surfaces.Surf
 }
 
 func buildTerminal(m *Main, _ config.SurfaceConfig, _ *store.Store) (surfaces.Surface, error) {
-	out := m.Stdout
+	// It prints for a person when its output is a terminal, and echoes
+	// what it reads when its input is not one (a pipe).
+	var out io.Writer
+	var pretty bool
 	if m.termOut != nil {
-		out = m.termOut
-	}
-	pretty, echo := false, true
-	if f, ok := out.(*os.File); ok {
-		pretty = terminal.IsTerminal(f)
-	}
-	if m.termOut == nil {
-		out = m.stdout() // shared with the progress lines
-	}
-	if f, ok := m.Stdin.(*os.File); ok {
-		echo = !terminal.IsTerminal(f)
+		out, pretty = m.termOut, tty.IsTerminal(m.termOut)
+	} else {
+		c := m.console() // shared with the progress lines
+		out, pretty = c, c.TTY()
 	}
 	// serve's output is its log: its terminal surface never prompts there,
 	// it logs each question once with the command that answers it.
-	return m.foregroundTerminal(terminal.New(m.Stdin, out, terminal.Options{Logger: m.Logger, Pretty: pretty, Echo: echo,
+	return m.foregroundTerminal(terminal.New(m.Stdin, out, terminal.Options{Logger: m.Logger, Pretty: pretty, Echo: !tty.IsTerminal(m.Stdin),
 		Command: "orchestrator", By: whoami(), Passive: m.serving})), nil
 }
 
