@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -43,25 +44,32 @@ type dialect interface {
 type db struct {
 	*sql.DB
 	d dialect
+	n atomic.Int64 // statements sent through db and its transactions (Store.Statements)
+}
+
+// rebind counts a statement and rebinds it for the dialect.
+func (d *db) rebind(q string) string {
+	d.n.Add(1)
+	return d.d.rebind(q)
 }
 
 func (d *db) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	return d.DB.ExecContext(ctx, d.d.rebind(q), args...)
+	return d.DB.ExecContext(ctx, d.rebind(q), args...)
 }
 
 func (d *db) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	return d.DB.QueryContext(ctx, d.d.rebind(q), args...)
+	return d.DB.QueryContext(ctx, d.rebind(q), args...)
 }
 
 func (d *db) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	return d.DB.QueryRowContext(ctx, d.d.rebind(q), args...)
+	return d.DB.QueryRowContext(ctx, d.rebind(q), args...)
 }
 
 // txn is a write transaction (Store.tx); its queries are rebound for the
 // dialect.
 type txn struct {
 	*sql.Tx
-	d dialect
+	d *db
 }
 
 func (t *txn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {

@@ -100,6 +100,7 @@ var pgTests = []struct {
 	{"TestNewStoreSchema", TestNewStoreSchema},
 	{"TestOpenStoreOfBefore", TestOpenStoreOfBefore},
 	{"TestOpenStoreOfBeforeConcurrently", TestOpenStoreOfBeforeConcurrently},
+	{"TestBulkReadsMatchTheOneByOne", TestBulkReadsMatchTheOneByOne},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.

@@ -113,26 +113,45 @@ func loadResponse(ctx context.Context, q querier, set questions.Set) (questions.
 		return questions.Response{}, fmt.Errorf("answers of set %s: %w", set.ID, err)
 	}
 	defer rows.Close()
-	type row struct {
-		a       questions.Answer
-		by, srf string
-		at      int64
-	}
-	byQ := map[string]row{}
+	byQ := map[string]answerRow{}
 	for rows.Next() {
-		var r row
-		var qid, body string
-		if err := rows.Scan(&qid, &body, &r.by, &r.srf, &r.at); err != nil {
+		var qid string
+		r, err := scanAnswerRow(rows, &qid)
+		if err != nil {
 			return questions.Response{}, err
-		}
-		if err := json.Unmarshal([]byte(body), &r.a); err != nil {
-			return questions.Response{}, fmt.Errorf("answer to %s: %w", qid, err)
 		}
 		byQ[qid] = r
 	}
 	if err := rows.Err(); err != nil {
 		return questions.Response{}, err
 	}
+	return composeResponse(set, byQ), nil
+}
+
+// answerRow is one stored answer to a question.
+type answerRow struct {
+	a       questions.Answer
+	by, srf string
+	at      int64
+}
+
+// scanAnswerRow reads question_id (into qid), body, answered_by, surface
+// and at, after the columns in extra.
+func scanAnswerRow(rows *sql.Rows, qid *string, extra ...any) (answerRow, error) {
+	var r answerRow
+	var body string
+	if err := rows.Scan(append(extra, qid, &body, &r.by, &r.srf, &r.at)...); err != nil {
+		return answerRow{}, err
+	}
+	if err := json.Unmarshal([]byte(body), &r.a); err != nil {
+		return answerRow{}, fmt.Errorf("answer to %s: %w", *qid, err)
+	}
+	return r, nil
+}
+
+// composeResponse is set's response from its answers by question ID, in
+// question order.
+func composeResponse(set questions.Set, byQ map[string]answerRow) questions.Response {
 	resp := questions.Response{SetID: set.ID}
 	var bys, srfs []string
 	var last int64
@@ -149,7 +168,7 @@ func loadResponse(ctx context.Context, q querier, set questions.Set) (questions.
 		}
 	}
 	resp.By, resp.Surface, resp.At = strings.Join(bys, ", "), strings.Join(srfs, ", "), fromNanos(last)
-	return resp, nil
+	return resp
 }
 
 func appendUnique(list []string, s string) []string {
@@ -174,45 +193,19 @@ type SetFilter struct {
 
 // QuestionSets returns sets, oldest first.
 func (s *Store) QuestionSets(ctx context.Context, f SetFilter) ([]SetRecord, error) {
-	q := `SELECT id FROM question_sets WHERE 1=1`
+	where := `1=1`
 	var args []any
 	if f.RunID != "" {
-		q += ` AND run_id = ?`
+		where += ` AND run_id = ?`
 		args = append(args, f.RunID)
 	}
 	if len(f.State) > 0 {
-		q += ` AND state IN (` + placeholders(len(f.State)) + `)`
+		where += ` AND state IN (` + placeholders(len(f.State)) + `)`
 		for _, st := range f.State {
 			args = append(args, st)
 		}
 	}
-	q += ` ORDER BY created_at, id`
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("question sets: %w", err)
-	}
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	out := make([]SetRecord, 0, len(ids))
-	for _, id := range ids {
-		r, err := loadSet(ctx, s.db, id)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
+	return loadSets(ctx, s.db, where, args)
 }
 
 // FindQuestion finds a question by its short ID (or a set by its ID) among

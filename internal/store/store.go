@@ -240,7 +240,7 @@ func (s *Store) tx(ctx context.Context, fn func(*txn) error) error {
 	if err != nil {
 		return err
 	}
-	tx := &txn{Tx: sqlTx, d: s.d}
+	tx := &txn{Tx: sqlTx, d: s.db}
 	if err := fn(tx); err != nil {
 		tx.Rollback()
 		return err
