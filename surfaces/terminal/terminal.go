@@ -210,6 +210,17 @@ func (s *Surface) read1(ctx context.Context, set questions.Set) (questions.Respo
 	case <-s.quit:
 		return questions.Response{}, errClosed(set)
 	case <-s.eof:
+		// Nobody can type an answer here, but the person reading this
+		// output is shown what is asked before how to answer it later.
+		s.mu.Lock()
+		shown := s.later[set.ID]
+		s.mu.Unlock()
+		if !shown {
+			s.print(s.renderSet(set))
+			for i := len(answers); i < len(set.Questions); i++ {
+				s.print(s.renderQuestion(set, i))
+			}
+		}
 		return questions.Response{}, s.unavailable(set)
 	default:
 	}
