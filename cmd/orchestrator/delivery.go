@@ -190,6 +190,10 @@ func (r runDelivery) DeliverWithout(ctx context.Context, run store.Run, failpoin
 
 func (r runDelivery) Finish(ctx context.Context, run store.Run) error { return r.d.Finish(ctx, run) }
 
+// Release gives the checkout its git configuration and hooks back when a
+// drive of the run ends (runner.Releaser).
+func (r runDelivery) Release(ctx context.Context, run store.Run) error { return r.d.Release(ctx, run) }
+
 // Park hands a waiting run's work to the instance that resumes it
 // (runner.Parker).
 func (r runDelivery) Park(ctx context.Context, run store.Run) error {
@@ -203,6 +207,7 @@ func (r runDelivery) Portable() bool { return r.opts.Push }
 var (
 	_ runner.Parker     = runDelivery{}
 	_ runner.Withholder = runDelivery{}
+	_ runner.Releaser   = runDelivery{}
 )
 
 // deliveryState is the process's Deliverer, built once (Main's fields).

@@ -20,6 +20,9 @@ import (
 	"github.com/orchestrator-dev/orchestrator/surfaces/terminal"
 )
 
+// The store is the GitHub surface's ledger, and knows the answers taken.
+var _ github.AnswerLedger = (*store.Store)(nil)
+
 // surfaceKind is one surface the program knows. Its configuration block is
 // the field of config.Surfaces whose yaml key is name: that type holds the
 // block's keys, their defaults (config.Default), their validation
@@ -254,7 +257,7 @@ func buildGitHub(m *Main, block config.SurfaceConfig, st *store.Store) (surfaces
 			Logger:         m.Logger.With("surface", "github"),
 		}
 		if st != nil {
-			cc.Ledger = st // decisions about comments outlive the process
+			cc.Ledger = st // decisions about comments outlive the process; the answers taken tell a crash's
 		}
 		nudges := m.serving && st != nil && st.Shared()
 		if nudges {

@@ -78,6 +78,7 @@ var pgTests = []struct {
 	{"TestDecideToolByPolicy", TestDecideToolByPolicy},
 	{"TestDropToolCall", TestDropToolCall},
 	{"TestCommentDecisionsFirstWinsAcrossReopen", TestCommentDecisionsFirstWinsAcrossReopen},
+	{"TestSetAnswerIsTheAnswerTaken", TestSetAnswerIsTheAnswerTaken},
 	{"TestSessionsRoundTrip", TestSessionsRoundTrip},
 	{"TestPlaceholdersNumbered", TestPlaceholdersNumbered},
 	{"TestMigrateConcurrentlyOnAnEmptyDatabase", testMigrateConcurrentlyOnAnEmptyDatabase},

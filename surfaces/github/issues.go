@@ -12,9 +12,10 @@ import (
 )
 
 // issueFor returns the issue set is asked in: the configured one, or the
-// run's, recorded in the Ledger when it was opened or (create) opened.
-// Without a durable Ledger (no store) it is found by its marker among the
-// repository's issues.
+// run's, recorded in the Ledger when it was opened or (create) opened; a
+// run with none recorded (one whose issue predates the records) has it
+// found once and recorded (legacyRunIssue). Without a durable Ledger (no
+// store) it is found by its marker among the repository's issues.
 func (s *Surface) issueFor(ctx context.Context, set questions.Set, create bool) (int, error) {
 	if s.cfg.Issue > 0 {
 		return s.cfg.Issue, nil
@@ -41,6 +42,8 @@ func (s *Surface) issueFor(ctx context.Context, set questions.Set, create bool) 
 			if n, err = strconv.Atoi(v); err != nil || n <= 0 {
 				return 0, fmt.Errorf("github: the issue of run %s in %s is recorded as %q, not an issue number", runID, s.repo(), v)
 			}
+		} else if n, err = s.legacyRunIssue(ctx, runID, rkey); err != nil {
+			return 0, err
 		}
 	} else {
 		var err error
@@ -71,6 +74,32 @@ func (s *Surface) issueFor(ctx context.Context, set questions.Set, create bool) 
 	evict(s.c.runIssues, key)
 	s.c.runIssues[key] = n
 	s.c.mu.Unlock()
+	return n, nil
+}
+
+// legacyRunIssue finds the issue of a run that has none recorded: a run
+// whose issue was opened before issues were recorded at creation (or
+// a run that has none yet). It looks once, the old way (findRunIssue: the
+// run's marker in an issue the orchestrator's own identity opened), and
+// records what it found, so that the run's next question goes there
+// instead of opening a second issue, and the issue is never looked for
+// again.
+func (s *Surface) legacyRunIssue(ctx context.Context, runID, rkey string) (int, error) {
+	n, err := s.findRunIssue(ctx, runID)
+	if err != nil {
+		return 0, fmt.Errorf("github: find the issue of run %s in %s (none is recorded): %w", runID, s.repo(), err)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	got, err := s.c.ledger.DecideComment(context.WithoutCancel(ctx), rkey, strconv.Itoa(n))
+	if err != nil {
+		return 0, fmt.Errorf("github: record issue #%d of run %s in %s: %w", n, runID, s.repo(), err)
+	}
+	if r, err := strconv.Atoi(got); err == nil && r > 0 {
+		n = r
+	}
+	s.c.log.Info("github: found the issue of a run opened before issues were recorded, and recorded it", "run", runID, "repo", s.repo(), "issue", n)
 	return n, nil
 }
 
