@@ -54,10 +54,9 @@ func repos(t *testing.T) (origin, checkout string) {
 }
 
 type fixture struct {
-	st  *store.Store
-	d   *Deliverer
-	gh  *githubtest.Server
-	dir string
+	st *store.Store
+	d  *Deliverer
+	gh *githubtest.Server
 }
 
 func newFixture(t *testing.T, token string) *fixture {
