@@ -106,7 +106,6 @@ func (r *Process) Respond(requestID string, p Permission) error {
 	})
 }
 
-
 // Hold says that a person is being asked for the CLI outside the control
 // protocol (the PreToolUse hook holds a tool call until they answer): the
 // CLI's silence is expected, so Config.IdleTimeout does not end it until

@@ -371,4 +371,3 @@ func (c *Config) Source() string { return c.source }
 // Line returns the line the dotted key (e.g. "surfaces.github.repo") was
 // set on, 0 when it was not set in the file.
 func (c *Config) Line(key string) int { return c.lines[key] }
-
