@@ -301,6 +301,14 @@ func TestOnePollerPerRepository(t *testing.T) {
 	if n != 1 {
 		t.Errorf("%d pollers, want 1 for one repository", n)
 	}
+	// Nobody answered: every Ask still waits.
+	for i, ch := range chs {
+		select {
+		case r := <-ch:
+			t.Errorf("Ask %d returned before an answer: %+v", i, r)
+		default:
+		}
+	}
 	// Polls are one per interval, not one per waiting set.
 	polls := f.srv.Requests()
 	var times []time.Time
