@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	github.com/bradleyfalzon/ghinstallation/v2 v2.10.0
 	github.com/bwmarrin/discordgo v0.29.0
-	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/chromedp/chromedp v0.23.0
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/go-json-experiment/json v1.27.2
