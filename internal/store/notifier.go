@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -29,6 +30,7 @@ type notifier struct {
 	done   chan struct{}      // closed when the running listener has returned
 	closed bool               // by close: no listener starts again
 
+	gen       int             // of the running listener: a stopped one's reports are ignored
 	listening map[string]bool // channels the current connection LISTENs on
 	err       error           // of the last connection that failed, until one succeeds
 	changed   chan struct{}   // closed and replaced when listening or err change
@@ -73,11 +75,15 @@ func (n *notifier) subscribe(sub *subscriber) (unsubscribe func()) {
 func (n *notifier) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	n.gen++
+	gen := n.gen
 	n.cancel, n.done = cancel, done
 	l := &pgxlisten.Listener{
 		Connect: func(ctx context.Context) (*pgx.Conn, error) {
 			n.mu.Lock()
-			n.err = nil
+			if n.gen == gen {
+				n.err = nil
+			}
 			n.mu.Unlock()
 			return n.connect(ctx)
 		},
@@ -86,13 +92,15 @@ func (n *notifier) start() {
 		LogError: func(_ context.Context, err error) {
 			n.mu.Lock()
 			defer n.mu.Unlock()
-			n.listening, n.err = nil, err
-			n.signal()
+			if n.gen == gen {
+				n.listening, n.err = nil, err
+				n.signal()
+			}
 		},
 		ReconnectDelay: retryDelay,
 	}
 	for _, channel := range []string{pgWakeChannel, pgNudgeChannel} {
-		l.Handle(channel, notifierChannel{n: n, channel: channel})
+		l.Handle(channel, notifierChannel{n: n, channel: channel, gen: gen})
 	}
 	go func() {
 		defer close(done)
@@ -105,6 +113,7 @@ func (n *notifier) start() {
 func (n *notifier) stopLocked() {
 	cancel, done := n.cancel, n.done
 	n.cancel, n.done, n.listening = nil, nil, nil
+	n.gen++ // what the stopped listener still reports is not the next one's
 	n.mu.Unlock()
 	if cancel != nil {
 		cancel()
@@ -128,6 +137,10 @@ func (n *notifier) ready(ctx context.Context, channel string) error {
 		if n.listening[channel] {
 			n.mu.Unlock()
 			return nil
+		}
+		if n.closed {
+			n.mu.Unlock()
+			return errors.New("the store is closed")
 		}
 		if n.changed == nil {
 			n.changed = make(chan struct{})
@@ -153,6 +166,7 @@ func (n *notifier) ready(ctx context.Context, channel string) error {
 func (n *notifier) close() {
 	n.mu.Lock()
 	n.closed = true
+	n.signal()
 	n.stopLocked()
 }
 
@@ -161,6 +175,7 @@ func (n *notifier) close() {
 type notifierChannel struct {
 	n       *notifier
 	channel string
+	gen     int // of its listener
 }
 
 func (h notifierChannel) HandleNotification(_ context.Context, msg *pgconn.Notification, _ *pgx.Conn) error {
@@ -179,6 +194,9 @@ func (h notifierChannel) HandleNotification(_ context.Context, msg *pgconn.Notif
 func (h notifierChannel) HandleBacklog(context.Context, string, *pgx.Conn) error {
 	h.n.mu.Lock()
 	defer h.n.mu.Unlock()
+	if h.n.gen != h.gen {
+		return nil // a stopped listener's connection
+	}
 	if h.n.listening == nil {
 		h.n.listening = map[string]bool{}
 	}

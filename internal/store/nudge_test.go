@@ -101,7 +101,8 @@ func TestNudgeReachesEveryInstance(t *testing.T) {
 // answer and listening for nudges holds one listening connection, not
 // one each; when it is lost, the notifier connects again, the waiter is
 // woken for an answer given meanwhile (its poke was lost), and nudges
-// arrive again. On SQLite there is no listening connection.
+// arrive again; a closed store listens no more. On SQLite there is no
+// listening connection.
 func TestOneListenerForPokesAndNudges(t *testing.T) {
 	t.Parallel()
 	if !onPostgres(t) {
@@ -175,5 +176,12 @@ func TestOneListenerForPokesAndNudges(t *testing.T) {
 	}
 	stop()
 	for range nudges {
+	}
+
+	// A closed store listens no more, and says so.
+	closed := open(t, dir)
+	closed.Close()
+	if ch, err := closed.Nudges(ctx); ch != nil || err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Fatalf("Nudges on a closed store = %v, %v; want an error", ch, err)
 	}
 }
