@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/internal/retry"
 	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces"
 	"github.com/orchestrator-dev/orchestrator/surfaces/github/githubtest"
@@ -335,7 +336,7 @@ func (r *sleepRecorder) Sleep(ctx context.Context, d time.Duration) error {
 	r.mu.Lock()
 	r.sleep = append(r.sleep, d)
 	r.mu.Unlock()
-	return sleepCtx(ctx, min(d, 20*time.Millisecond))
+	return retry.Sleep(ctx, min(d, 20*time.Millisecond))
 }
 
 // has reports whether a sleep of about d (within a second under it) was
