@@ -672,6 +672,9 @@ func TestSessionTranscriptHas(t *testing.T) {
 		if got, err := e.SessionTranscriptHas("s3", "ANSWERS-s1"); got != tc.want || err != nil {
 			t.Errorf("%s: SessionTranscriptHas = %v, %v; want %v", name, got, err, tc.want)
 		}
+		if got := SessionHasPrompt([]byte(`{"type":"x"}`+"\n"+tc.line), "ANSWERS-s1"); got != tc.want {
+			t.Errorf("%s: SessionHasPrompt = %v; want %v", name, got, tc.want)
+		}
 	}
 	cfgDir := t.TempDir()
 	os.MkdirAll(filepath.Join(cfgDir, "projects", "p"), 0o700)

@@ -132,6 +132,31 @@ func sessionHas(configDir, sessionID, needle string) (bool, error) {
 	}
 }
 
+// SessionHasPrompt is SessionTranscriptHas of a session file's content:
+// whether it holds a prompt of the user containing needle, as its "user"
+// entry (not only queued). An empty needle is never found.
+func SessionHasPrompt(session []byte, needle string) bool {
+	if needle == "" {
+		return false
+	}
+	needles := [][]byte{[]byte(needle)}
+	if esc := jsEscape(needle); esc != needle {
+		needles = append(needles, []byte(esc))
+	}
+	for len(session) > 0 {
+		line := session
+		if i := bytes.IndexByte(session, '\n'); i >= 0 {
+			line, session = session[:i+1], session[i+1:]
+		} else {
+			session = nil
+		}
+		if containsAny(line, needles) && promptHas(line, needle) {
+			return true
+		}
+	}
+	return false
+}
+
 // containsAny reports whether b contains one of needles.
 func containsAny(b []byte, needles [][]byte) bool {
 	for _, n := range needles {
