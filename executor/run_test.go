@@ -654,6 +654,28 @@ func TestSessionTranscriptHas(t *testing.T) {
 	if _, err := e.SessionTranscriptHas("../x", "x"); err == nil {
 		t.Error("path in session id accepted")
 	}
+	// Only a prompt of the user in the main conversation counts (measured
+	// with 2.1.330, see SessionTranscriptHas).
+	for name, tc := range map[string]struct {
+		line string
+		want bool
+	}{
+		"the queued prompt only": {`{"type":"queue-operation","operation":"enqueue","sessionId":"s3","content":"ANSWERS-s1"}`, false},
+		"the last-prompt record": {`{"type":"last-prompt","lastPrompt":"ANSWERS-s1","sessionId":"s3"}`, false},
+		"a text block":           {`{"type":"user","message":{"role":"user","content":[{"type":"text","text":"[ANSWERS-s1]"}]}}`, true},
+		"a tool result":          {`{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"ANSWERS-s1"}]}}`, false},
+		"a sub-agent's prompt":   {`{"type":"user","isSidechain":true,"message":{"role":"user","content":"ANSWERS-s1"}}`, false},
+		"a line cut short":       {`{"type":"user","message":{"role":"user","content":"ANSWERS-s1`, false},
+		"the assistant's text":   {`{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"ANSWERS-s1"}]}}`, false},
+	} {
+		os.WriteFile(filepath.Join(dir, "s3.jsonl"), []byte(tc.line+"\n"), 0o600)
+		if got, err := e.SessionTranscriptHas("s3", "ANSWERS-s1"); got != tc.want || err != nil {
+			t.Errorf("%s: SessionTranscriptHas = %v, %v; want %v", name, got, err, tc.want)
+		}
+		if got := SessionHasPrompt([]byte(`{"type":"x"}`+"\n"+tc.line), "ANSWERS-s1"); got != tc.want {
+			t.Errorf("%s: SessionHasPrompt = %v; want %v", name, got, tc.want)
+		}
+	}
 	cfgDir := t.TempDir()
 	os.MkdirAll(filepath.Join(cfgDir, "projects", "p"), 0o700)
 	os.WriteFile(filepath.Join(cfgDir, "projects", "p", "s2.jsonl"), []byte(line), 0o600)

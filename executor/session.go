@@ -1,7 +1,9 @@
 package executor
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,8 +26,10 @@ var ErrSessionFileNotFound = errors.New("session file not found")
 // printed. The user's prompt is written when the CLI makes its API call:
 // the file appears with the prompt 0-100 ms after the API has received the
 // request, before any reply byte, and a SIGKILL after that leaves it there.
-// So after a crash: prompt in the file means the turn reached the session
-// (resume without re-sending it); not in the file means it did not.
+// So after a crash: prompt in the file, as a "user" entry, means the turn
+// reached the session (resume without re-sending it); not in the file, or
+// only in the "queue-operation" entry written before it, means it did not
+// (SessionTranscriptHas).
 
 // SessionFile returns the path of the session file of sessionID under the
 // CLI config dir configDir (normally $HOME/.claude), searching every
@@ -63,12 +67,22 @@ func checkSessionID(sessionID string) error {
 
 // SessionTranscriptHas reports whether the CLI's own session file for
 // sessionID, in the child's config dir ($CLAUDE_CONFIG_DIR or
-// $HOME/.claude, from Config.Env or else the inherited environment),
-// contains needle, as written or in its JSON string encoding (the file
-// stores the prompt JSON-escaped). The run loop uses it after a crash to
-// learn whether a resume prompt already reached the session. A missing file
-// is an error wrapping ErrSessionFileNotFound. The file is streamed: memory
-// does not grow with it.
+// $HOME/.claude, from Config.Env or else the inherited environment), holds
+// a prompt of the user containing needle: a main-conversation "user" entry
+// whose message text has it. The run loop uses it after a crash to learn
+// whether a resume prompt already reached the session. A missing file is
+// an error wrapping ErrSessionFileNotFound. The file is read a line at a
+// time: memory grows with its longest line, not with it.
+//
+// Only such an entry is the prompt in the conversation (measured with
+// 2.1.330): the CLI first logs the prompt it takes in a "queue-operation"
+// entry ("enqueue", its text in "content"), and writes the "user" entry
+// later (tens of milliseconds, seconds on a loaded machine), when it makes
+// the API call. A `--resume` of a session killed in between sends the
+// conversation without the prompt: the queued text is not part of it. A
+// "user" entry with no reply after it (killed while the API call was under
+// way) is sent: the resumed request has it, followed by an assistant
+// message "No response requested." the CLI makes up, then the new prompt.
 func (e *Executor) SessionTranscriptHas(sessionID, needle string) (bool, error) {
 	return sessionHas(e.ConfigDir(), sessionID, needle)
 }
@@ -103,40 +117,90 @@ func sessionHas(configDir, sessionID, needle string) (bool, error) {
 	if esc := jsEscape(needle); esc != needle {
 		needles = append(needles, []byte(esc))
 	}
-	found, err := streamContains(f, needles)
-	if err != nil {
-		return false, fmt.Errorf("read session file: %w", err)
-	}
-	return found, nil
-}
-
-// streamContains searches r for any of needles with a bounded window.
-func streamContains(r io.Reader, needles [][]byte) (bool, error) {
-	longest := 0
-	for _, n := range needles {
-		longest = max(longest, len(n))
-	}
-	const chunk = 256 << 10
-	buf := make([]byte, 0, chunk+longest)
-	tmp := make([]byte, chunk)
+	br := bufio.NewReaderSize(f, 64<<10)
 	for {
-		n, err := r.Read(tmp)
-		buf = append(buf, tmp[:n]...)
-		for _, nd := range needles {
-			if bytes.Contains(buf, nd) {
-				return true, nil
-			}
-		}
-		if keep := longest - 1; len(buf) > keep {
-			buf = append(buf[:0], buf[len(buf)-keep:]...)
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 && containsAny(line, needles) && promptHas(line, needle) {
+			return true, nil
 		}
 		if err == io.EOF {
 			return false, nil
 		}
 		if err != nil {
-			return false, err
+			return false, fmt.Errorf("read session file: %w", err)
 		}
 	}
+}
+
+// SessionHasPrompt is SessionTranscriptHas of a session file's content:
+// whether it holds a prompt of the user containing needle, as its "user"
+// entry (not only queued). An empty needle is never found.
+func SessionHasPrompt(session []byte, needle string) bool {
+	if needle == "" {
+		return false
+	}
+	needles := [][]byte{[]byte(needle)}
+	if esc := jsEscape(needle); esc != needle {
+		needles = append(needles, []byte(esc))
+	}
+	for len(session) > 0 {
+		line := session
+		if i := bytes.IndexByte(session, '\n'); i >= 0 {
+			line, session = session[:i+1], session[i+1:]
+		} else {
+			session = nil
+		}
+		if containsAny(line, needles) && promptHas(line, needle) {
+			return true
+		}
+	}
+	return false
+}
+
+// containsAny reports whether b contains one of needles.
+func containsAny(b []byte, needles [][]byte) bool {
+	for _, n := range needles {
+		if bytes.Contains(b, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// promptHas reports whether line, an entry of a session file, is a prompt
+// of the user in the main conversation (not a sub-agent's, not one the CLI
+// adds) whose text contains needle. A line that is not JSON (one cut short
+// by a crash) is not.
+func promptHas(line []byte, needle string) bool {
+	var e struct {
+		Type        string `json:"type"`
+		IsSidechain bool   `json:"isSidechain"`
+		IsMeta      bool   `json:"isMeta"`
+		Message     struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(line, &e) != nil || e.Type != "user" || e.Message.Role != "user" || e.IsSidechain || e.IsMeta {
+		return false
+	}
+	var text string
+	if json.Unmarshal(e.Message.Content, &text) == nil {
+		return strings.Contains(text, needle)
+	}
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(e.Message.Content, &blocks) != nil {
+		return false
+	}
+	for _, b := range blocks {
+		if b.Type == "text" && strings.Contains(b.Text, needle) {
+			return true
+		}
+	}
+	return false
 }
 
 // jsEscape encodes s the way JSON.stringify does inside a string (without

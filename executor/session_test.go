@@ -43,6 +43,9 @@ func TestWriteSessionReplacesWhole(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "*.tmp")); len(left) > 0 {
 		t.Errorf("temporary files left: %v", left)
 	}
+	if err := e.WriteSession(wd, "s1", []byte(`{"type":"user","message":{"role":"user","content":"short"}}`+"\n")); err != nil {
+		t.Fatal(err)
+	}
 	if ok, err := e.SessionTranscriptHas("s1", "short"); !ok || err != nil {
 		t.Errorf("SessionTranscriptHas does not find the written file: %v %v", ok, err)
 	}

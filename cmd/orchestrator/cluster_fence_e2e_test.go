@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/executor"
 	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 )
@@ -274,11 +275,13 @@ func testFenceTries(t *testing.T, sig syscall.Signal) {
 			})
 		} else {
 			// The prompt reached the session and the store has the session
-			// (saved as the turn runs): the tool call is streaming.
+			// (saved as the turn runs): the tool call is streaming. The
+			// prompt is in the session as its "user" entry, not only as the
+			// queued text the CLI logs first (executor.SessionTranscriptHas).
 			waitFor(t, "the answer's turn streaming, its session in the store", func() bool {
 				victim = c.driver(st, runID)
 				b, ok, _ := st.Session(ctx, runID, run.SessionID)
-				return victim != nil && ok && strings.Contains(string(b), set.Set.ID)
+				return victim != nil && ok && executor.SessionHasPrompt(b, set.Set.ID)
 			})
 			if b, _ := os.ReadFile(counter); len(b) > 0 {
 				t.Logf("try %d: the command had run already when the fault came", try)

@@ -104,8 +104,9 @@ func (r *Runner) restoreSession(ctx context.Context, agent Agent, run store.Run,
 
 // sessionSaveEvery is how often a running turn's session file is looked at
 // and, when it grew, saved to the store (a shared store only), until it was
-// saved once (the prompt reached it); sessionSaveGap is the least time
-// between two saves after that (the hook saves it before each tool call).
+// saved with the turn's prompt as its "user" entry (the prompt reached the
+// conversation); sessionSaveGap is the least time between two saves after
+// that (the hook saves it before each tool call).
 const (
 	sessionSaveEvery = 200 * time.Millisecond
 	sessionSaveGap   = 2 * time.Second
@@ -127,7 +128,13 @@ func (r *Runner) saveSessionWhileRunning(ctx context.Context, agent Agent, run s
 		return func() {}
 	}
 	// What the file holds before the turn (a resumed session) is in the
-	// store already: the first save is of the turn's own lines.
+	// store already: the first save is of the turn's own lines. The CLI
+	// logs the prompt it takes in before it writes it as the conversation's
+	// "user" entry (executor.SessionTranscriptHas): a save of the first
+	// lines alone does not tell a taker the prompt got there, so the file is
+	// saved as it grows, without a gap, until a save has that entry.
+	n := needle(t)
+	promptSaved := n == ""
 	saved := 0
 	if content, err := sf.ReadSession(workdir, sid); err == nil {
 		saved = bytes.LastIndexByte(content, '\n') + 1
@@ -145,7 +152,7 @@ func (r *Runner) saveSessionWhileRunning(ctx context.Context, agent Agent, run s
 				return
 			case <-tick.C:
 			}
-			if !savedAt.IsZero() && time.Since(savedAt) < sessionSaveGap {
+			if promptSaved && !savedAt.IsZero() && time.Since(savedAt) < sessionSaveGap {
 				continue
 			}
 			content, err := sf.ReadSession(workdir, sid)
@@ -163,6 +170,7 @@ func (r *Runner) saveSessionWhileRunning(ctx context.Context, agent Agent, run s
 				continue
 			}
 			saved, savedAt = len(content), time.Now()
+			promptSaved = promptSaved || executor.SessionHasPrompt(content, n)
 		}
 	}()
 	var once sync.Once

@@ -23,7 +23,8 @@ import (
 // The portable-session tests drive runs with a fake CLI: this test binary
 // run again with fakeCLIEnv set. Like the real one, it keeps its session
 // file under $HOME/.claude/projects/<folder of its working directory>, only
-// appends to it, and fails a --resume of a session it has no file of. Its
+// appends to it (a "user" and an "assistant" entry a turn, shaped as the
+// real CLI's), and fails a --resume of a session it has no file of. Its
 // reply to a resume counts the records the session held, which shows which
 // conversation it continued.
 const fakeCLIEnv = "RUNNER_FAKE_CLAUDE"
@@ -83,7 +84,10 @@ func fakeCLI() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	for _, rec := range []map[string]string{{"type": "user", "text": prompt}, {"type": "assistant", "text": reply}} {
+	for _, rec := range []map[string]any{
+		{"type": "user", "message": map[string]any{"role": "user", "content": prompt}},
+		{"type": "assistant", "message": map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "text", "text": reply}}}},
+	} {
 		b, _ := json.Marshal(rec)
 		f.Write(append(b, '\n'))
 	}
@@ -282,7 +286,7 @@ func TestRecoverLooksIntoTheStoredSession(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := readSession(t, a, g.wd, run.SessionID)
-			crashed := before + `{"type":"user","text":"answers to ` + set.ID + `"}` + "\n"
+			crashed := before + `{"type":"user","message":{"role":"user","content":"answers to ` + set.ID + `"}}` + "\n"
 			if err := a.WriteSession(g.wd, run.SessionID, []byte(crashed)); err != nil {
 				t.Fatal(err)
 			}
@@ -309,6 +313,65 @@ func TestRecoverLooksIntoTheStoredSession(t *testing.T) {
 				if rec != store.CategoryInterrupted || got.FinalText != "Resumed after 3 records." {
 					t.Fatalf("crashed turn %q, final %q: want it delivered and the session continued", rec, got.FinalText)
 				}
+			}
+		})
+	}
+}
+
+// TestRecoverAnswerOnlyQueued: the answer turn's CLI was killed after it
+// logged the prompt it took in (a "queue-operation" entry holding the
+// answer's text) and before it wrote the prompt as the conversation's
+// "user" entry, and the session was saved to the store at that moment.
+// A `--resume` sends the conversation without the queued text (measured
+// with 2.1.330, TestE2EResumeAfterAKilledTurn in executor), so the answer
+// did not reach the model: recover records the turn not delivered and the
+// answer is handed over again, once in the conversation. Whichever machine
+// takes over, and whatever the load: the session file is written here, no
+// CLI is killed.
+func TestRecoverAnswerOnlyQueued(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, where := range []string{"elsewhere", "same machine"} {
+		t.Run(where, func(t *testing.T) {
+			t.Parallel()
+			g := newSessionRig(t)
+			a, _ := machine(t)
+			run, set := g.asked(a)
+			turn, err := g.st.BeginTurn(ctx, store.Turn{RunID: run.ID, Kind: store.TurnAnswer, SetID: set.ID,
+				Prompt: "answers to " + set.ID, SessionID: run.SessionID, Resume: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			crashed := readSession(t, a, g.wd, run.SessionID) +
+				`{"type":"queue-operation","operation":"enqueue","sessionId":"` + run.SessionID + `","content":"answers to ` + set.ID + `"}` + "\n" +
+				`{"type":"queue-operation","operation":"dequeue","sessionId":"` + run.SessionID + `"}` + "\n"
+			if err := a.WriteSession(g.wd, run.SessionID, []byte(crashed)); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.st.SaveSession(ctx, run.ID, run.SessionID, []byte(crashed)); err != nil {
+				t.Fatal(err)
+			}
+			on := a
+			if where == "elsewhere" {
+				on, _ = machine(t)
+			}
+			got := g.drive(on, run.ID)
+			if got.Status != store.RunDone {
+				t.Fatalf("after recovering: %s %q", got.Status, got.Error)
+			}
+			turns, _ := g.st.Turns(ctx, run.ID)
+			if rec := turns[turn.Seq-1].Result.Category; rec != store.CategoryNotDelivered {
+				t.Fatalf("crashed turn %q: want it not delivered and the answer handed over again", rec)
+			}
+			session := readSession(t, on, g.wd, run.SessionID)
+			prompts := 0
+			for _, line := range strings.Split(session, "\n") {
+				if strings.Contains(line, `"type":"user"`) && strings.Contains(line, set.ID) {
+					prompts++
+				}
+			}
+			if prompts != 1 || got.FinalText != "Resumed after 4 records." {
+				t.Fatalf("the answer is the user's prompt %d times in the session the run went on with (final %q):\n%s", prompts, got.FinalText, session)
 			}
 		})
 	}
