@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
@@ -59,6 +60,8 @@ type Store struct {
 	// held maps the ID of each run whose lock this process holds to the
 	// take's fencing token (fence.go: HeldToken).
 	held sync.Map
+	// statements counts what the store sends to its database (Statements).
+	statements atomic.Int64
 }
 
 // ignoreDir writes a .gitignore that ignores everything into the state
@@ -111,9 +114,17 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 }
 
 func newStore(pool *sql.DB, d dialect, dir, path string) *Store {
-	return &Store{db: &db{DB: pool, d: d}, d: d, dir: dir, path: path, now: time.Now, pollEvery: pollInterval,
+	s := &Store{d: d, dir: dir, path: path, now: time.Now, pollEvery: pollInterval,
 		instance: newInstanceID(), leaseTTL: DefaultLeaseTTL}
+	s.db = &db{DB: pool, d: d, n: &s.statements}
+	return s
 }
+
+// Statements is how many statements the store has sent to its database
+// since it was opened: every query and exec, and each write transaction's
+// begin and end. The waiters' poller (wait.go), which runs on a timer, is
+// not counted. Tests use it to measure what a step of a run costs.
+func (s *Store) Statements() int64 { return s.statements.Load() }
 
 func dsn(path string) string {
 	return "file:" + path +
@@ -505,7 +516,8 @@ func (s *Store) tx(ctx context.Context, fn func(*txn) error) error {
 	if err != nil {
 		return err
 	}
-	tx := &txn{Tx: sqlTx, d: s.d}
+	s.statements.Add(2) // its begin, and its commit or rollback
+	tx := &txn{Tx: sqlTx, d: s.d, n: &s.statements}
 	if err := fn(tx); err != nil {
 		tx.Rollback()
 		return err
