@@ -74,14 +74,7 @@ func presetResponse(set questions.Set, presets []Preset, now time.Time) question
 
 // unanswered is set less the questions already answered in resp.
 func unanswered(set questions.Set, resp questions.Response) questions.Set {
-	out := set
-	out.Questions = nil
-	for _, q := range set.Questions {
-		if _, ok := resp.Answer(q.ID); !ok {
-			out.Questions = append(out.Questions, q)
-		}
-	}
-	return out
+	return questions.Unanswered(set, resp)
 }
 
 // wait asks a pending set on the run's surfaces and waits for the store to
@@ -307,119 +300,34 @@ func (r *Runner) record(ctx context.Context, run store.Run, resp questions.Respo
 }
 
 // storeAnswers is the surfaces.Answers of a run's question sets (of any
-// run's when runID is empty): the store decides, in one transaction, and
-// the first valid answer wins. Every surface and the web inbox hand their
+// run's when runID is empty): the store decides (store.OfferFor), in one
+// transaction, and the first valid answer wins. Every surface hands its
 // answers to it.
 type storeAnswers struct {
 	st        *store.Store
 	runID     string
-	now       func() time.Time
 	failpoint func(string)
 }
 
 // StoreAnswers is the surfaces.Answers over st for the sets of run runID,
-// or of every run when runID is "" (the web inbox answers any pending set).
+// or of every run when runID is "" (store.Offer).
 func StoreAnswers(st *store.Store, runID string) surfaces.Answers {
-	return &storeAnswers{st: st, runID: runID, now: time.Now, failpoint: func(string) {}}
+	return &storeAnswers{st: st, runID: runID, failpoint: func(string) {}}
 }
 
 func (r *Runner) answers(runID string) *storeAnswers {
-	return &storeAnswers{st: r.cfg.Store, runID: runID, now: r.cfg.Now, failpoint: r.cfg.Failpoint}
+	return &storeAnswers{st: r.cfg.Store, runID: runID, failpoint: r.cfg.Failpoint}
 }
 
 var _ surfaces.Answers = (*storeAnswers)(nil)
 
 // Offer implements surfaces.Answers.
 func (a *storeAnswers) Offer(ctx context.Context, resp questions.Response) (surfaces.Decision, error) {
-	st := a.st
-	rec, err := st.QuestionSet(ctx, resp.SetID)
-	if errors.Is(err, store.ErrNotFound) {
-		return surfaces.Decision{Invalid: fmt.Errorf("no question set %q", resp.SetID)}, nil
+	d, err := a.st.OfferFor(ctx, a.runID, resp)
+	if err == nil && d.Taken {
+		a.failpoint("answer-stored")
 	}
-	if err != nil {
-		return surfaces.Decision{}, err
-	}
-	if a.runID != "" && rec.Set.RunID != a.runID {
-		return surfaces.Decision{Invalid: fmt.Errorf("question set %s is not one of run %s", resp.SetID, a.runID)}, nil
-	}
-	if rec.State != store.SetPending {
-		return closed(rec), nil
-	}
-	resp = inSetOrder(rec.Set, resp)
-	if err := surfaces.CheckPartial(rec.Set, resp); err != nil {
-		return surfaces.Decision{Invalid: err, Pending: pendingIDs(rec)}, nil
-	}
-	if strings.TrimSpace(resp.By) == "" || strings.TrimSpace(resp.Surface) == "" {
-		return surfaces.Decision{Invalid: errors.New("the answer does not say who gave it where"), Pending: pendingIDs(rec)}, nil
-	}
-	open := resp
-	open.Answers = nil
-	for _, ans := range resp.Answers {
-		if _, done := rec.Response.Answer(ans.QuestionID); !done {
-			open.Answers = append(open.Answers, ans)
-		}
-	}
-	if len(open.Answers) == 0 {
-		// Every question offered is answered already. The set and its
-		// answers are read apart, so a set answered in full meanwhile may
-		// have looked pending: read it again before saying so.
-		if again, err := st.QuestionSet(ctx, resp.SetID); err == nil && again.State != store.SetPending {
-			return closed(again), nil
-		}
-		return surfaces.Decision{Invalid: fmt.Errorf("already answered by %s", rec.Response.By), Pending: pendingIDs(rec)}, nil
-	}
-	if open.At.IsZero() {
-		open.At = a.now()
-	}
-	got, err := st.RecordAnswer(ctx, open)
-	if errors.Is(err, store.ErrAlreadyAnswered) {
-		return closed(got), nil
-	}
-	if err != nil {
-		return surfaces.Decision{}, err
-	}
-	a.failpoint("answer-stored")
-	d := surfaces.Decision{Taken: true}
-	if got.State == store.SetPending {
-		d.Pending = pendingIDs(got)
-	} else {
-		final := got.Response
-		d.Final, d.Closed = &final, true
-	}
-	return d, nil
-}
-
-// inSetOrder puts resp's answers in the order of the set's questions (a web
-// form's fields come in any order); answers to questions the set does not
-// have stay last, for CheckPartial to name.
-func inSetOrder(set questions.Set, resp questions.Response) questions.Response {
-	pos := func(a questions.Answer) int {
-		if i := slices.IndexFunc(set.Questions, func(q questions.Question) bool { return q.ID == a.QuestionID }); i >= 0 {
-			return i
-		}
-		return len(set.Questions)
-	}
-	out := resp
-	out.Answers = slices.Clone(resp.Answers)
-	slices.SortStableFunc(out.Answers, func(a, b questions.Answer) int { return pos(a) - pos(b) })
-	return out
-}
-
-// closed is the decision about any answer to a set no longer pending.
-func closed(rec store.SetRecord) surfaces.Decision {
-	if rec.State == store.SetExpired {
-		return surfaces.Decision{Closed: true}
-	}
-	final := rec.Response
-	return surfaces.Decision{Closed: true, Final: &final}
-}
-
-func pendingIDs(rec store.SetRecord) []string {
-	var out []string
-	for _, q := range unanswered(rec.Set, rec.Response).Questions {
-		out = append(out, q.ID)
-	}
-	return out
+	return d, err
 }
 
 // notifyResumed tells the surfaces of a set that its answer reached the

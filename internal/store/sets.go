@@ -95,44 +95,61 @@ type querier interface {
 }
 
 func loadSet(ctx context.Context, q querier, id string) (SetRecord, error) {
-	r, err := scanSet(q.QueryRowContext(ctx, `SELECT `+setColumns+` FROM question_sets WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return SetRecord{}, fmt.Errorf("question set %s: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return SetRecord{}, err
-	}
-	r.Response, err = loadResponse(ctx, q, r.Set)
+	r, _, err := loadSetRows(ctx, q, id)
 	return r, err
 }
 
-// loadResponse composes the answers stored for set, in question order.
-func loadResponse(ctx context.Context, q querier, set questions.Set) (questions.Response, error) {
-	rows, err := q.QueryContext(ctx, `SELECT question_id, body, answered_by, surface, at FROM answers WHERE set_id = ?`, set.ID)
+// loadSetRows is loadSet that also returns the set's answers as stored, by
+// question ID, for a change to compose the set's response again
+// (storeAnswers) without reading it back.
+func loadSetRows(ctx context.Context, q querier, id string) (SetRecord, map[string]answerRow, error) {
+	r, err := scanSet(q.QueryRowContext(ctx, `SELECT `+setColumns+` FROM question_sets WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return SetRecord{}, nil, fmt.Errorf("question set %s: %w", id, ErrNotFound)
+	}
 	if err != nil {
-		return questions.Response{}, fmt.Errorf("answers of set %s: %w", set.ID, err)
+		return SetRecord{}, nil, err
+	}
+	rows, err := loadAnswerRows(ctx, q, r.Set.ID)
+	if err != nil {
+		return SetRecord{}, nil, err
+	}
+	r.Response = composeResponse(r.Set, rows)
+	return r, rows, nil
+}
+
+// answerRow is one stored answer.
+type answerRow struct {
+	a       questions.Answer
+	by, srf string
+	at      int64
+}
+
+// loadAnswerRows reads the answers stored for a set, by question ID.
+func loadAnswerRows(ctx context.Context, q querier, setID string) (map[string]answerRow, error) {
+	rows, err := q.QueryContext(ctx, `SELECT question_id, body, answered_by, surface, at FROM answers WHERE set_id = ?`, setID)
+	if err != nil {
+		return nil, fmt.Errorf("answers of set %s: %w", setID, err)
 	}
 	defer rows.Close()
-	type row struct {
-		a       questions.Answer
-		by, srf string
-		at      int64
-	}
-	byQ := map[string]row{}
+	byQ := map[string]answerRow{}
 	for rows.Next() {
-		var r row
+		var r answerRow
 		var qid, body string
 		if err := rows.Scan(&qid, &body, &r.by, &r.srf, &r.at); err != nil {
-			return questions.Response{}, err
+			return nil, err
 		}
 		if err := json.Unmarshal([]byte(body), &r.a); err != nil {
-			return questions.Response{}, fmt.Errorf("answer to %s: %w", qid, err)
+			return nil, fmt.Errorf("answer to %s: %w", qid, err)
 		}
 		byQ[qid] = r
 	}
-	if err := rows.Err(); err != nil {
-		return questions.Response{}, err
-	}
+	return byQ, rows.Err()
+}
+
+// composeResponse composes a set's response from its answers, in question
+// order: who answered and where, each once, and when the last answer came.
+func composeResponse(set questions.Set, byQ map[string]answerRow) questions.Response {
 	resp := questions.Response{SetID: set.ID}
 	var bys, srfs []string
 	var last int64
@@ -149,7 +166,7 @@ func loadResponse(ctx context.Context, q querier, set questions.Set) (questions.
 		}
 	}
 	resp.By, resp.Surface, resp.At = strings.Join(bys, ", "), strings.Join(srfs, ", "), fromNanos(last)
-	return resp, nil
+	return resp
 }
 
 func appendUnique(list []string, s string) []string {
@@ -268,20 +285,21 @@ func (s *Store) FindQuestion(ctx context.Context, id string) (SetRecord, *questi
 	return SetRecord{}, nil, fmt.Errorf("question %s: %w", id, ErrNotFound)
 }
 
-// RecordAnswer stores the answers of resp for a pending set. The first answer
-// to each question wins: answers to questions already answered are ignored.
-// Once every question has an answer the set becomes answered. A set that is
-// no longer pending gives ErrAlreadyAnswered (its record tells who answered).
-// The returned record is the set after the change.
+// RecordAnswer stores the answers of resp for a pending set, unchecked: the
+// run's own answers (a preset's, a timeout's). The first answer to each
+// question wins: answers to questions already answered are ignored. Once
+// every question has an answer the set becomes answered. A set that is no
+// longer pending gives ErrAlreadyAnswered (its record tells who answered).
+// The returned record is the set after the change. Answers people give go
+// through Offer, which decides whether to take them.
 func (s *Store) RecordAnswer(ctx context.Context, resp questions.Response) (SetRecord, error) {
 	var rec SetRecord
 	now := s.now().UTC()
-	at := resp.At
-	if at.IsZero() {
-		at = now
+	if resp.At.IsZero() {
+		resp.At = now
 	}
 	err := s.tx(ctx, func(tx *txn) error {
-		r, err := loadSet(ctx, tx, resp.SetID)
+		r, rows, err := loadSetRows(ctx, tx, resp.SetID)
 		if err != nil {
 			return err
 		}
@@ -293,25 +311,8 @@ func (s *Store) RecordAnswer(ctx context.Context, resp questions.Response) (SetR
 			if _, ok := r.Set.Question(a.QuestionID); !ok {
 				return fmt.Errorf("question set %s has no question %q", r.Set.ID, a.QuestionID)
 			}
-			body, err := encodeJSON(a)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO answers (set_id, question_id, body, answered_by, surface, at) VALUES (?,?,?,?,?,?)
-				ON CONFLICT(set_id, question_id) DO NOTHING`, r.Set.ID, a.QuestionID, body, resp.By, resp.Surface, nanos(at)); err != nil {
-				return err
-			}
 		}
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM answers WHERE set_id = ?`, r.Set.ID).Scan(&n); err != nil {
-			return err
-		}
-		if n >= len(r.Set.Questions) {
-			if _, err := tx.ExecContext(ctx, `UPDATE question_sets SET state = ?, answered_at = ? WHERE id = ?`, SetAnswered, nanos(now), r.Set.ID); err != nil {
-				return err
-			}
-		}
-		rec, err = loadSet(ctx, tx, r.Set.ID)
+		rec, err = storeAnswers(ctx, tx, r, rows, resp, now)
 		return err
 	})
 	if err != nil {

@@ -1,0 +1,105 @@
+package questions
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Whether an answer fits its set is decided here, once, for every surface and
+// the store (store.Offer): pure functions of the set and the answer.
+
+// CheckResponse reports whether resp is a complete, valid answer to set: the
+// set's ID, one answer per question in order, only offered labels (one at
+// most unless the question is multiSelect), free text only where accepted,
+// and no empty answer.
+func CheckResponse(set Set, resp Response) error {
+	if resp.SetID != set.ID {
+		return fmt.Errorf("answer is to set %q, not %q", resp.SetID, set.ID)
+	}
+	if len(resp.Answers) != len(set.Questions) {
+		return fmt.Errorf("answer to set %s has %d answers for %d questions", set.ID, len(resp.Answers), len(set.Questions))
+	}
+	for i, q := range set.Questions {
+		if err := checkAnswer(set, i, q, resp.Answers[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckPartial reports whether resp is a valid answer to some questions of
+// set: at least one answer, each to a question of set, in the set's order,
+// each as CheckResponse wants it. A complete answer passes CheckPartial
+// exactly when it passes CheckResponse.
+func CheckPartial(set Set, resp Response) error {
+	if resp.SetID != set.ID {
+		return fmt.Errorf("answer is to set %q, not %q", resp.SetID, set.ID)
+	}
+	if len(resp.Answers) == 0 {
+		return fmt.Errorf("answer to set %s answers no question", set.ID)
+	}
+	next := 0 // answers must follow the set's order
+	for i, a := range resp.Answers {
+		j := slices.IndexFunc(set.Questions, func(q Question) bool { return q.ID == a.QuestionID })
+		if j < 0 {
+			return fmt.Errorf("answer %d of set %s is to question %q, which the set does not have", i+1, set.ID, a.QuestionID)
+		}
+		if j < next {
+			return fmt.Errorf("answer %d of set %s is to question %q, out of order or twice", i+1, set.ID, a.QuestionID)
+		}
+		next = j + 1
+		if err := checkAnswer(set, i, set.Questions[j], a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkAnswer(set Set, i int, q Question, a Answer) error {
+	if a.QuestionID != q.ID {
+		return fmt.Errorf("answer %d of set %s is to question %q, not %q", i+1, set.ID, a.QuestionID, q.ID)
+	}
+	if len(a.Labels) == 0 && a.Text == "" {
+		return fmt.Errorf("answer to question %s is empty", q.ID)
+	}
+	if len(a.Labels) > 1 && !q.MultiSelect {
+		return fmt.Errorf("answer to question %s chooses %d options; it takes one", q.ID, len(a.Labels))
+	}
+	for _, l := range a.Labels {
+		if !slices.ContainsFunc(q.Options, func(o Option) bool { return o.Label == l }) {
+			return fmt.Errorf("answer to question %s chooses %q, which is not an option", q.ID, l)
+		}
+	}
+	if a.Text != "" && !q.AcceptsFreeText() {
+		return fmt.Errorf("answer to question %s has free text; it takes options only", q.ID)
+	}
+	return nil
+}
+
+// InSetOrder puts resp's answers in the order of the set's questions (a web
+// form's fields come in any order); answers to questions the set does not
+// have stay last, for CheckPartial to name.
+func InSetOrder(set Set, resp Response) Response {
+	pos := func(a Answer) int {
+		if i := slices.IndexFunc(set.Questions, func(q Question) bool { return q.ID == a.QuestionID }); i >= 0 {
+			return i
+		}
+		return len(set.Questions)
+	}
+	out := resp
+	out.Answers = slices.Clone(resp.Answers)
+	slices.SortStableFunc(out.Answers, func(a, b Answer) int { return pos(a) - pos(b) })
+	return out
+}
+
+// Unanswered is set less the questions already answered in resp.
+func Unanswered(set Set, resp Response) Set {
+	out := set
+	out.Questions = nil
+	for _, q := range set.Questions {
+		if _, ok := resp.Answer(q.ID); !ok {
+			out.Questions = append(out.Questions, q)
+		}
+	}
+	return out
+}
