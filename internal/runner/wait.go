@@ -106,7 +106,7 @@ func (r *Runner) wait(ctx context.Context, d *drive, run store.Run, rec store.Se
 	}
 	ask := unanswered(rec.Set, rec.Response)
 	why := ""
-	if own, err := r.runAsks(ctx, run.ID, rec.Set); err != nil {
+	if own, err := r.runAsks(ctx, rec.Set); err != nil {
 		return err
 	} else if own {
 		why = rec.Set.Context
@@ -330,17 +330,16 @@ func (a *storeAnswers) Offer(ctx context.Context, resp questions.Response) (surf
 	return d, err
 }
 
-// notifyResumed tells the surfaces of a set that its answer reached the
-// model (GitHub's 🚀). Best effort.
-func (r *Runner) notifyResumed(ctx context.Context, d *drive, setID string) {
-	rec, err := r.cfg.Store.QuestionSet(ctx, setID)
-	if err != nil {
+// notifyResumed tells the surfaces of set that its answer reached the model
+// (GitHub's 🚀). Best effort; set is nil when the turn hands no set over.
+func (r *Runner) notifyResumed(ctx context.Context, d *drive, set *questions.Set) {
+	if set == nil {
 		return
 	}
 	for _, s := range d.Surfaces {
 		if n, ok := s.(surfaces.ResumeNotifier); ok {
-			if err := n.Resumed(ctx, rec.Set); err != nil {
-				r.log.Warn("mark resumed on surface", "surface", s.Name(), "set", setID, "err", err)
+			if err := n.Resumed(ctx, *set); err != nil {
+				r.log.Warn("mark resumed on surface", "surface", s.Name(), "set", set.ID, "err", err)
 			}
 		}
 	}
@@ -489,7 +488,7 @@ func (r *Runner) timeout(ctx context.Context, run store.Run, rec store.SetRecord
 		ids = append(ids, q.ID)
 	}
 	action := pol.OnTimeout.Action
-	limit, err := r.runAsks(ctx, run.ID, rec.Set)
+	limit, err := r.runAsks(ctx, rec.Set)
 	if err != nil {
 		return err
 	}

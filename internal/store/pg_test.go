@@ -64,6 +64,8 @@ var pgTests = []struct {
 	{"TestRunLifecycle", TestRunLifecycle},
 	{"TestClaimExactlyOnceUnderContention", TestClaimExactlyOnceUnderContention},
 	{"TestPartialAnswersAndFindQuestion", TestPartialAnswersAndFindQuestion},
+	{"TestOfferDecidesOnceUnderContention", TestOfferDecidesOnceUnderContention},
+	{"TestOfferDecisions", TestOfferDecisions},
 	{"TestWaitSetSeesAnotherProcess", TestWaitSetSeesAnotherProcess},
 	{"TestWaitSetWokenByPoke", TestWaitSetWokenByPoke},
 	{"TestWaitSetSlowPollWithoutPokes", TestWaitSetSlowPollWithoutPokes},

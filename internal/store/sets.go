@@ -41,7 +41,16 @@ type SetRecord struct {
 	EscalatedAt time.Time
 }
 
+// insertSet stores set, pending, and makes its run waiting.
 func insertSet(ctx context.Context, tx *txn, set questions.Set, surfaces []string, now time.Time) error {
+	if err := insertSetRows(ctx, tx, set, surfaces, now); err != nil {
+		return err
+	}
+	return updateRun(ctx, tx, set.RunID, RunUpdate{Status: RunWaiting}, now)
+}
+
+// insertSetRows stores set, pending; its run is left as it is.
+func insertSetRows(ctx context.Context, tx *txn, set questions.Set, surfaces []string, now time.Time) error {
 	if set.ID == "" || set.RunID == "" {
 		return errors.New("store question set: no ID or run ID")
 	}
@@ -56,8 +65,8 @@ func insertSet(ctx context.Context, tx *txn, set questions.Set, surfaces []strin
 	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO question_sets (id, run_id, turn, state, body, surfaces, created_at) VALUES (?,?,?,?,?,?,?)`,
-		set.ID, set.RunID, set.Turn, SetPending, body, surf, nanos(now))
+	_, err = tx.ExecContext(ctx, `INSERT INTO question_sets (id, run_id, turn, state, body, surfaces, created_at, kind) VALUES (?,?,?,?,?,?,?,?)`,
+		set.ID, set.RunID, set.Turn, SetPending, body, surf, nanos(now), questions.KindOf(set))
 	if err != nil {
 		return fmt.Errorf("store question set %s: %w", set.ID, err)
 	}
@@ -66,27 +75,68 @@ func insertSet(ctx context.Context, tx *txn, set questions.Set, surfaces []strin
 			return fmt.Errorf("store question %s of set %s: %w", q.ID, set.ID, err)
 		}
 	}
-	return updateRun(ctx, tx, set.RunID, RunUpdate{Status: RunWaiting}, now)
+	return nil
 }
 
-const setColumns = `id, state, body, surfaces, created_at, answered_at, claimed_at, resumed_at, reminded_at, escalated_at`
+// setColumns are a set's columns, and answerColumns its answers', as the
+// join of setsQuery reads them.
+const (
+	setColumns    = `qs.id, qs.state, qs.body, qs.surfaces, qs.created_at, qs.answered_at, qs.claimed_at, qs.resumed_at, qs.reminded_at, qs.escalated_at`
+	answerColumns = `a.question_id, a.body, a.answered_by, a.surface, a.at`
+)
 
-func scanSet(row interface{ Scan(...any) error }) (SetRecord, error) {
-	var r SetRecord
-	var id, body, surfaces string
-	var created, answered, claimed, resumed, reminded, escalated int64
-	if err := row.Scan(&id, &r.State, &body, &surfaces, &created, &answered, &claimed, &resumed, &reminded, &escalated); err != nil {
-		return SetRecord{}, err
+// setsQuery reads the sets the condition where selects (on qs, the
+// question_sets), oldest first, with their answers: one statement, one row
+// per set and answer.
+const setsQuery = `SELECT ` + setColumns + `, ` + answerColumns + ` FROM question_sets qs LEFT JOIN answers a ON a.set_id = qs.id`
+
+// querySets reads the sets that where (a condition on qs, with args)
+// selects, oldest first, each with its answers as stored, by question ID.
+func querySets(ctx context.Context, q querier, where string, args ...any) ([]SetRecord, []map[string]answerRow, error) {
+	rows, err := q.QueryContext(ctx, setsQuery+` WHERE `+where+` ORDER BY qs.created_at, qs.id`, args...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("question sets: %w", err)
 	}
-	if err := json.Unmarshal([]byte(body), &r.Set); err != nil {
-		return SetRecord{}, fmt.Errorf("question set %s: %w", id, err)
+	defer rows.Close()
+	var recs []SetRecord
+	var answers []map[string]answerRow
+	for rows.Next() {
+		var r SetRecord
+		var id, body, surfaces string
+		var created, answered, claimed, resumed, reminded, escalated int64
+		var qid, abody, by, srf sql.NullString
+		var at sql.NullInt64
+		if err := rows.Scan(&id, &r.State, &body, &surfaces, &created, &answered, &claimed, &resumed, &reminded, &escalated,
+			&qid, &abody, &by, &srf, &at); err != nil {
+			return nil, nil, err
+		}
+		if n := len(recs); n == 0 || recs[n-1].Set.ID != id {
+			if err := json.Unmarshal([]byte(body), &r.Set); err != nil {
+				return nil, nil, fmt.Errorf("question set %s: %w", id, err)
+			}
+			if err := json.Unmarshal([]byte(surfaces), &r.Surfaces); err != nil {
+				return nil, nil, fmt.Errorf("question set %s: surfaces: %w", id, err)
+			}
+			r.CreatedAt, r.AnsweredAt, r.ClaimedAt = fromNanos(created), fromNanos(answered), fromNanos(claimed)
+			r.ResumedAt, r.RemindedAt, r.EscalatedAt = fromNanos(resumed), fromNanos(reminded), fromNanos(escalated)
+			recs, answers = append(recs, r), append(answers, map[string]answerRow{})
+		}
+		if !qid.Valid {
+			continue // a set without answers
+		}
+		a := answerRow{by: by.String, srf: srf.String, at: at.Int64}
+		if err := json.Unmarshal([]byte(abody.String), &a.a); err != nil {
+			return nil, nil, fmt.Errorf("answer to %s of set %s: %w", qid.String, id, err)
+		}
+		answers[len(answers)-1][qid.String] = a
 	}
-	if err := json.Unmarshal([]byte(surfaces), &r.Surfaces); err != nil {
-		return SetRecord{}, fmt.Errorf("question set %s: surfaces: %w", id, err)
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
 	}
-	r.CreatedAt, r.AnsweredAt, r.ClaimedAt = fromNanos(created), fromNanos(answered), fromNanos(claimed)
-	r.ResumedAt, r.RemindedAt, r.EscalatedAt = fromNanos(resumed), fromNanos(reminded), fromNanos(escalated)
-	return r, nil
+	for i := range recs {
+		recs[i].Response = composeResponse(recs[i].Set, answers[i])
+	}
+	return recs, answers, nil
 }
 
 type querier interface {
@@ -103,19 +153,14 @@ func loadSet(ctx context.Context, q querier, id string) (SetRecord, error) {
 // question ID, for a change to compose the set's response again
 // (storeAnswers) without reading it back.
 func loadSetRows(ctx context.Context, q querier, id string) (SetRecord, map[string]answerRow, error) {
-	r, err := scanSet(q.QueryRowContext(ctx, `SELECT `+setColumns+` FROM question_sets WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
+	recs, answers, err := querySets(ctx, q, `qs.id = ?`, id)
+	if err != nil {
+		return SetRecord{}, nil, err
+	}
+	if len(recs) == 0 {
 		return SetRecord{}, nil, fmt.Errorf("question set %s: %w", id, ErrNotFound)
 	}
-	if err != nil {
-		return SetRecord{}, nil, err
-	}
-	rows, err := loadAnswerRows(ctx, q, r.Set.ID)
-	if err != nil {
-		return SetRecord{}, nil, err
-	}
-	r.Response = composeResponse(r.Set, rows)
-	return r, rows, nil
+	return recs[0], answers[0], nil
 }
 
 // answerRow is one stored answer.
@@ -123,28 +168,6 @@ type answerRow struct {
 	a       questions.Answer
 	by, srf string
 	at      int64
-}
-
-// loadAnswerRows reads the answers stored for a set, by question ID.
-func loadAnswerRows(ctx context.Context, q querier, setID string) (map[string]answerRow, error) {
-	rows, err := q.QueryContext(ctx, `SELECT question_id, body, answered_by, surface, at FROM answers WHERE set_id = ?`, setID)
-	if err != nil {
-		return nil, fmt.Errorf("answers of set %s: %w", setID, err)
-	}
-	defer rows.Close()
-	byQ := map[string]answerRow{}
-	for rows.Next() {
-		var r answerRow
-		var qid, body string
-		if err := rows.Scan(&qid, &body, &r.by, &r.srf, &r.at); err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal([]byte(body), &r.a); err != nil {
-			return nil, fmt.Errorf("answer to %s: %w", qid, err)
-		}
-		byQ[qid] = r
-	}
-	return byQ, rows.Err()
 }
 
 // composeResponse composes a set's response from its answers, in question
@@ -189,47 +212,26 @@ type SetFilter struct {
 	State []SetState
 }
 
-// QuestionSets returns sets, oldest first.
+// QuestionSets returns sets, oldest first, with their answers: one read,
+// whatever their number.
 func (s *Store) QuestionSets(ctx context.Context, f SetFilter) ([]SetRecord, error) {
-	q := `SELECT id FROM question_sets WHERE 1=1`
+	where := `1=1`
 	var args []any
 	if f.RunID != "" {
-		q += ` AND run_id = ?`
+		where += ` AND qs.run_id = ?`
 		args = append(args, f.RunID)
 	}
 	if len(f.State) > 0 {
-		q += ` AND state IN (` + placeholders(len(f.State)) + `)`
+		where += ` AND qs.state IN (` + placeholders(len(f.State)) + `)`
 		for _, st := range f.State {
 			args = append(args, st)
 		}
 	}
-	q += ` ORDER BY created_at, id`
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("question sets: %w", err)
+	recs, _, err := querySets(ctx, s.db, where, args...)
+	if recs == nil && err == nil {
+		recs = []SetRecord{}
 	}
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	out := make([]SetRecord, 0, len(ids))
-	for _, id := range ids {
-		r, err := loadSet(ctx, s.db, id)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
+	return recs, err
 }
 
 // FindQuestion finds a question by its short ID (or a set by its ID) among
