@@ -87,4 +87,3 @@ func (r *Runner) notifyResumed(ctx context.Context, d *drive, set *questions.Set
 		}
 	}
 }
-
