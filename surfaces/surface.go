@@ -66,8 +66,9 @@ type Surface interface {
 	Ask(ctx context.Context, set questions.Set, answers Answers) error
 }
 
-// Answers is where a surface hands the answers people give. The runner
-// implements it on top of the store. Safe for concurrent use.
+// Answers is where a surface hands the answers people give. The store
+// implements it (store.Offer decides in one transaction; the runner hands
+// each surface its run's view). Safe for concurrent use.
 type Answers interface {
 	// Offer records resp (resp.Surface and resp.By set by the surface) if it
 	// is valid for the set and the set still pending: first valid answer

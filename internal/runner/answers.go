@@ -52,12 +52,7 @@ type storeAnswers struct {
 	failpoint func(string)
 }
 
-// StoreAnswers is the surfaces.Answers over st for the sets of run runID,
-// or of every run when runID is "" (store.Offer).
-func StoreAnswers(st *store.Store, runID string) surfaces.Answers {
-	return &storeAnswers{st: st, runID: runID, failpoint: func(string) {}}
-}
-
+// answers is the surfaces.Answers of run runID's sets.
 func (r *Runner) answers(runID string) *storeAnswers {
 	return &storeAnswers{st: r.cfg.Store, runID: runID, failpoint: r.cfg.Failpoint}
 }
