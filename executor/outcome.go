@@ -216,7 +216,52 @@ func runInBackground(input json.RawMessage) bool {
 }
 
 // Outcome turns what was observed plus the process side into an Outcome.
+// What decides the status, in order: a stop from outside (unless the result
+// line had arrived before it), the result line, a failed exit, else the
+// stream simply ended.
 func (t *Tracker) Outcome(x Exit) Outcome {
+	o := t.observed(x)
+	lastText := ""
+	if t.lastAssistant != nil {
+		lastText = strings.Join(t.lastAssistant.Texts(), "\n")
+	}
+	r := t.result
+	switch {
+	case x.Stop != "" && !(r != nil && x.ResultBeforeStop):
+		o.Status = StatusError
+		o.Category = x.Stop
+		detail := x.StopDetail
+		if detail == "" {
+			detail = string(x.Stop)
+		}
+		o.setError(detail)
+		o.FinalText = lastText
+	case r != nil:
+		t.decideByResult(&o, x, lastText)
+	case x.Known && (x.Code != 0 || x.Signal != ""):
+		o.Status = StatusError
+		o.FinalText = lastText
+		if sessionNotFound(x.Stderr) {
+			o.Category = CategorySessionNotFound
+		} else {
+			o.Category = CategoryCrashed
+		}
+		o.setError(crashMessage(x))
+	default:
+		o.Status = StatusIncomplete
+		o.Category = CategoryNoResult
+		o.FinalText = lastText
+		o.setError("the stream ended without a result line")
+		o.Warnings = append(o.Warnings, "stream-json ended without a 'result' message; token usage unavailable")
+	}
+	return o
+}
+
+// observed is the part of the Outcome that does not depend on how the run
+// ended: the process side's facts, the init line's model and MCP servers,
+// the result's counters and usage when there is one, and the warnings
+// (MCP servers not connected, skipped lines, the process side's).
+func (t *Tracker) observed(x Exit) Outcome {
 	o := Outcome{
 		SessionID:      t.sessionID,
 		ExitCode:       -1,
@@ -245,9 +290,23 @@ func (t *Tracker) Outcome(x Exit) Outcome {
 		}
 	}
 	o.PermissionDenials = t.denials
+	o.Warnings = appendSkipped(o.Warnings, x)
+	o.Warnings = append(o.Warnings, x.Warnings...)
+	if r := t.result; r != nil {
+		o.NumTurns = r.NumTurns
+		o.CostUSD, o.TurnCostUSD = r.TotalCostUSD, r.CostUSD
+		o.Usage = r.Usage
+	}
+	return o
+}
+
+// appendSkipped appends a warning for each line the Reader skipped (while
+// warnings has fewer than maxListed), then how many more were skipped than
+// the diagnostics list.
+func appendSkipped(warnings []string, x Exit) []string {
 	for _, d := range x.Diagnostics {
-		if d.Kind != DiagCheck && len(o.Warnings) < maxListed {
-			o.Warnings = append(o.Warnings, "skipped "+d.String())
+		if d.Kind != DiagCheck && len(warnings) < maxListed {
+			warnings = append(warnings, "skipped "+d.String())
 		}
 	}
 	if n := x.Stats.MalformedLines + x.Stats.OversizeLines; n > 0 {
@@ -258,98 +317,73 @@ func (t *Tracker) Outcome(x Exit) Outcome {
 			}
 		}
 		if n > listed {
-			o.Warnings = append(o.Warnings, fmt.Sprintf("%d more skipped lines not listed", n-listed))
+			warnings = append(warnings, fmt.Sprintf("%d more skipped lines not listed", n-listed))
 		}
 	}
-	o.Warnings = append(o.Warnings, x.Warnings...)
-	lastText := ""
-	if t.lastAssistant != nil {
-		lastText = strings.Join(t.lastAssistant.Texts(), "\n")
-	}
+	return warnings
+}
 
+// decideByResult completes o from the result line: an error result is
+// classified, a deferred tool call gives StatusDeferred, anything else is a
+// success checked by the heuristics. lastText is the last top-level
+// assistant message's text, the final text when the result has none.
+func (t *Tracker) decideByResult(o *Outcome, x Exit, lastText string) {
 	r := t.result
-	if r != nil {
-		o.NumTurns = r.NumTurns
-		o.CostUSD, o.TurnCostUSD = r.TotalCostUSD, r.CostUSD
-		o.Usage = r.Usage
+	o.NumTurns = r.NumTurns
+	o.CostUSD, o.TurnCostUSD = r.TotalCostUSD, r.CostUSD
+	o.Usage = r.Usage
+	o.TerminalReason = r.TerminalReason
+	o.APIErrorStatus = r.APIErrorStatus
+	o.Hint = r.Hint
+	o.DeferredToolUse = r.DeferredToolUse
+	if len(r.PermissionDenials) > 0 && len(o.PermissionDenials) == 0 {
+		o.PermissionDenials = r.PermissionDenials
 	}
 	switch {
-	case x.Stop != "" && !(r != nil && x.ResultBeforeStop):
+	case r.IsError:
 		o.Status = StatusError
-		o.Category = x.Stop
-		detail := x.StopDetail
-		if detail == "" {
-			detail = string(x.Stop)
+		text := r.Text
+		if text == "" {
+			text = strings.Join(r.Errors, "\n")
 		}
-		o.setError(detail)
+		o.Category = classifyResult(r, text)
+		if text == "" {
+			text = "API error (no detail)"
+		}
+		o.setError(text)
 		o.FinalText = lastText
-	case r != nil:
-		o.NumTurns = r.NumTurns
-		o.CostUSD, o.TurnCostUSD = r.TotalCostUSD, r.CostUSD
-		o.Usage = r.Usage
-		o.TerminalReason = r.TerminalReason
-		o.APIErrorStatus = r.APIErrorStatus
-		o.Hint = r.Hint
-		o.DeferredToolUse = r.DeferredToolUse
-		if len(r.PermissionDenials) > 0 && len(o.PermissionDenials) == 0 {
-			o.PermissionDenials = r.PermissionDenials
-		}
-		if r.IsError {
-			o.Status = StatusError
-			text := r.Text
-			if text == "" {
-				text = strings.Join(r.Errors, "\n")
-			}
-			o.Category = classifyResult(r, text)
-			if text == "" {
-				text = "API error (no detail)"
-			}
-			o.setError(text)
+	case r.TerminalReason == terminalToolDeferred:
+		o.Status = StatusDeferred
+		o.Category = CategoryToolDeferred
+		o.FinalText = r.Text
+		if r.Text == "" {
 			o.FinalText = lastText
-		} else if r.TerminalReason == terminalToolDeferred {
-			o.Status = StatusDeferred
-			o.Category = CategoryToolDeferred
-			o.FinalText = r.Text
-			if r.Text == "" {
-				o.FinalText = lastText
-			}
-		} else {
-			o.Status = StatusSuccess
-			o.FinalText = r.Text
-			if !r.HasText {
-				o.FinalText = lastText
-			}
-			o.Warnings = append(o.Warnings, t.heuristics(r, o.FinalText)...)
-			if x.Known && x.Code > 0 && x.Stop == "" {
-				o.Warnings = append(o.Warnings, fmt.Sprintf("the CLI exited with code %d after a successful result", x.Code))
-			}
 		}
-	case x.Known && (x.Code != 0 || x.Signal != ""):
-		o.Status = StatusError
-		o.FinalText = lastText
-		tail := lastLines(x.Stderr, 5)
-		if sessionNotFound(x.Stderr) {
-			o.Category = CategorySessionNotFound
-		} else {
-			o.Category = CategoryCrashed
-		}
-		how := fmt.Sprintf("exit code %d", x.Code)
-		if x.Signal != "" {
-			how = "signal " + x.Signal
-		}
-		msg := "the CLI ended with " + how + " and no result line"
-		if tail != "" {
-			msg += ": " + tail
-		}
-		o.setError(msg)
 	default:
-		o.Status = StatusIncomplete
-		o.Category = CategoryNoResult
-		o.FinalText = lastText
-		o.setError("the stream ended without a result line")
-		o.Warnings = append(o.Warnings, "stream-json ended without a 'result' message; token usage unavailable")
+		o.Status = StatusSuccess
+		o.FinalText = r.Text
+		if !r.HasText {
+			o.FinalText = lastText
+		}
+		o.Warnings = append(o.Warnings, t.heuristics(r, o.FinalText)...)
+		if x.Known && x.Code > 0 && x.Stop == "" {
+			o.Warnings = append(o.Warnings, fmt.Sprintf("the CLI exited with code %d after a successful result", x.Code))
+		}
 	}
-	return o
+}
+
+// crashMessage says how a CLI that failed without a result line ended, with
+// the last lines of its stderr.
+func crashMessage(x Exit) string {
+	how := fmt.Sprintf("exit code %d", x.Code)
+	if x.Signal != "" {
+		how = "signal " + x.Signal
+	}
+	msg := "the CLI ended with " + how + " and no result line"
+	if tail := lastLines(x.Stderr, 5); tail != "" {
+		msg += ": " + tail
+	}
+	return msg
 }
 
 func (o *Outcome) setError(text string) {

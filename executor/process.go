@@ -1,16 +1,13 @@
 package executor
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -99,18 +96,7 @@ func (e *Executor) Start(ctx context.Context, req Request) (*Process, error) {
 	if err := e.validate(req); err != nil {
 		return nil, err
 	}
-	r := &Process{
-		e:         e,
-		req:       req,
-		log:       e.log,
-		start:     time.Now(),
-		claw:      e.cfg.Harness == HarnessClaw,
-		readDone:  make(chan struct{}),
-		resultCh:  make(chan struct{}),
-		exited:    make(chan struct{}),
-		superDone: make(chan struct{}),
-		stderr:    newBoundedBuffer(e.cfg.StderrLimit),
-	}
+	r := e.newProcess(req)
 	if err := r.openTranscript(); err != nil {
 		return nil, err
 	}
@@ -132,63 +118,49 @@ func (e *Executor) Start(ctx context.Context, req Request) (*Process, error) {
 			return nil, err
 		}
 	}
-	pr, pw, err := os.Pipe()
+	stdinW, err := r.spawn(path, env)
 	if err != nil {
-		r.cleanup()
-		return nil, fmt.Errorf("start agent CLI: stdout pipe: %w", err)
+		return nil, err
 	}
-	cmd := exec.Command(path, e.args(req, r.mcpTemp)...)
-	cmd.Dir = req.WorkDir
-	cmd.Env = env
-	cmd.Stdin = nil // /dev/null: an open stdin makes the CLI wait for it
-	if promptOnStdin(&e.cfg, req) {
-		// The CLI reads its prompt from stdin up to EOF (exec closes the
-		// pipe once the prompt is written).
-		cmd.Stdin = strings.NewReader(req.Prompt)
+	if r.notStarted != nil {
+		return r, nil
 	}
-	var stdinW *os.File
-	if e.cfg.ControlProtocol {
-		// Stdin stays open for the turn: the prompt and the answers to
-		// the CLI's control requests go there (control.go).
-		inR, inW, err := os.Pipe()
-		if err != nil {
-			pr.Close()
-			pw.Close()
-			r.cleanup()
-			return nil, fmt.Errorf("start agent CLI: stdin pipe: %w", err)
-		}
-		cmd.Stdin, stdinW = inR, inW
-		defer inR.Close() // the child has its own copy once started
+	r.begin(ctx, stdinW)
+	return r, nil
+}
+
+// newProcess is the Process for req before anything is opened or started.
+func (e *Executor) newProcess(req Request) *Process {
+	return &Process{
+		e:         e,
+		req:       req,
+		log:       e.log,
+		start:     time.Now(),
+		claw:      e.cfg.Harness == HarnessClaw,
+		readDone:  make(chan struct{}),
+		resultCh:  make(chan struct{}),
+		exited:    make(chan struct{}),
+		superDone: make(chan struct{}),
+		stderr:    newBoundedBuffer(e.cfg.StderrLimit),
 	}
-	cmd.Stdout = pw
-	cmd.Stderr = r.stderr
-	cmd.SysProcAttr = sysProcAttr()
-	cmd.WaitDelay = max(e.cfg.KillGrace, time.Second)
-	if err := cmd.Start(); err != nil {
-		pr.Close()
-		pw.Close()
-		if stdinW != nil {
-			stdinW.Close()
-		}
-		r.cleanup()
-		if !startable(err) {
-			r.notStarted = &Exit{Stop: CategoryCLINotFound, StopDetail: fmt.Sprintf("agent CLI cannot be started: %v", err)}
-			return r, nil
-		}
-		return nil, fmt.Errorf("start agent CLI: %w", err)
-	}
-	pw.Close()
-	r.cmd, r.pid, r.pr = cmd, cmd.Process.Pid, pr
-	if e.cfg.Timeout > 0 {
-		r.ctx, r.cancel = context.WithTimeout(ctx, e.cfg.Timeout)
+}
+
+// begin sets up everything a started CLI runs under: the run's context with
+// Config.Timeout, the idle clock, the stream's Reader, the prompt on the
+// control protocol's stdin (stdinW, nil without it), and the goroutines that
+// wait for the process and supervise it.
+func (r *Process) begin(ctx context.Context, stdinW *os.File) {
+	cfg, req := &r.e.cfg, r.req
+	if cfg.Timeout > 0 {
+		r.ctx, r.cancel = context.WithTimeout(ctx, cfg.Timeout)
 	} else {
 		r.ctx, r.cancel = context.WithCancel(ctx)
 	}
-	if e.cfg.IdleTimeout > 0 && !r.claw {
-		r.idle = time.NewTimer(e.cfg.IdleTimeout)
+	if cfg.IdleTimeout > 0 && !r.claw {
+		r.idle = time.NewTimer(cfg.IdleTimeout)
 		r.idle.Stop() // the idle clock runs only while Next waits
 	}
-	r.rd = NewReader(runSource{r}, ReaderOptions{MaxLineBytes: e.cfg.MaxLineBytes})
+	r.rd = NewReader(runSource{r}, ReaderOptions{MaxLineBytes: cfg.MaxLineBytes})
 	if stdinW != nil {
 		r.ctl.stdin = stdinW
 		if req.Prompt != "" {
@@ -201,16 +173,15 @@ func (e *Executor) Start(ctx context.Context, req Request) (*Process, error) {
 			}()
 		}
 	}
-	r.log.Info("agent run started", "pid", r.pid, "harness", e.cfg.Harness,
+	r.log.Info("agent run started", "pid", r.pid, "harness", cfg.Harness,
 		"resume", req.Resume, "session_id", req.SessionID, "workdir", req.WorkDir,
 		"transcript", r.tpath, "prompt_bytes", len(req.Prompt))
 	go func() {
-		_ = cmd.Wait() // the exit status is read from ProcessState
-		r.ps = cmd.ProcessState
+		_ = r.cmd.Wait() // the exit status is read from ProcessState
+		r.ps = r.cmd.ProcessState
 		close(r.exited)
 	}()
 	go r.supervise()
-	return r, nil
 }
 
 // PID is the CLI's process id (also its process group id); 0 when it was
@@ -372,126 +343,6 @@ func (r *Process) Outcome() Outcome {
 	return r.outcome
 }
 
-// supervise enforces the timeouts and the graces, and cleans up after the
-// process ends.
-func (r *Process) supervise() {
-	defer close(r.superDone)
-	cfg := &r.e.cfg
-	var idleC, graceC, killC, drainC <-chan time.Time
-	if r.idle != nil {
-		idleC = r.idle.C
-	}
-	ctxDone := r.ctx.Done()
-	resultCh := r.resultCh
-	exited := r.exited
-	readDone := r.readDone
-	drainPeriod := max(cfg.KillGrace, time.Second)
-	var drainMark, graceMark int64
-	for exited != nil || readDone != nil {
-		select {
-		case <-ctxDone:
-			ctxDone = nil
-			cat, detail := stopCause(r.ctx, cfg.Timeout)
-			if r.requestStop(cat, detail) {
-				killC = r.interrupt(cfg.KillGrace)
-			}
-		case <-idleC:
-			if r.pendingN.Load() > 0 || r.heldN.Load() > 0 {
-				// A person is being asked: silence is expected.
-				r.idle.Reset(cfg.IdleTimeout)
-				continue
-			}
-			idleC = nil
-			if r.requestStop(CategoryIdleTimeout, fmt.Sprintf("no output from the agent CLI for %s", cfg.IdleTimeout)) {
-				killC = r.interrupt(cfg.KillGrace)
-			}
-		case <-resultCh:
-			resultCh = nil
-			graceC = time.After(cfg.ResultGrace)
-			graceMark = r.readBytes.Load()
-		case <-graceC:
-			graceC = nil
-			if n := r.readBytes.Load(); r.bg.inFlight() > 0 || n != graceMark {
-				// Background tasks still run, or the CLI went on after
-				// them (a turn of their notification): it is not hanging
-				// (idle_timeout and timeout still apply).
-				graceMark = n
-				graceC = time.After(cfg.ResultGrace)
-				continue
-			}
-			r.warn(fmt.Sprintf("the agent CLI was still running %s after its result line; stopped it", cfg.ResultGrace))
-			if killC == nil {
-				killC = r.interrupt(cfg.KillGrace)
-			}
-		case <-killC:
-			killC = nil
-			r.log.Warn("killing the agent CLI's process group", "pid", r.pid)
-			_ = killGroup(r.pid)
-		case <-exited:
-			exited = nil
-			r.closeStdin()
-			ctxDone, idleC, graceC, killC, resultCh = nil, nil, nil, nil, nil
-			// Whatever the CLI left in its group (tools, MCP servers) goes too.
-			_ = killGroup(r.pid)
-			if readDone != nil {
-				drainMark = r.readBytes.Load()
-				drainC = time.After(drainPeriod)
-			}
-		case <-drainC:
-			// The process is gone but the stream is still open: a
-			// descendant outside the group holds it. Close it once the
-			// reader is blocked on it with nothing new.
-			if n := r.readBytes.Load(); n == drainMark && r.reading.Load() {
-				r.warn("the agent CLI's output stayed open after it exited; closed it")
-				r.closeRead()
-				drainC = nil
-			} else {
-				drainMark = n
-				drainC = time.After(drainPeriod)
-			}
-		case <-readDone:
-			readDone = nil
-			drainC = nil
-		}
-	}
-}
-
-func stopCause(ctx context.Context, timeout time.Duration) (Category, string) {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		if timeout > 0 {
-			return CategoryTimeout, fmt.Sprintf("the run took longer than %s", timeout)
-		}
-		return CategoryTimeout, "the run's deadline passed"
-	}
-	return CategoryCancelled, "the run was cancelled"
-}
-
-// requestStop records why the run is being stopped; false when the process
-// has ended already or a reason was recorded before.
-func (r *Process) requestStop(cat Category, detail string) bool {
-	select {
-	case <-r.exited:
-		return false
-	default:
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.stop != "" {
-		return false
-	}
-	r.stop, r.stopDetail, r.stopResult = cat, detail, r.resultSeen
-	r.log.Info("stopping the agent CLI", "pid", r.pid, "reason", cat)
-	return true
-}
-
-// interrupt sends SIGINT to the group and returns when to kill it.
-func (r *Process) interrupt(grace time.Duration) <-chan time.Time {
-	if err := interruptGroup(r.pid); err != nil {
-		r.log.Warn("interrupt the agent CLI", "pid", r.pid, "err", err)
-	}
-	return time.After(grace)
-}
-
 func (r *Process) warn(msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -535,200 +386,4 @@ func (s runSource) Read(p []byte) (int, error) {
 		r.save(p[:n])
 	}
 	return n, err
-}
-
-func (r *Process) openTranscript() error {
-	path := r.req.TranscriptPath
-	if path == "" && r.e.cfg.TranscriptDir != "" {
-		ext := ".ndjson"
-		if r.claw {
-			ext = ".json"
-		}
-		path = filepath.Join(r.e.cfg.TranscriptDir, time.Now().UTC().Format("20060102T150405.000000000Z")+ext)
-	}
-	if path == "" {
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("open transcript: %w", err)
-	}
-	// Appending: several runs may share one transcript file.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("open transcript: %w", err)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return fmt.Errorf("open transcript: %w", err)
-	}
-	r.transcript = &transcript{f: f, max: r.e.cfg.MaxLineBytes, off: fi.Size(), lineStart: fi.Size()}
-	r.tpath = path
-	return nil
-}
-
-func (r *Process) save(p []byte) {
-	if r.transcript == nil {
-		return
-	}
-	if err := r.transcript.write(p); err != nil {
-		r.mu.Lock()
-		if r.transcErr == nil {
-			r.transcErr = err
-		}
-		r.mu.Unlock()
-		r.transcript.f.Close()
-		r.transcript = nil
-	}
-}
-
-func (r *Process) closeTranscript() {
-	if r.transcript != nil {
-		if err := r.transcript.f.Close(); err != nil {
-			r.mu.Lock()
-			if r.transcErr == nil {
-				r.transcErr = err
-			}
-			r.mu.Unlock()
-		}
-		r.transcript = nil
-	}
-}
-
-// TranscriptPrefixBytes is how much of a line over the line cap a saved
-// transcript keeps (at most the cap): the line is cut to its first bytes,
-// and so reads back as a malformed line.
-const TranscriptPrefixBytes = 64 << 10
-
-// transcript saves the CLI's raw stdout as it streams. A line longer than
-// max (the Reader's cap, which skips it) is cut back to its first
-// TranscriptPrefixBytes: the file is truncated to the line's start plus
-// that prefix and the rest of the line is not written, so a 100 MB line
-// costs a bounded amount of disk, not the whole line.
-type transcript struct {
-	f         *os.File
-	max       int
-	off       int64 // the file's size
-	lineStart int64 // where the current line starts in the file
-	lineLen   int64 // bytes of the current line so far, without "\n"
-	cut       bool  // the current line was cut
-}
-
-func (t *transcript) write(p []byte) error {
-	for len(p) > 0 {
-		seg, rest, nl := p, []byte(nil), false
-		if i := bytes.IndexByte(p, '\n'); i >= 0 {
-			seg, rest, nl = p[:i], p[i+1:], true
-		}
-		if !t.cut && t.lineLen+int64(len(seg)) > int64(t.max) {
-			// The line is over the cap: keep its prefix only.
-			prefix := min(int64(TranscriptPrefixBytes), int64(t.max))
-			if keep := prefix - t.lineLen; keep > 0 {
-				if err := t.put(seg[:min(int64(len(seg)), keep)]); err != nil {
-					return err
-				}
-			}
-			if end := t.lineStart + prefix; t.off > end {
-				if err := t.f.Truncate(end); err != nil {
-					return err
-				}
-				t.off = end
-			}
-			t.cut = true
-		}
-		if !t.cut {
-			n := len(seg)
-			if nl {
-				n++ // the "\n" in the same write
-			}
-			if err := t.put(p[:n]); err != nil {
-				return err
-			}
-		} else if nl {
-			if err := t.put([]byte{'\n'}); err != nil {
-				return err
-			}
-		}
-		t.lineLen += int64(len(seg))
-		if nl {
-			t.lineStart, t.lineLen, t.cut = t.off, 0, false
-		}
-		p = rest
-	}
-	return nil
-}
-
-func (t *transcript) put(b []byte) error {
-	n, err := t.f.Write(b)
-	t.off += int64(n)
-	return err
-}
-
-// writeMCPConfig writes {"mcpServers": servers} to a new 0600 file.
-func writeMCPConfig(servers map[string]any) (string, error) {
-	b, err := json.Marshal(map[string]any{"mcpServers": servers})
-	if err != nil {
-		return "", fmt.Errorf("write MCP config: %w", err)
-	}
-	f, err := os.CreateTemp("", "orchestrator-mcp-*.json") // mode 0600
-	if err != nil {
-		return "", fmt.Errorf("write MCP config: %w", err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return "", fmt.Errorf("write MCP config: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return "", fmt.Errorf("write MCP config: %w", err)
-	}
-	return f.Name(), nil
-}
-
-// resolveCommand finds Config.Command (LookCommand).
-func (e *Executor) resolveCommand(env []string) (string, error) {
-	return LookCommand(e.cfg.Command, env)
-}
-
-// LookCommand finds the agent CLI name as a run does: a path is made
-// absolute (it would otherwise be taken relative to the work dir); a bare
-// name is looked up in the PATH of env (the child's environment), else of
-// this process, in absolute directories only. `validate` uses it too.
-func LookCommand(name string, env []string) (string, error) {
-	if strings.ContainsRune(name, filepath.Separator) {
-		abs, err := filepath.Abs(name)
-		if err != nil {
-			return "", err
-		}
-		if err := executable(abs); err != nil {
-			return "", err
-		}
-		return abs, nil
-	}
-	path, ok := envValue(env, "PATH")
-	if !ok {
-		path = os.Getenv("PATH")
-	}
-	for _, dir := range filepath.SplitList(path) {
-		if dir == "" || !filepath.IsAbs(dir) {
-			continue // never run a program found relative to the current dir
-		}
-		p := filepath.Join(dir, name)
-		if executable(p) == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%q not in PATH: %w", name, exec.ErrNotFound)
-}
-
-func executable(path string) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
-		return fmt.Errorf("%s is not an executable file: %w", path, os.ErrPermission)
-	}
-	return nil
 }

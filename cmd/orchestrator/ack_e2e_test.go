@@ -187,3 +187,35 @@ func TestServeGitHubHungRequest(t *testing.T) {
 		t.Errorf("answers sent %d times, want 1", n)
 	}
 }
+
+// TestServeDiscordDisallowedIntent: a bot with accept_replies whose
+// Message Content intent is not enabled in the developer portal: Discord
+// closes its identify with 4014. serve's /healthz says degraded, naming the
+// Discord surface, the code and what to enable; the surface logs one error
+// and never connects again (real CLI).
+func TestServeDiscordDisallowedIntent(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, standardRules(0)...)
+	dc := discordtest.NewServer(t)
+	dc.DisallowIntents(discordtest.IntentMessageContent)
+	e.writeConfig(fmt.Sprintf("  discord:\n    enabled: true\n    token: %q\n    channel_id: %q\n    thread_per_run: false\n    allow_users: [\"80351110224678912\"]\n    accept_replies: true\n    api_url: %q\n\nspecs:\n  dir: %q\nserve:\n  listen: 127.0.0.1:0\n",
+		dc.Token(), discordtest.ChannelID, dc.URL, filepath.Join(t.TempDir(), "no-specs")))
+	if code, _, errs := e.run("", "submit", "--surface", "discord", "--prompt", "Implement spec X"); code != exitOK {
+		t.Fatalf("submit: exit %d: %s", code, errs)
+	}
+	s := startServe(t, e)
+	waitFor(t, "/healthz to name the disallowed intent", func() bool {
+		code, body := s.get(t, "/healthz")
+		return code == 200 && strings.Contains(body, `"status":"degraded"`) && strings.Contains(body, `"surface":"discord"`) &&
+			strings.Contains(body, "4014") && strings.Contains(body, "enable the Message Content intent")
+	})
+	if v := s.metric(t, "orchestrator_surface_up", "surface", "discord"); v != 0 {
+		t.Errorf("orchestrator_surface_up{discord} = %v, want 0", v)
+	}
+	if n := dc.Dials(""); n != 1 {
+		t.Errorf("%d gateway connections, want 1 (none after 4014)", n)
+	}
+	if n := strings.Count(s.out.String(), "Discord refuses the bot"); n != 1 {
+		t.Errorf("%d error lines about it, want 1:\n%s", n, s.out.String())
+	}
+}

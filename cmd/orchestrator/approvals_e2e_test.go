@@ -474,7 +474,9 @@ func TestApprovalSlowerThanIdleTimeout(t *testing.T) {
 	clitest.Claude(t)
 	t.Parallel()
 	e := newE2E(t, approvalRules("touch "+madeFile)...)
-	e.base = strings.Replace(e.base, "  timeout: 2m\n", "  timeout: 2m\n  idle_timeout: 2s\n  allowed_tools: []\n", 1)
+	// idle_timeout leaves the CLI time to start on a loaded machine; the
+	// person takes more than twice as long.
+	e.base = strings.Replace(e.base, "  timeout: 2m\n", "  timeout: 2m\n  idle_timeout: 8s\n  allowed_tools: []\n", 1)
 	e.writeConfig("\napprovals:\n  approval_hold: 2m\n")
 	cmd := e.child("", "", "run", "--prompt", "make the file", "--surface", "terminal")
 	pr, pw, err := os.Pipe()
@@ -491,7 +493,7 @@ func TestApprovalSlowerThanIdleTimeout(t *testing.T) {
 		sets, _ := st.QuestionSets(context.Background(), store.SetFilter{State: []store.SetState{store.SetPending}})
 		return len(sets) == 1
 	})
-	time.Sleep(5 * time.Second) // the person reads the call: longer than idle_timeout
+	time.Sleep(20 * time.Second) // the person reads the call: longer than idle_timeout
 	if _, err := pw.Write([]byte("Allow once\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -513,15 +515,15 @@ func TestApprovalSlowerThanIdleTimeout(t *testing.T) {
 func TestIdleTimeoutNotRaisedByApprovals(t *testing.T) {
 	clitest.Claude(t)
 	t.Parallel()
-	e := newE2E(t, approvalRules("timeout 30 tail -f /dev/null")...)
-	e.base = strings.Replace(e.base, "  timeout: 2m\n", "  timeout: 2m\n  idle_timeout: 2s\n  allowed_tools: []\n", 1)
+	e := newE2E(t, approvalRules("timeout 90 tail -f /dev/null")...)
+	e.base = strings.Replace(e.base, "  timeout: 2m\n", "  timeout: 2m\n  idle_timeout: 8s\n  allowed_tools: []\n", 1)
 	e.writeConfig("\napprovals:\n  approval_hold: 2m\n  allow: [Bash]\n")
 	code, _, _ := e.run("", "run", "--prompt", "make the file", "--surface", "terminal")
 	if code == 0 {
-		t.Fatal("the run succeeded: the 30 s silence was not stopped by idle_timeout: 2s")
+		t.Fatal("the run succeeded: the 90 s silence was not stopped by idle_timeout: 8s")
 	}
 	run := e.onlyRun()
-	if !strings.Contains(run.Error, "no output from the agent CLI for 2s") {
+	if !strings.Contains(run.Error, "no output from the agent CLI for 8s") {
 		t.Errorf("run %s: error %q, want the idle timeout", run.Status, run.Error)
 	}
 }

@@ -82,7 +82,9 @@ func (m *Main) gitToken() string {
 func (m *Main) deliverer(st *store.Store, ss *surfaceSet) (*delivery.Deliverer, error) {
 	m.deliveryOnce.Do(func() {
 		cfg := delivery.Config{Store: st, Token: m.gitToken(), Logger: m.Logger.With("part", "delivery"),
-			Backoff: m.deliveryRetry, RetryAfter: m.deliveryRetry}
+			Backoff: m.deliveryRetry, RetryAfter: m.deliveryRetry,
+			// A state_dir inside the checkout: worktrees go to the user's.
+			AwayBase: config.DefaultStateDir(m.LookupEnv)}
 		gc := m.Config.Surfaces.GitHub
 		if tok := m.gitToken(); tok != "" {
 			// The surface's handling of GitHub's rate limits and transient
@@ -188,6 +190,10 @@ func (r runDelivery) DeliverWithout(ctx context.Context, run store.Run, failpoin
 
 func (r runDelivery) Finish(ctx context.Context, run store.Run) error { return r.d.Finish(ctx, run) }
 
+// Release gives the checkout its git configuration and hooks back when a
+// drive of the run ends (runner.Releaser).
+func (r runDelivery) Release(ctx context.Context, run store.Run) error { return r.d.Release(ctx, run) }
+
 // Park hands a waiting run's work to the instance that resumes it
 // (runner.Parker).
 func (r runDelivery) Park(ctx context.Context, run store.Run) error {
@@ -201,6 +207,7 @@ func (r runDelivery) Portable() bool { return r.opts.Push }
 var (
 	_ runner.Parker     = runDelivery{}
 	_ runner.Withholder = runDelivery{}
+	_ runner.Releaser   = runDelivery{}
 )
 
 // deliveryState is the process's Deliverer, built once (Main's fields).

@@ -98,10 +98,16 @@ type gitsafeE2E struct {
 // served over HTTP behind the token (the checkout's remote URL).
 func newGitsafeE2E(t *testing.T, command string) *gitsafeE2E {
 	t.Helper()
+	return newGitsafeE2ERules(t, attackRules(command)...)
+}
+
+// newGitsafeE2ERules is newGitsafeE2E with the model's rules given.
+func newGitsafeE2ERules(t *testing.T, rules ...fakeapi.Rule) *gitsafeE2E {
+	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not installed")
 	}
-	e := newE2E(t, attackRules(command)...)
+	e := newE2E(t, rules...)
 	g := &gitE2E{e2e: e, gh: githubtest.NewServer(t), origin: filepath.Join(e.dir, "origin.git"), checkout: filepath.Join(e.dir, "checkout")}
 	seed := filepath.Join(e.dir, "seed")
 	gitCmd(t, e.dir, "init", "--quiet", "--bare", "--initial-branch=main", g.origin)
@@ -296,5 +302,41 @@ func TestAgentSwapsTheRepositoryNothingIsPushed(t *testing.T) {
 	}
 	if n := len(g.gh.Pulls(deliveryRepo)); n != 0 {
 		t.Errorf("%d pull requests, want none", n)
+	}
+}
+
+// TestAgentHooksOfAFailedRunAreRemoved: the model writes a hook into the
+// repository's hooks and changes the checkout's config, then the run
+// fails (the Messages API refuses the next request) before any delivery:
+// the person's checkout has its hooks and config back all the same.
+func TestAgentHooksOfAFailedRunAreRemoved(t *testing.T) {
+	t.Parallel()
+	out := t.TempDir()
+	cmd := fmt.Sprintf(`c=$(git rev-parse --git-common-dir) && printf '#!/bin/sh\ntouch %s/ran\n' > $c/hooks/post-commit && chmod +x $c/hooks/post-commit && git config core.sshCommand 'touch %s/ssh'`, out, out)
+	g := newGitsafeE2ERules(t,
+		fakeapi.Rule{When: "attack-done", Reply: fakeapi.Reply{Status: http.StatusBadRequest, Text: "the request is refused"}},
+		fakeapi.Rule{When: "Do the task", Reply: fakeapi.Reply{Text: "Working.", ToolUse: &fakeapi.ToolUse{Name: "Bash", Input: map[string]any{
+			"command": cmd + " && echo attack-done", "description": "Do the task"}}}},
+	)
+	before := g.readConfig()
+	g.run("", "run", g.attackSpec())
+	run := g.onlyRun()
+	if run.Status != store.RunFailed {
+		t.Fatalf("run %s %q, want failed", run.Status, run.Error)
+	}
+	if reqs := g.fake.Requests(); !strings.Contains(fmt.Sprint(reqs[len(reqs)-1].ToolResults), "attack-done") {
+		t.Fatalf("the model's command did not run")
+	}
+	if _, err := os.Stat(filepath.Join(g.checkout, ".git", "hooks", "post-commit")); err == nil {
+		t.Error("the checkout keeps the model's post-commit hook")
+	}
+	if after := g.readConfig(); !bytes.Equal(before, after) {
+		t.Errorf("the checkout's config changed:\n%s\nwas:\n%s", after, before)
+	}
+	os.WriteFile(filepath.Join(g.checkout, "mine.txt"), []byte("mine\n"), 0o600)
+	gitCmd(t, g.checkout, "add", "mine.txt")
+	gitCmd(t, g.checkout, "commit", "--quiet", "-m", "mine")
+	if ran, _ := os.ReadDir(out); len(ran) != 0 {
+		t.Fatalf("a hook of the model's ran on the person's commit: %v", ran)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/orchestrator-dev/orchestrator/internal/config"
 	"github.com/orchestrator-dev/orchestrator/internal/daemon"
+	"github.com/orchestrator-dev/orchestrator/internal/tty"
 	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces/github"
 )
@@ -73,6 +74,9 @@ type Main struct {
 	// outOnce makes syncOut, Stdout behind a lock (stdout).
 	outOnce sync.Once
 	syncOut io.Writer
+	// consoleOnce makes consoleOut, stdout as a terminal sees it (console).
+	consoleOnce sync.Once
+	consoleOut  *tty.Out
 
 	// serving is set by serve: runs keep waiting for answers from other
 	// processes when no surface of this one can take them.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/orchestrator-dev/orchestrator/executor"
 	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/internal/tty"
 	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces"
 	"github.com/orchestrator-dev/orchestrator/surfaces/terminal"
@@ -26,11 +26,10 @@ type progress struct {
 	mu      sync.Mutex
 	out     io.Writer
 	asJSON  bool
-	tty     bool
+	term    *tty.Out // out as a terminal sees it: its live status line
 	start   time.Time
 	cost    float64
 	turn    int
-	status  string // the status line shown, "" when none
 	ticker  *time.Ticker
 	stopped chan struct{}
 	maxLine int           // agent.max_line_bytes, to read transcripts
@@ -46,13 +45,12 @@ type progress struct {
 
 func (m *Main) newProgress(asJSON bool) *progress {
 	p := &progress{out: m.stdout(), asJSON: asJSON, start: time.Now(), maxLine: m.Config.Agent.MaxLineBytes.Int(), textTurns: map[int]bool{}}
-	if f, ok := m.Stdout.(*os.File); ok && !asJSON {
-		p.tty = terminal.IsTerminal(f)
-	}
+	p.term = tty.New(p.out, nil) // NDJSON: no status line
 	if !asJSON {
+		p.term = m.console()
 		m.fg = p
 	}
-	if p.tty {
+	if p.term.TTY() {
 		// Log lines go above the live status line, never into it.
 		m.Logger = slog.New(aboveStatus{h: m.Logger.Handler(), p: p})
 	}
@@ -151,30 +149,15 @@ func (t fgTerminal) Resolve(ctx context.Context, set questions.Set, resp questio
 	return err
 }
 
-func (p *progress) clearStatus() {
-	if p.tty && p.status != "" {
-		fmt.Fprint(p.out, "\r\033[K")
-	}
-}
+func (p *progress) clearStatus() { p.term.ClearStatus() }
 
-func (p *progress) drawStatus() {
-	if p.tty && p.status != "" {
-		fmt.Fprint(p.out, p.status)
-	}
-}
+func (p *progress) drawStatus() { p.term.DrawStatus() }
 
 // setStatus replaces the live status line (TTY only).
-func (p *progress) setStatus(s string) {
-	if !p.tty {
-		return
-	}
-	p.clearStatus()
-	p.status = s
-	p.drawStatus()
-}
+func (p *progress) setStatus(s string) { p.term.SetStatus(s) }
 
 func (p *progress) startTicker() {
-	if !p.tty || p.ticker != nil {
+	if !p.term.TTY() || p.ticker != nil {
 		return
 	}
 	p.ticker = time.NewTicker(250 * time.Millisecond)
@@ -187,7 +170,7 @@ func (p *progress) startTicker() {
 				return
 			case <-t.C:
 				p.mu.Lock()
-				if p.status != "" {
+				if p.term.Status() != "" {
 					p.setStatus(p.statusText())
 				}
 				p.mu.Unlock()
@@ -206,7 +189,7 @@ func (p *progress) stopTicker() {
 }
 
 func (p *progress) statusText() string {
-	return fmt.Sprintf("\033[2m⋯ turn %d · %s · $%.4f\033[0m", p.turn, since(time.Since(p.start)), p.cost)
+	return fmt.Sprintf("⋯ turn %d · %s · $%.4f", p.turn, since(time.Since(p.start)), p.cost)
 }
 
 // emit prints one NDJSON line.
@@ -286,8 +269,7 @@ func (p *progress) observe(ev runner.Event) {
 		p.turn = ev.Turn
 		p.turnText.Reset()
 		p.line("▸ turn %d (%s)", ev.Turn, ev.TurnKind)
-		p.status = p.statusText()
-		p.drawStatus()
+		p.setStatus(p.statusText())
 		p.startTicker()
 	case runner.EventText:
 		p.line("%s", indent(questions.Printable(ev.Text)))
@@ -505,6 +487,14 @@ func (m *Main) foreground() {
 	lc := m.Config.Log
 	lc.Level = "warn"
 	m.Logger = newLogger(m.Stderr, lc)
+}
+
+// console is stdout as a terminal sees it (tty.Out), decided once: the
+// progress draws its status line there, and the terminal surface prints
+// for a person when it is a terminal.
+func (m *Main) console() *tty.Out {
+	m.consoleOnce.Do(func() { m.consoleOut = tty.New(m.stdout(), m.Stdout) })
+	return m.consoleOut
 }
 
 // stdout is Stdout for the writers that share it while a run goes

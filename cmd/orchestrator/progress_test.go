@@ -13,6 +13,7 @@ import (
 
 	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/internal/tty"
 	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces/surfacetest"
 	"github.com/orchestrator-dev/orchestrator/surfaces/terminal"
@@ -39,7 +40,7 @@ func (s *syncBuffer) String() string {
 
 // ttyProgress is a progress printing to a fake TTY.
 func ttyProgress(out io.Writer) *progress {
-	return &progress{out: out, tty: true, start: time.Now(), textTurns: map[int]bool{}}
+	return &progress{out: out, term: tty.NewTerminal(out, 0), start: time.Now(), textTurns: map[int]bool{}}
 }
 
 // TestLogLinesGoAboveTheStatusLine: with a live status line on a TTY, a log

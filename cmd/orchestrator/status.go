@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -81,6 +81,8 @@ type statusReport struct {
 	// Instances are the serve instances of a shared database whose
 	// heartbeat is recent (two lease TTLs).
 	Instances []statusInstance `json:"instances,omitempty"`
+
+	shared bool // the store is a shared PostgreSQL database
 }
 
 type statusDelivery struct {
@@ -98,42 +100,6 @@ type statusDelivery struct {
 	LastError     string     `json:"last_error,omitempty"`
 }
 
-// statusDeliveries lists the deliveries still to finish (statusReport).
-func statusDeliveries(ctx context.Context, st *store.Store, active []jsonRun) ([]statusDelivery, error) {
-	out := []statusDelivery{}
-	pending, err := st.PendingDeliveries(ctx, time.Now().AddDate(100, 0, 0))
-	if err != nil {
-		return nil, err
-	}
-	for _, dl := range pending {
-		run, err := st.Run(ctx, dl.RunID)
-		if err != nil {
-			return nil, err
-		}
-		what := "push"
-		if dl.Pushed {
-			what = "pull_request"
-		}
-		out = append(out, statusDelivery{RunID: run.ID, Spec: run.Spec, Status: string(run.Status), What: what, Branch: dl.Branch,
-			Commit: dl.CommitSHA, Host: questions.Printable(run.Host), Attempts: dl.Attempts, NextAttemptAt: timePtr(dl.NextAttemptAt),
-			LastError: questions.Printable(dl.LastError)})
-	}
-	for _, r := range active {
-		if r.Host == "" {
-			continue
-		}
-		dl, ok, err := st.Delivery(ctx, r.ID)
-		if err != nil {
-			return nil, err
-		}
-		if ok && dl.State == store.DeliveryPrepared && dl.CommitSHA != "" && !dl.Pushed {
-			out = append(out, statusDelivery{RunID: r.ID, Spec: r.Spec, Status: r.Status, What: "work_in_progress", Branch: dl.Branch,
-				Commit: dl.CommitSHA, Host: r.Host})
-		}
-	}
-	return out, nil
-}
-
 type statusInstance struct {
 	ID          string    `json:"id"`
 	Host        string    `json:"host"`
@@ -144,64 +110,158 @@ type statusInstance struct {
 	HeartbeatAt time.Time `json:"heartbeat_at"`
 }
 
+// statusQuery is what status was asked: the active runs or all, of every
+// spec or one.
+type statusQuery struct {
+	all  bool
+	spec string
+}
+
 func (m *Main) runStatus(ctx context.Context, asJSON, all bool, spec string) error {
 	st, err := m.openStore(ctx)
 	if err != nil {
 		return err
 	}
-	f := store.RunFilter{Status: []store.RunStatus{store.RunQueued, store.RunRunning, store.RunWaiting, store.RunInterrupted}, Spec: spec}
-	if all {
-		f = store.RunFilter{Limit: 100, Spec: spec}
+	rep, err := m.gatherStatus(ctx, st, statusQuery{all: all, spec: spec})
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(m.Stdout, rep)
+	}
+	printStatus(m.Stdout, rep)
+	return nil
+}
+
+// gatherStatus reads what status shows. Its reads are one statement per
+// kind of thing (runs, leases, question sets, deliveries…), whatever the
+// number of runs (TestStatusReadsDoNotGrowWithRuns).
+func (m *Main) gatherStatus(ctx context.Context, st *store.Store, q statusQuery) (statusReport, error) {
+	rep := statusReport{V: jsonVersion, Serve: probeServe(st.Dir()), Runs: []jsonRun{}, QuestionSets: []jsonSet{}, Schedule: []statusNext{},
+		Specs: []statusSpec{}, shared: st.Shared()}
+	var err error
+	if rep.Instances, err = statusInstances(ctx, st); err != nil {
+		return rep, err
+	}
+	if rep.Runs, err = statusRuns(ctx, st, q); err != nil {
+		return rep, err
+	}
+	if rep.QuestionSets, err = statusSets(ctx, st, q.spec); err != nil {
+		return rep, err
+	}
+	list, _ := specs.LoadDir(m.Config.Specs.Dir) // validate reports bad specs; status lists the good ones
+	if rep.Schedule, err = statusSchedule(ctx, st, list, q.spec, time.Now()); err != nil {
+		return rep, err
+	}
+	costs, err := st.SpecCosts(ctx, q.spec)
+	if err != nil {
+		return rep, err
+	}
+	for _, c := range costs {
+		rep.Specs = append(rep.Specs, statusSpec{Spec: c.Spec, Runs: c.Runs, CostUSD: c.CostUSD, LastStatus: string(c.LastStatus)})
+	}
+	if rep.Worktrees, err = keptWorktrees(ctx, st); err != nil {
+		return rep, err
+	}
+	if rep.Deliveries, err = statusDeliveries(ctx, st, rep.Runs); err != nil {
+		return rep, err
+	}
+	if q.spec == "" {
+		return rep, nil
+	}
+	known := false
+	for _, sp := range list {
+		known = known || sp.Name == q.spec
+	}
+	if !known && len(rep.Runs) == 0 {
+		if any, err := st.ListRuns(ctx, store.RunFilter{Spec: q.spec, Limit: 1, Brief: true}); err != nil {
+			return rep, err
+		} else if len(any) == 0 {
+			return rep, usageError(fmt.Errorf("--spec %s: no spec of that name in %s and no run of it", q.spec, m.Config.Specs.Dir))
+		}
+	}
+	rep.Worktrees = slices.DeleteFunc(rep.Worktrees, func(k statusWorktree) bool { return k.Spec != q.spec })
+	rep.Deliveries = slices.DeleteFunc(rep.Deliveries, func(d statusDelivery) bool { return d.Spec != q.spec })
+	return rep, nil
+}
+
+// statusInstances are the instances of a shared store whose heartbeat is
+// recent (two lease TTLs); none on SQLite.
+func statusInstances(ctx context.Context, st *store.Store) ([]statusInstance, error) {
+	if !st.Shared() {
+		return nil, nil
+	}
+	list, err := st.Instances(ctx, time.Now().Add(-2*st.LeaseTTL()))
+	if err != nil {
+		return nil, err
+	}
+	var out []statusInstance
+	for _, in := range list {
+		out = append(out, statusInstance{ID: questions.Printable(in.ID), Host: questions.Printable(in.Host), PID: in.PID,
+			Leader: in.Leader, Driving: in.Driving, StartedAt: in.StartedAt, HeartbeatAt: in.HeartbeatAt})
+	}
+	return out, nil
+}
+
+// statusRuns are the runs status lists, each with the instance that
+// drives it on a shared store.
+func statusRuns(ctx context.Context, st *store.Store, q statusQuery) ([]jsonRun, error) {
+	f := store.RunFilter{Status: []store.RunStatus{store.RunQueued, store.RunRunning, store.RunWaiting, store.RunInterrupted}, Spec: q.spec}
+	if q.all {
+		f = store.RunFilter{Limit: 100, Spec: q.spec}
 	}
 	runs, err := st.ListRuns(ctx, f)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	sets, err := st.QuestionSets(ctx, store.SetFilter{State: []store.SetState{store.SetPending}})
+	leases, err := st.RunLeases(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rep := statusReport{V: jsonVersion, Serve: probeServe(st.Dir()), Runs: []jsonRun{}, QuestionSets: []jsonSet{}, Schedule: []statusNext{}, Specs: []statusSpec{}}
-	if st.Shared() {
-		list, err := st.Instances(ctx, time.Now().Add(-2*st.LeaseTTL()))
-		if err != nil {
-			return err
-		}
-		for _, in := range list {
-			rep.Instances = append(rep.Instances, statusInstance{ID: questions.Printable(in.ID), Host: questions.Printable(in.Host), PID: in.PID,
-				Leader: in.Leader, Driving: in.Driving, StartedAt: in.StartedAt, HeartbeatAt: in.HeartbeatAt})
-		}
-	}
+	out := []jsonRun{}
 	for _, r := range runs {
 		jr := newJSONRun(r)
-		if l, ok, err := st.RunLease(ctx, r.ID); err != nil {
-			return err
-		} else if ok {
+		if l, ok := leases[r.ID]; ok {
 			jr.DrivenBy = questions.Printable(l.Owner)
 		}
-		rep.Runs = append(rep.Runs, jr)
+		out = append(out, jr)
 	}
-	specOf := map[string]string{} // run ID → spec, for --spec
-	for _, s := range sets {
-		if spec != "" {
-			if _, ok := specOf[s.Set.RunID]; !ok {
-				r, err := st.Run(ctx, s.Set.RunID)
-				if err != nil {
-					return err
-				}
-				specOf[s.Set.RunID] = r.Spec
-			}
-			if specOf[s.Set.RunID] != spec {
-				continue
-			}
+	return out, nil
+}
+
+// statusSets are the question sets waiting for an answer, of spec's runs
+// when spec is not "".
+func statusSets(ctx context.Context, st *store.Store, spec string) ([]jsonSet, error) {
+	sets, err := st.QuestionSets(ctx, store.SetFilter{State: []store.SetState{store.SetPending}})
+	if err != nil {
+		return nil, err
+	}
+	var runs map[string]store.Run // by ID, for --spec
+	if spec != "" && len(sets) > 0 {
+		ids := make([]string, 0, len(sets))
+		for _, s := range sets {
+			ids = append(ids, s.Set.RunID)
 		}
-		rep.QuestionSets = append(rep.QuestionSets, newJSONSetRecord(s))
+		if runs, err = st.RunsByID(ctx, ids); err != nil {
+			return nil, err
+		}
 	}
-	list, _ := specs.LoadDir(m.Config.Specs.Dir) // validate reports bad specs; status lists the good ones
-	known := false
-	now := time.Now()
+	out := []jsonSet{}
+	for _, s := range sets {
+		if spec != "" && runs[s.Set.RunID].Spec != spec {
+			continue
+		}
+		out = append(out, newJSONSetRecord(s))
+	}
+	return out, nil
+}
+
+// statusSchedule says when the scheduled specs of list (spec's alone when
+// it is not "") run next, after now.
+func statusSchedule(ctx context.Context, st *store.Store, list []specs.Spec, spec string, now time.Time) ([]statusNext, error) {
+	out := []statusNext{}
+	var busy map[string]store.Run // spec → its newest run that runs or waits
 	for _, sp := range list {
-		known = known || sp.Name == spec
 		if sp.Schedule == "" || (spec != "" && sp.Name != spec) {
 			continue
 		}
@@ -209,181 +269,76 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool, spec string) err
 		if err != nil {
 			continue
 		}
-		// The scheduler's rule (internal/daemon: busy): a tick is skipped
-		// while a run of the spec runs or waits.
-		active, err := st.ListRuns(ctx, store.RunFilter{Spec: sp.Name, Status: []store.RunStatus{store.RunRunning, store.RunWaiting}, Limit: 1})
-		if err != nil {
-			return err
+		if busy == nil {
+			// The scheduler's rule (internal/daemon: busy): a tick is
+			// skipped while a run of the spec runs or waits.
+			active, err := st.ListRuns(ctx, store.RunFilter{Spec: spec, Status: []store.RunStatus{store.RunRunning, store.RunWaiting}, Brief: true})
+			if err != nil {
+				return nil, err
+			}
+			busy = map[string]store.Run{}
+			for _, r := range active { // newest first
+				if _, ok := busy[r.Spec]; !ok {
+					busy[r.Spec] = r
+				}
+			}
 		}
-		if len(active) > 0 {
-			rep.Schedule = append(rep.Schedule, statusNext{Spec: sp.Name, SkippedWhile: &statusSkipped{RunID: active[0].ID, Status: string(active[0].Status)}})
+		if r, ok := busy[sp.Name]; ok {
+			out = append(out, statusNext{Spec: sp.Name, SkippedWhile: &statusSkipped{RunID: r.ID, Status: string(r.Status)}})
 			continue
 		}
 		next := sched.Next(now).UTC()
-		rep.Schedule = append(rep.Schedule, statusNext{Spec: sp.Name, Next: &next})
+		out = append(out, statusNext{Spec: sp.Name, Next: &next})
 	}
-	costs, err := st.SpecCosts(ctx, spec)
+	return out, nil
+}
+
+// statusDeliveries lists the deliveries still to finish (statusReport).
+func statusDeliveries(ctx context.Context, st *store.Store, active []jsonRun) ([]statusDelivery, error) {
+	out := []statusDelivery{}
+	pending, err := st.PendingDeliveries(ctx, time.Now().AddDate(100, 0, 0))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for _, c := range costs {
-		rep.Specs = append(rep.Specs, statusSpec{Spec: c.Spec, Runs: c.Runs, CostUSD: c.CostUSD, LastStatus: string(c.LastStatus)})
+	ids := make([]string, 0, len(pending))
+	for _, dl := range pending {
+		ids = append(ids, dl.RunID)
 	}
-	if rep.Worktrees, err = keptWorktrees(ctx, st); err != nil {
-		return err
+	runs, err := st.RunsByID(ctx, ids)
+	if err != nil {
+		return nil, err
 	}
-	if rep.Deliveries, err = statusDeliveries(ctx, st, rep.Runs); err != nil {
-		return err
-	}
-	if spec != "" {
-		if !known && len(rep.Runs) == 0 {
-			if any, err := st.ListRuns(ctx, store.RunFilter{Spec: spec, Limit: 1}); err != nil {
-				return err
-			} else if len(any) == 0 {
-				return usageError(fmt.Errorf("--spec %s: no spec of that name in %s and no run of it", spec, m.Config.Specs.Dir))
-			}
+	for _, dl := range pending {
+		run, ok := runs[dl.RunID]
+		if !ok {
+			return nil, fmt.Errorf("run %s of a pending delivery: %w", dl.RunID, store.ErrNotFound)
 		}
-		kept := []statusWorktree{}
-		for _, k := range rep.Worktrees {
-			if k.Spec == spec {
-				kept = append(kept, k)
-			}
+		what := "push"
+		if dl.Pushed {
+			what = "pull_request"
 		}
-		rep.Worktrees = kept
-		dls := []statusDelivery{}
-		for _, d := range rep.Deliveries {
-			if d.Spec == spec {
-				dls = append(dls, d)
-			}
-		}
-		rep.Deliveries = dls
+		out = append(out, statusDelivery{RunID: run.ID, Spec: run.Spec, Status: string(run.Status), What: what, Branch: dl.Branch,
+			Commit: dl.CommitSHA, Host: questions.Printable(run.Host), Attempts: dl.Attempts, NextAttemptAt: timePtr(dl.NextAttemptAt),
+			LastError: questions.Printable(dl.LastError)})
 	}
-	if asJSON {
-		return writeJSON(m.Stdout, rep)
-	}
-	switch s := rep.Serve; {
-	case st.Shared():
-		// The state directory's probe says nothing of the instances on
-		// other machines: the leases below do.
-		fmt.Fprintf(m.Stdout, "serve: %d instance(s) on this PostgreSQL database (database_url); each active run below says which drives it\n", len(rep.Instances))
-		for _, in := range rep.Instances {
-			role := ""
-			if in.Leader {
-				role = ", leader"
-			}
-			fmt.Fprintf(m.Stdout, "  %s (driving %d%s, last seen %s)\n", in.ID, in.Driving, role, in.HeartbeatAt.Local().Format(time.RFC3339))
-		}
-		fmt.Fprintln(m.Stdout)
-	case s.State == "running":
-		if s.PID > 0 {
-			fmt.Fprintf(m.Stdout, "serve: running on this state directory (pid %d)\n\n", s.PID)
-		} else {
-			fmt.Fprint(m.Stdout, "serve: running on this state directory\n\n")
-		}
-	case s.State == "stopped":
-		fmt.Fprint(m.Stdout, "serve: not running on this state directory (scheduled specs do not run, answered runs wait for 'orchestrator resume')\n\n")
-	default:
-		fmt.Fprintf(m.Stdout, "serve: unknown (%s)\n\n", s.Note)
-	}
-	w := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
-	if len(rep.Runs) == 0 {
-		fmt.Fprintln(w, "No active runs.")
-	} else {
-		fmt.Fprintln(w, "RUN\tSTATUS\tSPEC\tTITLE\tCOST\tUPDATED")
-		for _, r := range rep.Runs {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t$%.4f\t%s\n", r.ID, r.Status, dash(r.Spec), clip(r.Title, 48), r.CostUSD, r.UpdatedAt.Local().Format(time.RFC3339))
+	ids = ids[:0]
+	for _, r := range active {
+		if r.Host != "" {
+			ids = append(ids, r.ID)
 		}
 	}
-	w.Flush()
-	wip := map[string]statusDelivery{}
-	for _, d := range rep.Deliveries {
-		if d.What == "work_in_progress" {
-			wip[d.RunID] = d
+	dls, err := st.Deliveries(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range active {
+		dl, ok := dls[r.ID]
+		if r.Host != "" && ok && dl.State == store.DeliveryPrepared && dl.CommitSHA != "" && !dl.Pushed {
+			out = append(out, statusDelivery{RunID: r.ID, Spec: r.Spec, Status: r.Status, What: "work_in_progress", Branch: dl.Branch,
+				Commit: dl.CommitSHA, Host: r.Host})
 		}
 	}
-	for _, r := range rep.Runs {
-		// Several instances on one database: say where a run is.
-		switch d, unpushed := wip[r.ID]; {
-		case r.DrivenBy != "":
-			fmt.Fprintf(m.Stdout, "run %s: driven by instance %s\n", r.ID, r.DrivenBy)
-		case unpushed && (r.Status == string(store.RunWaiting) || r.Status == string(store.RunInterrupted) || r.Status == string(store.RunQueued)):
-			fmt.Fprintf(m.Stdout, "run %s: stays with host %s, whose checkout alone has its work in progress (commit %.12s on branch %s): "+
-				"the push of it failed; it goes on there, or anywhere once a push succeeds\n", r.ID, r.Host, d.Commit, d.Branch)
-		case r.Host != "" && (r.Status == string(store.RunWaiting) || r.Status == string(store.RunInterrupted) || r.Status == string(store.RunQueued)):
-			fmt.Fprintf(m.Stdout, "run %s: stays with host %s, which holds its working directory (its work is not delivered through git)\n", r.ID, r.Host)
-		}
-	}
-	if pending := pendingQuestions(rep.QuestionSets); len(pending) > 0 {
-		fmt.Fprintln(m.Stdout)
-		fmt.Fprintln(w, "QUESTION\tRUN\tSURFACES\tASKED\tTEXT")
-		for _, pq := range pending {
-			q := pq.q
-			text := q.Text
-			if q.Header != "" {
-				text = q.Header + ": " + text
-			}
-			if pq.set.Kind == questions.KindApproval && pq.set.Tool != nil {
-				text = "Approval: " + pq.set.Tool.Name + " " + callSummary(pq.set.Tool.Input) // approvals_wiring.go
-			}
-			if len(q.Options) > 0 {
-				var labels []string
-				for _, o := range q.Options {
-					labels = append(labels, o.Label)
-				}
-				text += " [" + strings.Join(labels, " | ") + "]"
-			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", q.ID, pq.set.RunID, strings.Join(orNone(pq.set.Surfaces), ","),
-				pq.set.CreatedAt.Local().Format(time.RFC3339), clip(text, 90))
-		}
-		w.Flush()
-		fmt.Fprintln(m.Stdout, "\nAnswer with: orchestrator answer QUESTION TEXT")
-	}
-	if len(rep.Schedule) > 0 {
-		fmt.Fprintln(m.Stdout)
-		fmt.Fprintln(w, "SPEC\tNEXT RUN")
-		for _, s := range rep.Schedule {
-			if s.SkippedWhile != nil {
-				verb := "runs"
-				if s.SkippedWhile.Status == string(store.RunWaiting) {
-					verb = "waits"
-				}
-				fmt.Fprintf(w, "%s\tskipped while run %s %s\n", s.Spec, s.SkippedWhile.RunID, verb)
-				continue
-			}
-			fmt.Fprintf(w, "%s\t%s\n", s.Spec, s.Next.Local().Format(time.RFC3339))
-		}
-		w.Flush()
-	}
-	if len(rep.Specs) > 0 {
-		fmt.Fprintln(m.Stdout)
-		fmt.Fprintln(w, "SPEC\tRUNS\tCOST\tLAST RUN")
-		for _, s := range rep.Specs {
-			fmt.Fprintf(w, "%s\t%d\t$%.4f\t%s\n", s.Spec, s.Runs, s.CostUSD, s.LastStatus)
-		}
-		w.Flush()
-	}
-	var pend []statusDelivery
-	for _, d := range rep.Deliveries {
-		if d.What != "work_in_progress" {
-			pend = append(pend, d)
-		}
-	}
-	if len(pend) > 0 {
-		fmt.Fprintln(m.Stdout, "\nPending deliveries (serve tries them again; or now: orchestrator resume RUN):")
-		for _, d := range pend {
-			what := "the branch is not pushed yet"
-			if d.What == "pull_request" {
-				what = "the pull request is not opened yet"
-			}
-			next := ""
-			if d.NextAttemptAt != nil {
-				next = ", next attempt " + d.NextAttemptAt.Local().Format(time.RFC3339)
-			}
-			fmt.Fprintf(m.Stdout, "  run %s (%s), branch %s: %s (failed attempts: %d%s): %s\n", d.RunID, d.Status, d.Branch, what, d.Attempts, next, clip(d.LastError, 200))
-		}
-	}
-	printWorktrees(m.Stdout, rep.Worktrees)
-	return nil
+	return out, nil
 }
 
 func dash(s string) string {

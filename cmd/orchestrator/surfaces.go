@@ -1,25 +1,27 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/orchestrator-dev/orchestrator/internal/config"
+	"github.com/orchestrator-dev/orchestrator/internal/daemon"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/internal/tty"
 	"github.com/orchestrator-dev/orchestrator/specs"
 	"github.com/orchestrator-dev/orchestrator/surfaces"
 	"github.com/orchestrator-dev/orchestrator/surfaces/discord"
 	"github.com/orchestrator-dev/orchestrator/surfaces/github"
 	"github.com/orchestrator-dev/orchestrator/surfaces/terminal"
 )
+
+// The store is the GitHub surface's ledger, and knows the answers taken.
+var _ github.AnswerLedger = (*store.Store)(nil)
 
 // surfaceKind is one surface the program knows. Its configuration block is
 // the field of config.Surfaces whose yaml key is name: that type holds the
@@ -192,23 +194,19 @@ func (s *surfaceSet) surfacesFor(run store.Run, sp *specs.Spec) ([]surfaces.Surf
 }
 
 func buildTerminal(m *Main, _ config.SurfaceConfig, _ *store.Store) (surfaces.Surface, error) {
-	out := m.Stdout
+	// It prints for a person when its output is a terminal, and echoes
+	// what it reads when its input is not one (a pipe).
+	var out io.Writer
+	var pretty bool
 	if m.termOut != nil {
-		out = m.termOut
-	}
-	pretty, echo := false, true
-	if f, ok := out.(*os.File); ok {
-		pretty = terminal.IsTerminal(f)
-	}
-	if m.termOut == nil {
-		out = m.stdout() // shared with the progress lines
-	}
-	if f, ok := m.Stdin.(*os.File); ok {
-		echo = !terminal.IsTerminal(f)
+		out, pretty = m.termOut, tty.IsTerminal(m.termOut)
+	} else {
+		c := m.console() // shared with the progress lines
+		out, pretty = c, c.TTY()
 	}
 	// serve's output is its log: its terminal surface never prompts there,
 	// it logs each question once with the command that answers it.
-	return m.foregroundTerminal(terminal.New(m.Stdin, out, terminal.Options{Logger: m.Logger, Pretty: pretty, Echo: echo,
+	return m.foregroundTerminal(terminal.New(m.Stdin, out, terminal.Options{Logger: m.Logger, Pretty: pretty, Echo: !tty.IsTerminal(m.Stdin),
 		Command: "orchestrator", By: whoami(), Passive: m.serving})), nil
 }
 
@@ -259,11 +257,11 @@ func buildGitHub(m *Main, block config.SurfaceConfig, st *store.Store) (surfaces
 			Logger:         m.Logger.With("surface", "github"),
 		}
 		if st != nil {
-			cc.Ledger = st // decisions about comments outlive the process
+			cc.Ledger = st // decisions about comments outlive the process; the answers taken tell a crash's
 		}
 		nudges := m.serving && st != nil && st.Shared()
 		if nudges {
-			cc.OnIdleDelivery = func(repo string, issue int) { m.nudgeGitHub(st, repo, issue) }
+			cc.OnIdleDelivery = daemon.NudgeGitHub(st, m.Logger)
 		}
 		if gc.App.Configured() {
 			cc.App = &github.AppAuth{ID: gc.App.ID, InstallationID: gc.App.InstallationID, PrivateKeyFile: gc.App.PrivateKeyFile}
@@ -278,7 +276,7 @@ func buildGitHub(m *Main, block config.SurfaceConfig, st *store.Store) (surfaces
 		m.github = client
 		m.OnClose(client.Close)
 		if nudges {
-			m.OnClose(m.pollWhenNudged(st, client))
+			m.OnClose(daemon.PollGitHubWhenNudged(st, client, m.Logger))
 		}
 		if m.handlers != nil && gc.WebhookSecret != "" {
 			h, err := client.WebhookHandler()
@@ -290,76 +288,4 @@ func buildGitHub(m *Main, block config.SurfaceConfig, st *store.Store) (surfaces
 	}
 	return m.github.Surface(github.SurfaceConfig{Repo: gc.Repo, Issue: gc.Issue, Labels: gc.Labels, Allow: gc.Allow, AllowOnly: gc.AllowOnly,
 		MaxAnswerBytes: m.Config.Run.AnswerMaxBytes.Int(), Progress: gc.Progress, LeaveIssueOpen: !gc.CloseIssue})
-}
-
-// On a shared store, the instance that asks a run's questions on GitHub
-// (the leader) is the one whose poller waits for the answers, but GitHub
-// sends a webhook delivery to whichever instance the load balancer picks.
-// An instance where nothing waits for the comment nudges every instance
-// (store.Nudge) with its repository and issue, and the instances poll that
-// repository at once if they wait there (github.Client.PollNow): the
-// answer is read within a moment instead of at the next poll_interval.
-
-// nudgeTimeout bounds the NOTIFY of a nudge (a hint: the poll is the
-// fallback, and Close waits for it).
-const nudgeTimeout = 5 * time.Second
-
-// githubNudge is the nudge topic of a comment on issue of repo.
-func githubNudge(repo string, issue int) string {
-	return fmt.Sprintf("github:%s#%d", repo, issue)
-}
-
-// parseGitHubNudge reads a githubNudge topic; ok is false for any other.
-func parseGitHubNudge(topic string) (repo string, issue int, ok bool) {
-	rest, ok := strings.CutPrefix(topic, "github:")
-	if !ok {
-		return "", 0, false
-	}
-	i := strings.LastIndexByte(rest, '#')
-	if i <= 0 {
-		return "", 0, false
-	}
-	issue, err := strconv.Atoi(rest[i+1:])
-	if err != nil || issue <= 0 {
-		return "", 0, false
-	}
-	return rest[:i], issue, true
-}
-
-// nudgeGitHub is the GitHub client's OnIdleDelivery on a shared store.
-func (m *Main) nudgeGitHub(st *store.Store, repo string, issue int) {
-	ctx, cancel := context.WithTimeout(context.Background(), nudgeTimeout)
-	defer cancel()
-	if err := st.Nudge(ctx, githubNudge(repo, issue)); err != nil {
-		m.Logger.Warn("github webhook: could not nudge the other instances; the asking instance reads the comment at its next poll",
-			"repo", repo, "issue", issue, "err", err)
-	}
-}
-
-// pollWhenNudged has client poll a repository at once when a nudge names
-// it, until the returned function (a closer) is called. Without the
-// listener (the database refused it), answers by webhook at another
-// instance wait for the poll.
-func (m *Main) pollWhenNudged(st *store.Store, client *github.Client) func() error {
-	ctx, cancel := context.WithCancel(context.Background())
-	nudges, err := st.Nudges(ctx)
-	if err != nil {
-		cancel()
-		m.Logger.Warn("github: not listening for other instances' webhook deliveries; their answers wait for the next poll", "err", err)
-		return func() error { return nil }
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for topic := range nudges {
-			if repo, issue, ok := parseGitHubNudge(topic); ok {
-				client.PollNow(repo, issue)
-			}
-		}
-	}()
-	return func() error {
-		cancel()
-		<-done
-		return nil
-	}
 }

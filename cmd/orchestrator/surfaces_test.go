@@ -116,18 +116,3 @@ func TestSurfaceKinds(t *testing.T) {
 		})
 	}
 }
-
-// TestGitHubNudgeTopic: a nudge names a repository and an issue, and only
-// such a topic is read as one.
-func TestGitHubNudgeTopic(t *testing.T) {
-	t.Parallel()
-	repo, issue, ok := parseGitHubNudge(githubNudge("acme/app", 12))
-	if !ok || repo != "acme/app" || issue != 12 {
-		t.Fatalf("round trip: %q %d %v", repo, issue, ok)
-	}
-	for _, topic := range []string{"", "github:", "github:acme/app", "github:#3", "github:acme/app#0", "github:acme/app#x", "discord:acme/app#3"} {
-		if repo, issue, ok := parseGitHubNudge(topic); ok {
-			t.Errorf("parseGitHubNudge(%q) = %q, %d, true; want not a nudge", topic, repo, issue)
-		}
-	}
-}

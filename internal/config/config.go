@@ -357,6 +357,10 @@ func defaultDatabaseURL(lookup LookupFunc) string {
 	return u
 }
 
+// DefaultStateDir is the state_dir used when none is set, from lookup's
+// $XDG_STATE_HOME or $HOME ("" when neither is set).
+func DefaultStateDir(lookup LookupFunc) string { return defaultStateDir(lookup) }
+
 func defaultStateDir(lookup LookupFunc) string {
 	if dir, ok := lookup("XDG_STATE_HOME"); ok && filepath.IsAbs(dir) {
 		return filepath.Join(dir, "orchestrator")

@@ -87,86 +87,119 @@ func NewMetrics(st QuestionStore) *Metrics {
 		st:       st,
 		sets:     map[string]*seenSet{},
 		runSpecs: map[string]string{},
-		specRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orchestrator_spec_runs_total",
-			Help: "Runs that reached a final state in this process, by spec (empty for a run of a prompt) and outcome (done, failed, cancelled).",
-		}, []string{"spec", "outcome"}),
-		specCost: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orchestrator_spec_cost_usd_total",
-			Help: "Cost in USD reported by the agent CLI for the turns this process ran, by spec (empty for a run of a prompt).",
-		}, []string{"spec"}),
-		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orchestrator_runs_total",
-			Help: "Runs that reached a final state, by outcome (done, failed, cancelled).",
-		}, []string{"outcome"}),
-		inProgress: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "orchestrator_runs_in_progress",
-			Help: "Runs this daemon is driving now (running a turn or waiting on a question).",
-		}),
-		undriven: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "orchestrator_runs_undriven",
-			Help: "Active runs (waiting, interrupted, running) that no process drove at the daemon's last look.",
-		}),
-		leader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "orchestrator_leader",
-			Help: "1 while this instance leads (asks the waiting runs' questions, polls GitHub, holds the Discord gateway); always 1 on SQLite.",
-		}),
-		specProbs: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "orchestrator_spec_problems",
-			Help: "Files of the specs folder that do not validate at the last rescan (each keeps its last good version scheduled, if any; see /healthz).",
-		}),
-		asked: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "orchestrator_questions_asked_total",
-			Help: "Question sets asked on surfaces by this process.",
-		}),
-		askedKind: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orchestrator_questions_asked_by_kind_total",
-			Help: "Question sets asked on surfaces by this process, by kind (marker, ask_tool, approval).",
-		}, []string{"kind"}),
-		answersKind: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orchestrator_answers_by_kind_total",
-			Help: "Question sets answered in full, by kind (marker, ask_tool, approval).",
-		}, []string{"kind"}),
-		answers: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orchestrator_answers_total",
-			Help: "Question sets answered in full, by the surface the (last) answer came from.",
-		}, []string{"surface"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "orchestrator_answer_latency_seconds",
-			Help: "Time from a question set being asked to its complete answer, by surface.",
-			// 1s … ~4.5 days.
-			Buckets: prometheus.ExponentialBuckets(1, 3, 12),
-		}, []string{"surface"}),
-		reminders: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "orchestrator_question_reminders_total",
-			Help: "Reminders sent for unanswered questions.",
-		}),
-		escalations: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "orchestrator_question_escalations_total",
-			Help: "Questions escalated to another surface.",
-		}),
-		agentErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orchestrator_agent_errors_total",
-			Help: "Agent CLI turns that did not succeed, by error category.",
-		}, []string{"category"}),
-		turns: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "orchestrator_agent_turns_total",
-			Help: "Agent CLI turns finished.",
-		}),
-		cost: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "orchestrator_agent_cost_usd_total",
-			Help: "Cost in USD reported by the agent CLI for finished turns.",
-		}),
-		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orchestrator_surface_api_requests_total",
-			Help: "HTTP requests of the surfaces to their APIs, by surface and status code.",
-		}, []string{"surface", "code"}),
-		apiDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "orchestrator_surface_api_request_duration_seconds",
-			Help:    "Duration of the surfaces' HTTP requests to their APIs.",
-			Buckets: prometheus.DefBuckets,
-		}, []string{"surface"}),
 	}
+	m.newRunMetrics()
+	m.newQuestionMetrics()
+	m.newAgentMetrics()
+	m.newSurfaceMetrics()
+	m.register()
+	m.initLabels()
+	return m
+}
+
+// newRunMetrics makes the metrics of runs: by outcome and by spec, those
+// driven and not, leadership and the specs folder's problems.
+func (m *Metrics) newRunMetrics() {
+	m.specRuns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "orchestrator_spec_runs_total",
+		Help: "Runs that reached a final state in this process, by spec (empty for a run of a prompt) and outcome (done, failed, cancelled).",
+	}, []string{"spec", "outcome"})
+	m.specCost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "orchestrator_spec_cost_usd_total",
+		Help: "Cost in USD reported by the agent CLI for the turns this process ran, by spec (empty for a run of a prompt).",
+	}, []string{"spec"})
+	m.runs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "orchestrator_runs_total",
+		Help: "Runs that reached a final state, by outcome (done, failed, cancelled).",
+	}, []string{"outcome"})
+	m.inProgress = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "orchestrator_runs_in_progress",
+		Help: "Runs this daemon is driving now (running a turn or waiting on a question).",
+	})
+	m.undriven = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "orchestrator_runs_undriven",
+		Help: "Active runs (waiting, interrupted, running) that no process drove at the daemon's last look.",
+	})
+	m.leader = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "orchestrator_leader",
+		Help: "1 while this instance leads (asks the waiting runs' questions, polls GitHub, holds the Discord gateway); always 1 on SQLite.",
+	})
+	m.specProbs = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "orchestrator_spec_problems",
+		Help: "Files of the specs folder that do not validate at the last rescan (each keeps its last good version scheduled, if any; see /healthz).",
+	})
+}
+
+// newQuestionMetrics makes the metrics of questions: asked, answered (by
+// kind and surface), the answer latency, reminders and escalations.
+func (m *Metrics) newQuestionMetrics() {
+	m.asked = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orchestrator_questions_asked_total",
+		Help: "Question sets asked on surfaces by this process.",
+	})
+	m.askedKind = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "orchestrator_questions_asked_by_kind_total",
+		Help: "Question sets asked on surfaces by this process, by kind (marker, ask_tool, approval).",
+	}, []string{"kind"})
+	m.answersKind = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "orchestrator_answers_by_kind_total",
+		Help: "Question sets answered in full, by kind (marker, ask_tool, approval).",
+	}, []string{"kind"})
+	m.answers = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "orchestrator_answers_total",
+		Help: "Question sets answered in full, by the surface the (last) answer came from.",
+	}, []string{"surface"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "orchestrator_answer_latency_seconds",
+		Help: "Time from a question set being asked to its complete answer, by surface.",
+		// 1s … ~4.5 days.
+		Buckets: prometheus.ExponentialBuckets(1, 3, 12),
+	}, []string{"surface"})
+	m.reminders = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orchestrator_question_reminders_total",
+		Help: "Reminders sent for unanswered questions.",
+	})
+	m.escalations = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orchestrator_question_escalations_total",
+		Help: "Questions escalated to another surface.",
+	})
+}
+
+// newAgentMetrics makes the metrics of the agent CLI's turns: how many,
+// their errors and their cost.
+func (m *Metrics) newAgentMetrics() {
+	m.agentErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "orchestrator_agent_errors_total",
+		Help: "Agent CLI turns that did not succeed, by error category.",
+	}, []string{"category"})
+	m.turns = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orchestrator_agent_turns_total",
+		Help: "Agent CLI turns finished.",
+	})
+	m.cost = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orchestrator_agent_cost_usd_total",
+		Help: "Cost in USD reported by the agent CLI for finished turns.",
+	})
+}
+
+// newSurfaceMetrics makes the metrics of the surfaces' HTTP requests to
+// their APIs (InstrumentTransport).
+func (m *Metrics) newSurfaceMetrics() {
+	m.apiRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "orchestrator_surface_api_requests_total",
+		Help: "HTTP requests of the surfaces to their APIs, by surface and status code.",
+	}, []string{"surface", "code"})
+	m.apiDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "orchestrator_surface_api_request_duration_seconds",
+		Help:    "Duration of the surfaces' HTTP requests to their APIs.",
+		Buckets: prometheus.DefBuckets,
+	}, []string{"surface"})
+}
+
+// register puts every metric made above in m.Registry, with the pending
+// questions gauge (read from the store when scraped), the per-spec and
+// surface health collectors, and the Go runtime and process collectors.
+func (m *Metrics) register() {
 	pending := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "orchestrator_questions_pending",
 		Help: "Questions asked and not answered yet.",
@@ -181,6 +214,11 @@ func NewMetrics(st QuestionStore) *Metrics {
 		m.agentErrors, m.turns, m.cost, m.apiRequests, m.apiDuration, pending,
 		m.specRuns, m.specCost, specCollector{m}, &m.surfaceHealth,
 	)
+}
+
+// initLabels makes the series of every run outcome and question kind
+// exist at zero, so that they are scraped before the first of each.
+func (m *Metrics) initLabels() {
 	for _, o := range runOutcomes {
 		m.runs.WithLabelValues(string(o))
 	}
@@ -188,7 +226,6 @@ func NewMetrics(st QuestionStore) *Metrics {
 		m.askedKind.WithLabelValues(k)
 		m.answersKind.WithLabelValues(k)
 	}
-	return m
 }
 
 // Handler serves the registry in the Prometheus exposition formats.

@@ -85,12 +85,14 @@ type Config struct {
 	// Root is where worktrees are added (default <state>/worktrees). A
 	// Root inside a git checkout (state_dir: ./state in a repository) is
 	// never used: a worktree is never created inside a checkout, and
-	// AwayRoot is used instead.
+	// a folder of AwayBase is used instead.
 	Root string
-	// AwayRoot is where worktrees go when Root is inside a git checkout
-	// (default: worktrees/<name>-<hash of Root> in the user's state
-	// directory, $XDG_STATE_HOME/orchestrator or ~/.local/state/orchestrator).
-	AwayRoot string
+	// AwayBase is the user's state directory (the default state_dir,
+	// $XDG_STATE_HOME/orchestrator or ~/.local/state/orchestrator): when
+	// Root is inside a git checkout, worktrees go to
+	// <AwayBase>/worktrees/<name>-<hash of Root> instead. Empty: taken from
+	// this process's environment.
+	AwayBase string
 	Git      Git
 	// Token authenticates pushes over HTTPS (askpass); empty: git's own
 	// credentials.
@@ -143,7 +145,7 @@ func New(cfg Config) (*Deliverer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	root, err := rootOutsideCheckouts(cfg.Root, cfg.AwayRoot)
+	root, err := rootOutsideCheckouts(cfg.Root, cfg.AwayBase)
 	if err != nil {
 		return nil, fmt.Errorf("delivery: %w", err)
 	}

@@ -467,7 +467,7 @@ func TestStateDirInsideTheCheckoutLeavesItClean(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	away := t.TempDir()
-	d, err := New(Config{Store: st, AwayRoot: away})
+	d, err := New(Config{Store: st, AwayBase: away})
 	if err != nil {
 		t.Fatal(err)
 	}

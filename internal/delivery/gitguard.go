@@ -493,6 +493,35 @@ func (d *Deliverer) verify(ctx context.Context, run store.Run, dl store.Delivery
 	return gd, nil
 }
 
+// Release puts the checkout's git configuration and hooks back as they
+// were before the run's last turn (its snapshot), reporting what it
+// restored, and keeps the worktree. Delivery does this before it commits
+// and pushes; Release does it for a run that will not get there now: it
+// failed, was cancelled or stopped, or waits (parked or not) or was
+// interrupted. The runner calls it whenever a drive of the run ends. A
+// checkout already checked since the last turn is left alone (what changed
+// since is people's), as is a run whose worktree is another instance's.
+func (d *Deliverer) Release(ctx context.Context, run store.Run) error {
+	gd, ok, err := d.cfg.Store.GitGuard(ctx, run.ID)
+	if err != nil || !ok || gd.Checked || len(gd.Snapshot) == 0 {
+		return err
+	}
+	dl, ok, err := d.cfg.Store.Delivery(ctx, run.ID)
+	if err != nil || !ok || !d.mine(run, dl) {
+		return err
+	}
+	var snap snapshot
+	if err := json.Unmarshal(gd.Snapshot, &snap); err != nil {
+		return fmt.Errorf("run %s: the recorded git configuration: %w", run.ID, err)
+	}
+	keep := filepath.Join(d.cfg.Root, run.ID+".rejected", d.cfg.Now().UTC().Format("20060102T150405.000000000"))
+	for _, line := range snap.restore(keep) {
+		d.log.Warn("the checkout's git configuration or hooks changed while the run ran: "+line, "run", run.ID, "status", run.Status)
+	}
+	gd.Checked = true
+	return d.cfg.Store.SaveGitGuard(ctx, gd)
+}
+
 func kind(m fs.FileMode) string {
 	switch {
 	case m&fs.ModeSymlink != 0:

@@ -379,3 +379,51 @@ func TestRemoteURLCredentialsStayOutOfErrors(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestReleaseRestoresTheCheckoutOfARunThatIsNotDelivered: a run that ends
+// failed or cancelled (or parks) before its delivery gets the checkout's
+// configuration and hooks back all the same, and keeps its worktree; a
+// change made after that (the person's own, no turn since) is left alone.
+func TestReleaseRestoresTheCheckoutOfARunThatIsNotDelivered(t *testing.T) {
+	t.Parallel()
+	for _, status := range []store.RunStatus{store.RunFailed, store.RunCancelled, store.RunWaiting} {
+		t.Run(string(status), func(t *testing.T) {
+			t.Parallel()
+			_, checkout := repos(t)
+			f := newFixture(t, "")
+			ctx := context.Background()
+			run := f.newRun(t, "r0000s0r", checkout)
+			wd, err := f.d.Workdir(ctx, run, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			before, _ := os.ReadFile(filepath.Join(checkout, ".git", "config"))
+			git(t, wd, "config", "core.sshCommand", "touch pwned")
+			hook := filepath.Join(checkout, ".git", "hooks", "post-commit")
+			if err := os.WriteFile(hook, []byte("#!/bin/sh\ntrue\n"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			run.Status = status
+			if err := f.d.Release(ctx, run); err != nil {
+				t.Fatal(err)
+			}
+			if after, _ := os.ReadFile(filepath.Join(checkout, ".git", "config")); !bytes.Equal(before, after) {
+				t.Fatalf("the checkout's config is:\n%s\nwas:\n%s", after, before)
+			}
+			if _, err := os.Stat(hook); err == nil {
+				t.Fatal("the checkout keeps the hook")
+			}
+			if _, err := os.Stat(filepath.Join(wd, ".git")); err != nil {
+				t.Fatalf("the worktree is gone: %v", err)
+			}
+			// The person's change after the run's turn is theirs.
+			git(t, checkout, "config", "user.signingkey", "mine")
+			if err := f.d.Release(ctx, run); err != nil {
+				t.Fatal(err)
+			}
+			if got := git(t, checkout, "config", "user.signingkey"); got != "mine" {
+				t.Fatalf("a second Release undid the person's change: %q", got)
+			}
+		})
+	}
+}

@@ -13,9 +13,9 @@ import (
 // rootOutsideCheckouts returns where worktrees are added: root, unless root
 // is inside a git checkout (a worktree there would be inside the person's
 // repository: untracked files in it, and a nested checkout the agent works
-// in), then away (default: a folder of the user's state directory named
-// after root).
-func rootOutsideCheckouts(root, away string) (string, error) {
+// in), then a folder named after root in base/worktrees (base: the user's
+// state directory; empty: from the environment).
+func rootOutsideCheckouts(root, base string) (string, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return "", err
@@ -24,14 +24,13 @@ func rootOutsideCheckouts(root, away string) (string, error) {
 	if !inside {
 		return root, nil
 	}
-	if away == "" {
-		base, err := userStateDir()
-		if err != nil {
+	if base == "" {
+		if base, err = userStateDir(); err != nil {
 			return "", fmt.Errorf("the worktrees folder %s is inside the git checkout %s, and there is no other place for them (%v): set state_dir outside the checkout", root, top, err)
 		}
-		sum := sha256.Sum256([]byte(abs))
-		away = filepath.Join(base, "worktrees", filepath.Base(filepath.Dir(abs))+"-"+hex.EncodeToString(sum[:4]))
 	}
+	sum := sha256.Sum256([]byte(abs))
+	away := filepath.Join(base, "worktrees", filepath.Base(filepath.Dir(abs))+"-"+hex.EncodeToString(sum[:4]))
 	if t2, in := checkoutOf(away); in {
 		return "", fmt.Errorf("the worktrees folder %s is inside the git checkout %s, and so is %s (in %s): set state_dir outside any checkout", root, top, away, t2)
 	}

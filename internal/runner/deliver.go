@@ -25,6 +25,28 @@ type Delivery interface {
 	Finish(ctx context.Context, run store.Run) error
 }
 
+// Releaser is a Delivery that can give the run's checkout back as it was
+// (its git configuration and hooks, which the agent could change) when the
+// run will not be delivered now: Release is called whenever a drive of the
+// run ends (done, failed, cancelled, stopped, waiting, parked or
+// interrupted), keeps the worktree, and is idempotent.
+type Releaser interface {
+	Release(ctx context.Context, run store.Run) error
+}
+
+// release gives the run's checkout back (Releaser), best effort.
+func (r *Runner) release(ctx context.Context, run store.Run) {
+	dv, err := r.delivery(run)
+	if err != nil || dv == nil {
+		return
+	}
+	if rl, ok := dv.(Releaser); ok {
+		if err := rl.Release(ctx, run); err != nil {
+			r.log.Warn("restore the checkout's git configuration and hooks", "run", run.ID, "err", err)
+		}
+	}
+}
+
 // EventDelivered says what a run's delivery did, in Text.
 const EventDelivered EventKind = "delivered"
 

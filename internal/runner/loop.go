@@ -100,6 +100,9 @@ func (r *Runner) Drive(ctx context.Context, runID string) (store.Run, error) {
 		pump.finish(latest, err, r.cfg.Now())
 	}
 	if lerr == nil {
+		// Whatever the agent did to the checkout's git configuration and
+		// hooks does not outlive the drive, delivered or not.
+		r.release(bg, latest)
 		r.runEnded(bg, d.Surfaces, latest) // after the final progress: it may close the run's issue
 	}
 	return latest, err
@@ -180,7 +183,7 @@ func (r *Runner) step(ctx context.Context, d *drive, run store.Run) error {
 	if !last.Finished {
 		return r.recover(ctx, d, run, last)
 	}
-	sets, err := st.QuestionSets(ctx, store.SetFilter{RunID: run.ID, State: []store.SetState{store.SetAnswered, store.SetPending}})
+	sets, err := st.OpenSets(ctx, run.ID)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/orchestrator-dev/orchestrator/questions"
 )
 
 // Decisions about comments read as possible answers (GitHub's), kept so that
@@ -58,4 +60,24 @@ func (s *Store) SetOpen(ctx context.Context, id string) (bool, error) {
 		return false, fmt.Errorf("question set %s: %w", id, err)
 	}
 	return state == SetPending, nil
+}
+
+// SetAnswer returns the answer the question set id was closed with, and
+// whether it has one (answered, whatever happened since; false for a set
+// pending, expired without an answer, or unknown). A surface uses it to
+// recognise a comment the store took as an answer when the process stopped
+// before it recorded its decision about that comment.
+func (s *Store) SetAnswer(ctx context.Context, id string) (questions.Response, bool, error) {
+	rec, err := s.QuestionSet(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return questions.Response{}, false, nil
+	}
+	if err != nil {
+		return questions.Response{}, false, err
+	}
+	switch rec.State {
+	case SetAnswered, SetResuming, SetResumed:
+		return rec.Response, len(rec.Response.Answers) > 0, nil
+	}
+	return questions.Response{}, false, nil
 }

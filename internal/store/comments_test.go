@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
@@ -45,5 +46,33 @@ func TestCommentDecisionsFirstWinsAcrossReopen(t *testing.T) {
 	s2 := open(t, dir)
 	if d, err := s2.CommentDecision(ctx, key); err != nil || d != "ambiguous" {
 		t.Fatalf("after reopen: %q, %v", d, err)
+	}
+}
+
+// SetAnswer gives the answer a set was closed with, with its author, surface
+// and time as given (a GitHub comment's), after a reopen too; none for a
+// set pending or unknown.
+func TestSetAnswerIsTheAnswerTaken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, dir)
+	set := newWaitingRun(t, s, "r1", "qa")
+	if _, ok, err := s.SetAnswer(ctx, set.ID); err != nil || ok {
+		t.Fatalf("SetAnswer(pending) = %v, %v", ok, err)
+	}
+	if _, ok, err := s.SetAnswer(ctx, "nope"); err != nil || ok {
+		t.Fatalf("SetAnswer(unknown) = %v, %v", ok, err)
+	}
+	at := time.Date(2026, 11, 26, 10, 0, 7, 0, time.UTC)
+	if _, err := s.RecordAnswer(ctx, questions.Response{SetID: set.ID, By: "@alice", Surface: "github", At: at,
+		Answers: []questions.Answer{{QuestionID: "qa", Labels: []string{"A"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = open(t, dir)
+	got, ok, err := s.SetAnswer(ctx, set.ID)
+	if err != nil || !ok || got.By != "@alice" || got.Surface != "github" || !got.At.Equal(at) {
+		t.Fatalf("SetAnswer = %+v, %v, %v", got, ok, err)
 	}
 }

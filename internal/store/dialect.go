@@ -40,48 +40,47 @@ type dialect interface {
 }
 
 // db is the store's connection pool; its queries are rebound for the
-// dialect, and counted (Store.Statements).
+// dialect.
 type db struct {
 	*sql.DB
 	d dialect
-	n *atomic.Int64
+	n atomic.Int64 // statements sent through db and its transactions (Store.Statements)
+}
+
+// rebind counts a statement and rebinds it for the dialect.
+func (d *db) rebind(q string) string {
+	d.n.Add(1)
+	return d.d.rebind(q)
 }
 
 func (d *db) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	d.n.Add(1)
-	return d.DB.ExecContext(ctx, d.d.rebind(q), args...)
+	return d.DB.ExecContext(ctx, d.rebind(q), args...)
 }
 
 func (d *db) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	d.n.Add(1)
-	return d.DB.QueryContext(ctx, d.d.rebind(q), args...)
+	return d.DB.QueryContext(ctx, d.rebind(q), args...)
 }
 
 func (d *db) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	d.n.Add(1)
-	return d.DB.QueryRowContext(ctx, d.d.rebind(q), args...)
+	return d.DB.QueryRowContext(ctx, d.rebind(q), args...)
 }
 
 // txn is a write transaction (Store.tx); its queries are rebound for the
-// dialect, and counted (Store.Statements).
+// dialect.
 type txn struct {
 	*sql.Tx
-	d dialect
-	n *atomic.Int64
+	d *db
 }
 
 func (t *txn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	t.n.Add(1)
 	return t.Tx.ExecContext(ctx, t.d.rebind(q), args...)
 }
 
 func (t *txn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	t.n.Add(1)
 	return t.Tx.QueryContext(ctx, t.d.rebind(q), args...)
 }
 
 func (t *txn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	t.n.Add(1)
 	return t.Tx.QueryRowContext(ctx, t.d.rebind(q), args...)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 
@@ -125,4 +126,35 @@ type offerView struct {
 	invalid       error
 	pending       int
 	final         *questions.Response
+}
+
+// TestOpenSetsInOneStatement: the run loop's read of a run's open sets is
+// one statement, and reads as QuestionSets does.
+func TestOpenSetsInOneStatement(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	ctx := context.Background()
+	set := newWaitingRun(t, s, "r1", "q1", "q2")
+	if _, err := s.Offer(ctx, questions.Response{SetID: set.ID, By: "alice", Surface: "test",
+		Answers: []questions.Answer{{QuestionID: "q1", Labels: []string{"A"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	n := s.Statements()
+	got, err := s.OpenSets(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := s.Statements() - n; d != 1 {
+		t.Errorf("OpenSets: %d statements, want 1", d)
+	}
+	want, err := s.QuestionSets(ctx, SetFilter{RunID: "r1", State: []SetState{SetAnswered, SetPending}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("OpenSets:\n got %+v\nwant %+v", got, want)
+	}
+	if len(got) != 1 || len(got[0].Response.Answers) != 1 || got[0].Response.By != "alice" {
+		t.Errorf("open sets = %+v", got)
+	}
 }

@@ -66,6 +66,7 @@ var pgTests = []struct {
 	{"TestPartialAnswersAndFindQuestion", TestPartialAnswersAndFindQuestion},
 	{"TestOfferDecidesOnceUnderContention", TestOfferDecidesOnceUnderContention},
 	{"TestOfferDecisions", TestOfferDecisions},
+	{"TestOpenSetsInOneStatement", TestOpenSetsInOneStatement},
 	{"TestWaitSetSeesAnotherProcess", TestWaitSetSeesAnotherProcess},
 	{"TestWaitSetWokenByPoke", TestWaitSetWokenByPoke},
 	{"TestWaitSetSlowPollWithoutPokes", TestWaitSetSlowPollWithoutPokes},
@@ -80,6 +81,7 @@ var pgTests = []struct {
 	{"TestDecideToolByPolicy", TestDecideToolByPolicy},
 	{"TestDropToolCall", TestDropToolCall},
 	{"TestCommentDecisionsFirstWinsAcrossReopen", TestCommentDecisionsFirstWinsAcrossReopen},
+	{"TestSetAnswerIsTheAnswerTaken", TestSetAnswerIsTheAnswerTaken},
 	{"TestSessionsRoundTrip", TestSessionsRoundTrip},
 	{"TestPlaceholdersNumbered", TestPlaceholdersNumbered},
 	{"TestMigrateConcurrentlyOnAnEmptyDatabase", testMigrateConcurrentlyOnAnEmptyDatabase},
@@ -99,6 +101,10 @@ var pgTests = []struct {
 	{"TestNudgeReachesEveryInstance", TestNudgeReachesEveryInstance},
 	{"TestRetryToolCallGrantsTheSameCallOnce", TestRetryToolCallGrantsTheSameCallOnce},
 	{"TestAskRunIsIdempotent", TestAskRunIsIdempotent},
+	{"TestNewStoreSchema", TestNewStoreSchema},
+	{"TestOpenStoreOfBefore", TestOpenStoreOfBefore},
+	{"TestOpenStoreOfBeforeConcurrently", TestOpenStoreOfBeforeConcurrently},
+	{"TestBulkReadsMatchTheOneByOne", TestBulkReadsMatchTheOneByOne},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.
@@ -162,6 +168,10 @@ func testMigrateConcurrentlyOnAnEmptyDatabase(t *testing.T) {
 		}
 		defer stores[i].Close()
 	}
+	migrations, err := migrationsOf("postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var rows, max int
 	if err := stores[0].db.QueryRowContext(ctx, `SELECT COUNT(*), MAX(version) FROM schema_migrations`).Scan(&rows, &max); err != nil {
 		t.Fatal(err)
@@ -191,8 +201,8 @@ func testMigrateConcurrentlyOnAnEmptyDatabase(t *testing.T) {
 }
 
 // TestCostAndTimesKeepTheirPrecision: costs and nanosecond times survive a
-// round trip (PostgreSQL's INTEGER and REAL are 32 bits; the migrations
-// are run with 64-bit types there).
+// round trip (PostgreSQL's INTEGER and REAL are 32 bits; its migrations
+// are written with 64-bit types).
 func TestCostAndTimesKeepTheirPrecision(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -314,6 +324,8 @@ var sqliteOnly = map[string]bool{
 	"TestPostgresBinMissingSaysHowToInstall": true,
 	"TestOpenDatabaseRefusesABadURL":         true,
 	"TestEveryTestRunsOnPostgres":            true,
+	"TestMigrationFiles":                     true,
+	"TestLoadMigrationsRefusesBadFiles":      true,
 }
 
 // TestEveryTestRunsOnPostgres: a new test of the store runs on PostgreSQL

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
-	"regexp"
 	"strings"
 	"time"
 
@@ -101,69 +100,6 @@ func (d *pgDialect) begin(ctx context.Context, db *sql.DB) (*sql.Tx, error) {
 		return nil, err
 	}
 	return tx, nil
-}
-
-var (
-	pgInteger = regexp.MustCompile(`\bINTEGER\b`)
-	pgReal    = regexp.MustCompile(`\bREAL\b`)
-	pgBlob    = regexp.MustCompile(`\bBLOB\b`)
-)
-
-// pgMigration is a migration written for SQLite in PostgreSQL's types:
-// SQLite's INTEGER and REAL are 64 bits, PostgreSQL's are 32; SQLite's
-// BLOB is PostgreSQL's BYTEA.
-func pgMigration(m string) string {
-	m = pgInteger.ReplaceAllString(m, "BIGINT")
-	m = pgReal.ReplaceAllString(m, "DOUBLE PRECISION")
-	return pgBlob.ReplaceAllString(m, "BYTEA")
-}
-
-// migrate applies the migrations not yet applied, each in a transaction
-// with its row in schema_migrations, under a session advisory lock: when
-// several processes start at once on an empty database, one migrates and
-// the others then find the schema up to date.
-func (d *pgDialect) migrate(ctx context.Context, db *sql.DB) error {
-	c, err := db.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	defer c.Close()
-	if _, err := c.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, d.lockKey("migrate")); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	defer c.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, d.lockKey("migrate"))
-	if _, err := c.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version    BIGINT PRIMARY KEY,
-		applied_at BIGINT NOT NULL
-	)`); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	var version int
-	if err := c.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&version); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	if version > len(migrations) {
-		return fmt.Errorf("migrate: database schema version %d is newer than this orchestrator knows (%d): upgrade the orchestrator", version, len(migrations))
-	}
-	for i := version; i < len(migrations); i++ {
-		tx, err := c.BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("migrate to version %d: %w", i+1, err)
-		}
-		if _, err := tx.ExecContext(ctx, pgMigration(migrations[i])); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("migrate to version %d: %w", i+1, err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`,
-			i+1, time.Now().UnixNano()); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("migrate to version %d: %w", i+1, err)
-		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("migrate to version %d: %w", i+1, err)
-		}
-	}
-	return nil
 }
 
 // poke sends NOTIFY on the wake channel; it reaches the listeners of every

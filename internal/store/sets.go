@@ -78,65 +78,24 @@ func insertSetRows(ctx context.Context, tx *txn, set questions.Set, surfaces []s
 	return nil
 }
 
-// setColumns are a set's columns, and answerColumns its answers', as the
-// join of setsQuery reads them.
-const (
-	setColumns    = `qs.id, qs.state, qs.body, qs.surfaces, qs.created_at, qs.answered_at, qs.claimed_at, qs.resumed_at, qs.reminded_at, qs.escalated_at`
-	answerColumns = `a.question_id, a.body, a.answered_by, a.surface, a.at`
-)
+const setColumns = `id, state, body, surfaces, created_at, answered_at, claimed_at, resumed_at, reminded_at, escalated_at`
 
-// setsQuery reads the sets the condition where selects (on qs, the
-// question_sets), oldest first, with their answers: one statement, one row
-// per set and answer.
-const setsQuery = `SELECT ` + setColumns + `, ` + answerColumns + ` FROM question_sets qs LEFT JOIN answers a ON a.set_id = qs.id`
-
-// querySets reads the sets that where (a condition on qs, with args)
-// selects, oldest first, each with its answers as stored, by question ID.
-func querySets(ctx context.Context, q querier, where string, args ...any) ([]SetRecord, []map[string]answerRow, error) {
-	rows, err := q.QueryContext(ctx, setsQuery+` WHERE `+where+` ORDER BY qs.created_at, qs.id`, args...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("question sets: %w", err)
+func scanSet(row interface{ Scan(...any) error }) (SetRecord, error) {
+	var r SetRecord
+	var id, body, surfaces string
+	var created, answered, claimed, resumed, reminded, escalated int64
+	if err := row.Scan(&id, &r.State, &body, &surfaces, &created, &answered, &claimed, &resumed, &reminded, &escalated); err != nil {
+		return SetRecord{}, err
 	}
-	defer rows.Close()
-	var recs []SetRecord
-	var answers []map[string]answerRow
-	for rows.Next() {
-		var r SetRecord
-		var id, body, surfaces string
-		var created, answered, claimed, resumed, reminded, escalated int64
-		var qid, abody, by, srf sql.NullString
-		var at sql.NullInt64
-		if err := rows.Scan(&id, &r.State, &body, &surfaces, &created, &answered, &claimed, &resumed, &reminded, &escalated,
-			&qid, &abody, &by, &srf, &at); err != nil {
-			return nil, nil, err
-		}
-		if n := len(recs); n == 0 || recs[n-1].Set.ID != id {
-			if err := json.Unmarshal([]byte(body), &r.Set); err != nil {
-				return nil, nil, fmt.Errorf("question set %s: %w", id, err)
-			}
-			if err := json.Unmarshal([]byte(surfaces), &r.Surfaces); err != nil {
-				return nil, nil, fmt.Errorf("question set %s: surfaces: %w", id, err)
-			}
-			r.CreatedAt, r.AnsweredAt, r.ClaimedAt = fromNanos(created), fromNanos(answered), fromNanos(claimed)
-			r.ResumedAt, r.RemindedAt, r.EscalatedAt = fromNanos(resumed), fromNanos(reminded), fromNanos(escalated)
-			recs, answers = append(recs, r), append(answers, map[string]answerRow{})
-		}
-		if !qid.Valid {
-			continue // a set without answers
-		}
-		a := answerRow{by: by.String, srf: srf.String, at: at.Int64}
-		if err := json.Unmarshal([]byte(abody.String), &a.a); err != nil {
-			return nil, nil, fmt.Errorf("answer to %s of set %s: %w", qid.String, id, err)
-		}
-		answers[len(answers)-1][qid.String] = a
+	if err := json.Unmarshal([]byte(body), &r.Set); err != nil {
+		return SetRecord{}, fmt.Errorf("question set %s: %w", id, err)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, err
+	if err := json.Unmarshal([]byte(surfaces), &r.Surfaces); err != nil {
+		return SetRecord{}, fmt.Errorf("question set %s: surfaces: %w", id, err)
 	}
-	for i := range recs {
-		recs[i].Response = composeResponse(recs[i].Set, answers[i])
-	}
-	return recs, answers, nil
+	r.CreatedAt, r.AnsweredAt, r.ClaimedAt = fromNanos(created), fromNanos(answered), fromNanos(claimed)
+	r.ResumedAt, r.RemindedAt, r.EscalatedAt = fromNanos(resumed), fromNanos(reminded), fromNanos(escalated)
+	return r, nil
 }
 
 type querier interface {
@@ -149,29 +108,107 @@ func loadSet(ctx context.Context, q querier, id string) (SetRecord, error) {
 	return r, err
 }
 
+// setsWithAnswers reads sets with their answers in one statement: a row
+// per answer (one, its answer columns NULL, for a set without any). Its
+// condition is on qs, the question_sets.
+const setsWithAnswers = `SELECT qs.id, qs.state, qs.body, qs.surfaces, qs.created_at, qs.answered_at, qs.claimed_at, qs.resumed_at,
+	qs.reminded_at, qs.escalated_at, a.question_id, a.body, a.answered_by, a.surface, a.at
+	FROM question_sets qs LEFT JOIN answers a ON a.set_id = qs.id WHERE `
+
 // loadSetRows is loadSet that also returns the set's answers as stored, by
 // question ID, for a change to compose the set's response again
-// (storeAnswers) without reading it back.
+// (storeAnswers) without reading it back. One statement.
 func loadSetRows(ctx context.Context, q querier, id string) (SetRecord, map[string]answerRow, error) {
-	recs, answers, err := querySets(ctx, q, `qs.id = ?`, id)
+	recs, rows, err := loadSetsJoined(ctx, q, `qs.id = ?`, id)
 	if err != nil {
-		return SetRecord{}, nil, err
+		return SetRecord{}, nil, fmt.Errorf("question set %s: %w", id, err)
 	}
 	if len(recs) == 0 {
 		return SetRecord{}, nil, fmt.Errorf("question set %s: %w", id, ErrNotFound)
 	}
-	return recs[0], answers[0], nil
+	return recs[0], rows[0], nil
 }
 
-// answerRow is one stored answer.
+// loadSetsJoined reads the sets where selects, oldest first, with their
+// answers (setsWithAnswers), and returns each set's answers as stored too.
+func loadSetsJoined(ctx context.Context, q querier, where string, args ...any) ([]SetRecord, []map[string]answerRow, error) {
+	rows, err := q.QueryContext(ctx, setsWithAnswers+where+` ORDER BY qs.created_at, qs.id`, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var recs []SetRecord
+	var answers []map[string]answerRow
+	for rows.Next() {
+		var qid, body, by, srf sql.NullString
+		var at sql.NullInt64
+		r, err := scanSet(scanWith{rows, []any{&qid, &body, &by, &srf, &at}})
+		if err != nil {
+			return nil, nil, err
+		}
+		if n := len(recs); n == 0 || recs[n-1].Set.ID != r.Set.ID {
+			recs, answers = append(recs, r), append(answers, map[string]answerRow{})
+		}
+		if !qid.Valid {
+			continue // no answer yet
+		}
+		a := answerRow{by: by.String, srf: srf.String, at: at.Int64}
+		if err := json.Unmarshal([]byte(body.String), &a.a); err != nil {
+			return nil, nil, fmt.Errorf("answer to %s: %w", qid.String, err)
+		}
+		answers[len(answers)-1][qid.String] = a
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	for i := range recs {
+		recs[i].Response = composeResponse(recs[i].Set, answers[i])
+	}
+	return recs, answers, nil
+}
+
+// OpenSets returns the run's sets still open, pending or answered but not
+// yet handed over, oldest first, with their answers: one statement (the
+// run loop reads them at every step).
+func (s *Store) OpenSets(ctx context.Context, runID string) ([]SetRecord, error) {
+	recs, _, err := loadSetsJoined(ctx, s.db, `qs.run_id = ? AND qs.state IN (?, ?)`, runID, SetAnswered, SetPending)
+	if err != nil {
+		return nil, fmt.Errorf("open question sets of run %s: %w", runID, err)
+	}
+	return recs, nil
+}
+
+// scanWith scans a row's columns into scanSet's and then into more.
+type scanWith struct {
+	rows *sql.Rows
+	more []any
+}
+
+func (s scanWith) Scan(dest ...any) error { return s.rows.Scan(append(dest, s.more...)...) }
+
+// answerRow is one stored answer to a question.
 type answerRow struct {
 	a       questions.Answer
 	by, srf string
 	at      int64
 }
 
-// composeResponse composes a set's response from its answers, in question
-// order: who answered and where, each once, and when the last answer came.
+// scanAnswerRow reads question_id (into qid), body, answered_by, surface
+// and at, after the columns in extra.
+func scanAnswerRow(rows *sql.Rows, qid *string, extra ...any) (answerRow, error) {
+	var r answerRow
+	var body string
+	if err := rows.Scan(append(extra, qid, &body, &r.by, &r.srf, &r.at)...); err != nil {
+		return answerRow{}, err
+	}
+	if err := json.Unmarshal([]byte(body), &r.a); err != nil {
+		return answerRow{}, fmt.Errorf("answer to %s: %w", *qid, err)
+	}
+	return r, nil
+}
+
+// composeResponse is set's response from its answers by question ID, in
+// question order.
 func composeResponse(set questions.Set, byQ map[string]answerRow) questions.Response {
 	resp := questions.Response{SetID: set.ID}
 	var bys, srfs []string
@@ -212,26 +249,21 @@ type SetFilter struct {
 	State []SetState
 }
 
-// QuestionSets returns sets, oldest first, with their answers: one read,
-// whatever their number.
+// QuestionSets returns sets, oldest first.
 func (s *Store) QuestionSets(ctx context.Context, f SetFilter) ([]SetRecord, error) {
 	where := `1=1`
 	var args []any
 	if f.RunID != "" {
-		where += ` AND qs.run_id = ?`
+		where += ` AND run_id = ?`
 		args = append(args, f.RunID)
 	}
 	if len(f.State) > 0 {
-		where += ` AND qs.state IN (` + placeholders(len(f.State)) + `)`
+		where += ` AND state IN (` + placeholders(len(f.State)) + `)`
 		for _, st := range f.State {
 			args = append(args, st)
 		}
 	}
-	recs, _, err := querySets(ctx, s.db, where, args...)
-	if recs == nil && err == nil {
-		recs = []SetRecord{}
-	}
-	return recs, err
+	return loadSets(ctx, s.db, where, args)
 }
 
 // FindQuestion finds a question by its short ID (or a set by its ID) among

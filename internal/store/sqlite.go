@@ -8,7 +8,7 @@ import (
 )
 
 // sqliteDialect is the embedded SQLite database in the state directory
-// (store.go has its file checks and its migration).
+// (store.go has its file checks, migrate.go its migration).
 type sqliteDialect struct{}
 
 // rebind: SQLite takes `?` as written.

@@ -64,6 +64,10 @@ type Surface struct {
 	opened  bool
 	closed  bool
 	unhook  []func()
+	// fatal is why Discord refused the gateway for good (fatal.go), and
+	// fatalCh is closed once it is set.
+	fatal   error
+	fatalCh chan struct{}
 
 	mu    sync.Mutex
 	sets  map[string]*setState // by set ID, while some Ask waits
@@ -157,7 +161,9 @@ func New(cfg Config) (*Surface, error) {
 		byMsg:      map[string]*qState{},
 		finished:   map[string]string{},
 		guilds:     map[string]string{},
+		fatalCh:    make(chan struct{}),
 	}
+	dg.OnFatalClose = s.onFatalClose
 	if s.refs == nil {
 		s.refs = &MemoryRefs{}
 	}
@@ -192,6 +198,10 @@ func (s *Surface) Open(ctx context.Context) error {
 		s.connMu.Unlock()
 		return fmt.Errorf("discord: surface closed: %w", surfaces.ErrUnavailable)
 	}
+	if s.fatal != nil {
+		s.connMu.Unlock()
+		return s.fatal
+	}
 	if s.opened {
 		s.connMu.Unlock()
 		return nil
@@ -216,6 +226,19 @@ func (s *Surface) Open(ctx context.Context) error {
 
 func (s *Surface) open(a *connectAttempt) {
 	err := s.dg.Open()
+	fatal, ok := refusedToken(err)
+	if code, text, final := fatalCode(err); final {
+		fatal, ok = fatalError(code, text), true
+	}
+	if ok {
+		s.setFatal(fatal)
+		s.connMu.Lock()
+		s.attempt = nil
+		a.err = s.fatal
+		s.connMu.Unlock()
+		close(a.done)
+		return
+	}
 	s.connMu.Lock()
 	s.attempt = nil
 	closed := s.closed
@@ -291,6 +314,8 @@ func (s *Surface) Ask(ctx context.Context, set questions.Set, answers surfaces.A
 		return ctx.Err()
 	case <-s.ctx.Done():
 		return fmt.Errorf("discord: ask %s: surface closed: %w", set.ID, surfaces.ErrUnavailable)
+	case <-s.fatalCh:
+		return fmt.Errorf("ask %s: %w", set.ID, s.fatalErr())
 	}
 }
 
@@ -549,14 +574,14 @@ func isNotFound(err error) bool {
 // show edits a question's message to show it answered.
 func (s *Surface) show(ctx context.Context, channelID, messageID string, set questions.Set, idx int, a *answered) {
 	content, embeds, comps := render(set, idx, a)
-	_, err := s.dg.ChannelMessageEditComplex(&discordgo.MessageEdit{
+	err := s.editMessage(ctx, &discordgo.MessageEdit{
 		ID:              messageID,
 		Channel:         channelID,
 		Content:         &content,
 		Embeds:          &embeds,
 		Components:      &comps,
 		AllowedMentions: noMentions(),
-	}, discordgo.WithContext(ctx))
+	})
 	if err != nil {
 		s.log.Error("mark question answered", "set", set.ID, "message", messageID, "err", s.redact(err))
 	}
@@ -681,10 +706,10 @@ func (s *Surface) Resolve(ctx context.Context, set questions.Set, resp questions
 			continue
 		}
 		content, embeds, comps := render(set, i, a)
-		_, err = s.dg.ChannelMessageEditComplex(&discordgo.MessageEdit{
+		err = s.editMessage(ctx, &discordgo.MessageEdit{
 			ID: messageID, Channel: channelID, Content: &content, Embeds: &embeds,
 			Components: &comps, AllowedMentions: noMentions(),
-		}, discordgo.WithContext(ctx))
+		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("discord: resolve %s: edit message %s: %w", set.ID, messageID, err))
 		}

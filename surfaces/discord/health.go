@@ -49,9 +49,13 @@ func (t *healthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // Health reports whether Discord answers the surface's requests: nil while
-// its last request got an answer, else why not (surfaces.HealthReporter).
+// its last request got an answer, else why not (surfaces.HealthReporter);
+// after a final gateway close (fatal.go), that close and what to change.
 // It makes no request.
 func (s *Surface) Health() error {
+	if err := s.fatalErr(); err != nil {
+		return err // Discord refused the gateway for good (fatal.go)
+	}
 	if s.health == nil {
 		return nil
 	}

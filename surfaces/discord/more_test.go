@@ -470,3 +470,47 @@ func TestDoneSetsForgotten(t *testing.T) {
 		t.Errorf("finishedOrder has capacity %d, want it bounded", cap(s.finishedOrder))
 	}
 }
+
+// TestArchivedThreadIsUnarchivedToEdit: Discord archives a run's thread
+// after a week without activity and then refuses edits in it (50083). A
+// question answered elsewhere meanwhile still gets its message edited: the
+// surface unarchives the thread and edits again.
+func TestArchivedThreadIsUnarchivedToEdit(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.NewServer(t)
+	s := newSurface(t, srv, nil, func(c *Config) { c.ThreadPerRun = true })
+	ctx := testCtx(t)
+	set := surfacetest.NewSet("archived").Title("Deploy the service").Single().Set()
+	askCtx, cancel := context.WithCancel(ctx)
+	ch := asking(askCtx, s, set)
+	var thread string
+	for thread == "" {
+		if ths := srv.Threads(discordtest.ChannelID); len(ths) > 0 {
+			thread = ths[0]
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no thread started")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	m := questionMessage(ctx, t, srv, set, set.Questions[0], thread)
+	cancel()
+	<-ch
+	srv.ArchiveThread(thread)
+	resp := questions.Response{SetID: set.ID, By: "@octocat", Surface: "github", At: time.Now(),
+		Answers: []questions.Answer{surfacetest.Choose(set.Questions[0], "MySQL")}}
+	if err := s.Resolve(ctx, set, resp); err != nil {
+		t.Fatalf("Resolve: %v", err)
+	}
+	if got, _ := srv.Message(m.ID); !disabled(got) || !strings.Contains(got.Content, "on github by **\\@octocat**") {
+		t.Errorf("message %s = %q, disabled %v; want it edited", m.ID, got.Content, disabled(got))
+	}
+	if srv.Archived(thread) {
+		t.Error("the thread is still archived")
+	}
+	if n := srv.CountRequests("PATCH", "/channels/"+thread); n != 3 {
+		// The refused edit, the unarchive, the edit again.
+		t.Errorf("%d PATCH requests in the thread, want 3", n)
+	}
+}

@@ -144,7 +144,9 @@ func (s *Surface) handleReply(ctx context.Context, m *discordgo.Message) {
 		s.replyTo(ctx, m, msgNotRecorded)
 		return
 	case d.Taken:
-		if err := s.dg.MessageReactionAdd(m.ChannelID, m.ID, "✅", discordgo.WithContext(ctx)); err != nil {
+		if err := s.inThread(ctx, m.ChannelID, func() error {
+			return s.dg.MessageReactionAdd(m.ChannelID, m.ID, "✅", discordgo.WithContext(ctx))
+		}); err != nil {
 			s.log.Warn("react to the answer", "message", m.ID, "err", s.redact(err))
 		}
 	case d.Invalid != nil:

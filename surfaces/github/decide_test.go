@@ -3,6 +3,7 @@ package github
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
+	"github.com/orchestrator-dev/orchestrator/surfaces/github/githubtest"
 	"github.com/orchestrator-dev/orchestrator/surfaces/surfacetest"
 )
 
@@ -397,3 +399,93 @@ func TestContentCreatingRequestsPaced(t *testing.T) {
 
 // The store keeps the decisions about comments.
 var _ Ledger = (*store.Store)(nil)
+
+// SetAnswer makes the stand-in an AnswerLedger, as the store is.
+func (l *storeLedger) SetAnswer(_ context.Context, setID string) (questions.Response, bool, error) {
+	r, ok := l.answers.Final(setID)
+	return r, ok, nil
+}
+
+// forget drops the ledger's decisions about a comment: the process stopped
+// after the store took its answer and before the decision was recorded.
+func (l *storeLedger) forget(repo string, id int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	prefix := commentKey(repo, id)
+	for k := range l.m {
+		if k == prefix || strings.HasPrefix(k, prefix+"/") {
+			delete(l.m, k)
+		}
+	}
+}
+
+// An answer the store took, when the process stopped before recording its
+// decision about the comment (and before the question showed who
+// answered): after the restart, with two other sets waiting on the issue,
+// the comment is neither told "which set?" nor offered to the others.
+func TestTakenAnswerGetsNoNoticeAfterTheCrashWindow(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		others int
+		shown  bool // the question comment shows who answered
+	}{{1, false}, {2, false}, {2, true}} {
+		others := tc.others
+		t.Run(fmt.Sprintf("%d others, shown %v", others, tc.shown), func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			a := surfacetest.NewSet("crash-a").Run("run-a").Single().Set()
+			sets := []questions.Set{a}
+			for i := range others {
+				sets = append(sets, surfacetest.NewSet("crash-"+string(rune('b'+i))).Run("run-"+string(rune('b'+i))).Single().Set())
+			}
+			answers := surfacetest.NewAnswers()
+			for _, set := range sets {
+				answers.Add(set)
+			}
+			ledger := newStoreLedger(answers)
+
+			p1 := f.process(t, ledger)
+			var qa githubtest.Comment
+			for i, set := range sets {
+				p1.ask(set, answers)
+				if c := f.waitAsked(t, set); i == 0 {
+					qa = c
+				}
+			}
+			p1.waitRegistered(t, len(sets))
+			answer := f.srv.AddComment(testRepo, 1, "alice", "/answer "+a.Questions[0].ID+" 2")
+			if r := waitResult(t, p1.chs[a.ID]); r.err != nil {
+				t.Fatalf("Ask(a) = %v", r.err)
+			}
+			delete(p1.chs, a.ID)
+			f.waitPolls(t, 2)
+			p1.stop(t)
+			// The crash window: the store has the answer, the ledger and
+			// the question comment do not.
+			ledger.forget(testRepo, answer)
+			if !tc.shown {
+				f.srv.EditComment(testRepo, qa.ID, qa.Body)
+			}
+
+			before := len(f.srv.Comments(testRepo, 1))
+			p2 := f.process(t, ledger)
+			for _, set := range sets[1:] {
+				p2.ask(set, answers)
+			}
+			p2.waitRegistered(t, len(sets)-1)
+			f.waitPolls(t, 3)
+			for _, cm := range f.srv.Comments(testRepo, 1)[before:] {
+				t.Errorf("after the restart the surface posted: %q", cm.Body)
+			}
+			for _, set := range sets[1:] {
+				if offers := answers.Offers(set.ID); len(offers) != 0 {
+					t.Errorf("set %s was offered %+v; the comment answered a", set.ID, offers)
+				}
+			}
+			if d, _ := ledger.CommentDecision(context.Background(), commentKey(testRepo, answer)); d != decTaken {
+				t.Errorf("the comment's decision is %q, want %q", d, decTaken)
+			}
+			p2.stop(t)
+		})
+	}
+}

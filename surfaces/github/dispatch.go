@@ -220,6 +220,13 @@ func (p *poller) decide(ctx context.Context, issue int, st *issueState, me ident
 	} else if d != "" {
 		return true // decided already, here or before a restart
 	}
+	if taken, ok := p.takenBefore(ctx, st, c); !ok {
+		return false
+	} else if taken {
+		// Taken before a restart that came before its decision was
+		// recorded: it gets no notice, and is decided now.
+		return p.record(ctx, key, decTaken)
+	}
 	// A reply naming, quoting or linking a question closed without an
 	// answer is told so (once per set), not offered to another set.
 	for _, g := range p.ghostsFor(issue) {
@@ -341,6 +348,46 @@ func (p *poller) decide(ctx context.Context, issue int, st *issueState, me ident
 		d = decTaken
 	}
 	return p.record(ctx, key, d)
+}
+
+// takenBefore reports whether c already answered a set of the issue that
+// is closed now: the set's question comment names c as its answer (a
+// marker of the orchestrator's own), or the store's answer of the set is
+// c's (AnswerLedger). It returns false, false if the store could not be
+// asked.
+func (p *poller) takenBefore(ctx context.Context, st *issueState, c *gh.IssueComment) (taken, ok bool) {
+	for _, t := range st.sets {
+		if t.closedBy == c.GetID() {
+			return true, true
+		}
+	}
+	al, isAL := p.c.ledger.(AnswerLedger)
+	if !isAL {
+		return false, true
+	}
+	resp := questions.Response{By: "@" + c.GetUser().GetLogin(), Surface: surfaceName, At: c.GetCreatedAt().Time}
+	for _, t := range st.sets {
+		if !t.openAt(c.GetID()) || t.dead {
+			continue
+		}
+		open, err := st.setOpen(ctx, p.c.ledger, t.id)
+		if err != nil {
+			p.c.log.Warn("github: look up a question set", "set", t.id, "err", err)
+			return false, false
+		}
+		if open {
+			continue // still waiting: an offer tells (Offer knows its own answers)
+		}
+		final, answered, err := al.SetAnswer(ctx, t.id)
+		if err != nil {
+			p.c.log.Warn("github: look up a question set's answer", "set", t.id, "err", err)
+			return false, false
+		}
+		if answered && ownAnswer(final, resp) {
+			return true, true
+		}
+	}
+	return false, true
 }
 
 // record records the decision about a comment; false if it could not be.

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/orchestrator-dev/orchestrator/questions"
 )
 
 // Ledger keeps, durably, what became of each comment read as a possible
@@ -21,6 +23,17 @@ type Ledger interface {
 	// SetOpen reports whether the question set still waits for an answer
 	// (false for a set it does not know).
 	SetOpen(ctx context.Context, setID string) (bool, error)
+}
+
+// AnswerLedger is a Ledger that also knows the answer each question set
+// was closed with (the store does). A comment the store took as an answer
+// whose decision was not recorded (the process stopped in between) is then
+// known for what it was after a restart, and never told it was not taken.
+type AnswerLedger interface {
+	Ledger
+	// SetAnswer returns the answer the set was closed with, and whether
+	// it has one.
+	SetAnswer(ctx context.Context, setID string) (questions.Response, bool, error)
 }
 
 // Decisions about a comment, as recorded in the Ledger.

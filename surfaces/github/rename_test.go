@@ -173,3 +173,54 @@ func TestPollNowRenamedRepository(t *testing.T) {
 		t.Fatalf("Ask = %+v, %v; want the answer read after the nudge", r.resp, r.err)
 	}
 }
+
+// A run whose issue was opened before issues were recorded (an older
+// orchestrator) has none in the ledger: its next question goes to that
+// issue, found once by its marker among the issues the orchestrator's own
+// identity opened (a stranger's newer issue with the same marker is not
+// it), and recorded, so that the run never gets a second issue and the
+// issue is not looked for again.
+func TestRunIssueBeforeRecordsFoundOnceAndRecorded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ledger := &recLedger{}
+	cfg := f.config(0)
+	cfg.Labels = []string{"orchestrator"}
+	cfg.Ledger = ledger
+	set := surfacetest.NewSet("legacy-issue").Turn(3).Single().Set()
+	body := "The orchestrator asks the questions of run `" + set.RunID + "` here.\n\n" + runMarker(set.RunID)
+	legacy := f.srv.OpenIssue(testRepo, "orchestrator-bot", "Questions from run "+set.RunID, body, "orchestrator")
+	forged := f.srv.OpenIssue(testRepo, "mallory", "Questions from run "+set.RunID, body, "orchestrator")
+	issues := len(f.srv.Issues(testRepo))
+
+	s := f.surface(t, cfg)
+	ch := startAsk(ctxTimeout(t), s, set)
+	c := f.waitAsked(t, set)
+	if c.Issue != legacy {
+		t.Fatalf("question on #%d, want the run's issue #%d (not the forged #%d)", c.Issue, legacy, forged)
+	}
+	if got, _ := ledger.CommentDecision(context.Background(), runIssueKey(testRepo, set.RunID)); got != strconv.Itoa(legacy) {
+		t.Errorf("recorded issue of the run = %q, want %d", got, legacy)
+	}
+	f.srv.AddComment(testRepo, legacy, "alice", "1")
+	if r := waitResult(t, ch); r.err != nil {
+		t.Fatal(r.err)
+	}
+
+	// The next question, from another process, where listing issues fails.
+	stop := f.srv.Refuse(http.MethodGet, "/repos/"+testRepo+"/issues", http.StatusInternalServerError, "Server Error")
+	defer stop()
+	next := surfacetest.NewSet("legacy-issue").Turn(4).Single().Set()
+	other := f.surface(t, cfg)
+	ch = startAsk(ctxTimeout(t), other, next)
+	if c := f.waitAsked(t, next); c.Issue != legacy {
+		t.Errorf("next question on #%d, want #%d", c.Issue, legacy)
+	}
+	if n := len(f.srv.Issues(testRepo)); n != issues {
+		t.Errorf("%d issues, want %d: none opened", n, issues)
+	}
+	f.srv.AddComment(testRepo, legacy, "alice", "1")
+	if r := waitResult(t, ch); r.err != nil {
+		t.Fatal(r.err)
+	}
+}

@@ -15,14 +15,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"golang.org/x/term"
-
+	"github.com/orchestrator-dev/orchestrator/internal/tty"
 	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces"
 )
@@ -40,12 +38,12 @@ type Options struct {
 
 	// Pretty prints for a person at a terminal: bold headers, dim
 	// descriptions, spacing. Off, the output is plain text fit for a pipe or
-	// a log. Set it with IsTerminal(os.Stdout).
+	// a log. The caller sets it when out is a terminal (internal/tty).
 	Pretty bool
 
 	// Echo writes each line read after its prompt, for input that is not a
 	// terminal echoing what is typed (a pipe), so that the output reads as a
-	// transcript. Set it with !IsTerminal(os.Stdin).
+	// transcript. The caller sets it when in is not a terminal.
 	Echo bool
 
 	// Command is the program name shown in how to answer later
@@ -62,9 +60,6 @@ type Options struct {
 	// wait sees it). For a daemon, whose output is its log: `serve`.
 	Passive bool
 }
-
-// IsTerminal reports whether f is a terminal.
-func IsTerminal(f *os.File) bool { return f != nil && term.IsTerminal(int(f.Fd())) }
 
 // Surface asks questions on a terminal. It is safe for concurrent use: Asks
 // are served one at a time, so that one question is on screen at a time.
@@ -215,6 +210,17 @@ func (s *Surface) read1(ctx context.Context, set questions.Set) (questions.Respo
 	case <-s.quit:
 		return questions.Response{}, errClosed(set)
 	case <-s.eof:
+		// Nobody can type an answer here, but the person reading this
+		// output is shown what is asked before how to answer it later.
+		s.mu.Lock()
+		shown := s.later[set.ID]
+		s.mu.Unlock()
+		if !shown {
+			s.print(s.renderSet(set))
+			for i := len(answers); i < len(set.Questions); i++ {
+				s.print(s.renderQuestion(set, i))
+			}
+		}
 		return questions.Response{}, s.unavailable(set)
 	default:
 	}
@@ -371,7 +377,7 @@ func (s *Surface) prompt(q questions.Question) {
 	defer s.mu.Unlock()
 	p := q.ID + "> "
 	if s.opts.Pretty {
-		p = bold(p)
+		p = tty.Bold(p)
 	}
 	s.write(p)
 	s.atPrompt = true
@@ -404,7 +410,7 @@ func (s *Surface) renderSet(set questions.Set) string {
 		head += ": " + title
 	}
 	if s.opts.Pretty {
-		head = bold(head)
+		head = tty.Bold(head)
 	}
 	b.WriteString(head + "\n")
 	if c := strings.TrimSpace(clean(set.Context)); c != "" {
@@ -433,7 +439,7 @@ func highlightCode(c string) string {
 			continue
 		}
 		if in && l != "" {
-			lines[i] = bold(l)
+			lines[i] = tty.Bold(l)
 		}
 	}
 	return strings.Join(lines, "\n")
@@ -452,7 +458,7 @@ func (s *Surface) renderQuestion(set questions.Set, i int) string {
 	}
 	head += "[" + q.ID + "]"
 	if s.opts.Pretty {
-		head = bold(head)
+		head = tty.Bold(head)
 	}
 	b.WriteString(head + "\n")
 	b.WriteString(clean(q.Text) + "\n")
@@ -460,7 +466,7 @@ func (s *Surface) renderQuestion(set questions.Set, i int) string {
 		line := fmt.Sprintf("  %d. %s", j+1, oneLine(o.Label))
 		if d := oneLine(o.Description); d != "" {
 			if s.opts.Pretty {
-				d = dim(d)
+				d = tty.Dim(d)
 			}
 			line += " - " + d
 		}
@@ -576,9 +582,6 @@ const maxContext = 4 << 10
 func indent(s, prefix string) string {
 	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix)
 }
-
-func bold(s string) string { return "\x1b[1m" + s + "\x1b[0m" }
-func dim(s string) string  { return "\x1b[2m" + s + "\x1b[0m" }
 
 // askPassive logs set once with how to answer it, then waits for ctx: a
 // daemon's terminal is its log, where a prompt would only be noise.

@@ -587,3 +587,29 @@ func TestApprovalShowsHiddenFirstLine(t *testing.T) {
 		}
 	}
 }
+
+// TestInputClosedStillShowsTheQuestion: asked once the input has ended,
+// the terminal still shows the question before how to answer it later (a
+// log or a pipe reader sees what waits).
+func TestInputClosedStillShowsTheQuestion(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	s := newSurface(t, strings.NewReader(""), &out, terminal.Options{})
+	first, second := surfacetest.SingleChoice("first"), surfacetest.NewSet("second").Free().Set()
+	if _, err := ask(t, s, first); !errors.Is(err, surfaces.ErrUnavailable) {
+		t.Fatalf("first Ask: %v, want unavailable", err)
+	}
+	out.Reset() // the input's end is known now
+	if _, err := ask(t, s, second); !errors.Is(err, surfaces.ErrUnavailable) {
+		t.Fatalf("second Ask: %v, want unavailable", err)
+	}
+	got := out.String()
+	for _, want := range []string{second.Questions[0].Text, "answer " + second.Questions[0].ID + " <answer>"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Index(got, second.Questions[0].Text) > strings.Index(got, "Input closed") {
+		t.Errorf("how to answer later comes before the question:\n%s", got)
+	}
+}

@@ -962,6 +962,23 @@ func (s *Session) reconnect() {
 				return
 			}
 
+			// A close code Discord documents as final while reconnecting
+			// (orchestrator patch): trying again cannot help; say so and
+			// stop.
+			var ce *websocket.CloseError
+			if errors.As(err, &ce) && FatalCloseCode(ce.Code) {
+				s.Lock()
+				s.sessionID = ""
+				s.ResumeGatewayURL = ""
+				s.Unlock()
+				atomic.StoreInt64(s.sequence, 0)
+				s.log(LogError, "the gateway closed the connection with code %d (%s): not reconnecting", ce.Code, ce.Text)
+				if f := s.OnFatalClose; f != nil {
+					f(ce.Code, ce.Text)
+				}
+				return
+			}
+
 			s.log(LogError, "error reconnecting to gateway, %s", err)
 
 			<-time.After(wait * time.Second)

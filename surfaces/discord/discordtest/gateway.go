@@ -3,6 +3,7 @@ package discordtest
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,12 +38,84 @@ type gwPayload struct {
 	Type string          `json:"t,omitempty"`
 }
 
+// closeCode is a gateway close frame's code and reason.
+type closeCode struct {
+	code int
+	text string
+}
+
+// Intents Discord treats as privileged (DisallowIntents).
+const (
+	IntentGuildMembers   = 1 << 1
+	IntentGuildPresences = 1 << 8
+	IntentMessageContent = 1 << 15
+)
+
+// DisallowIntents makes every identify asking for one of intents (a bit
+// mask: IntentMessageContent…) closed with 4014 "Disallowed intent(s).",
+// as Discord does for a privileged intent not enabled in the developer
+// portal.
+func (s *Server) DisallowIntents(intents int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.disallowed = intents
+}
+
+// CloseGateway closes every gateway connection with a close frame of the
+// given code and reason (4004, 4014, 4000…) and reports how many it
+// closed.
+func (s *Server) CloseGateway(code int, text string) int {
+	s.mu.Lock()
+	conns := make([]*gwConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.close(code, text)
+	}
+	return len(conns)
+}
+
+// RefuseGateway makes every later identify or resume closed with the given
+// code and reason, as after a token reset (4004).
+func (s *Server) RefuseGateway(code int, text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closeNext = &closeCode{code, text}
+}
+
+// Dials returns how many gateway connections were opened on path
+// ("/gateway", "/resume-gateway"; "" for all).
+func (s *Server) Dials(path string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if path != "" {
+		return s.dials[path]
+	}
+	n := 0
+	for _, v := range s.dials {
+		n += v
+	}
+	return n
+}
+
+// close sends a close frame and closes the connection.
+func (c *gwConn) close(code int, text string) {
+	c.wmu.Lock()
+	c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(time.Second))
+	c.wmu.Unlock()
+	c.ws.Close()
+}
+
 func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
 	ws, err := s.up.Upgrade(w, r, nil)
 	if err != nil {
 		return
 	}
 	c := &gwConn{ws: ws}
+	path := strings.TrimSuffix(r.URL.Path, "/")
+	onResumeURL := path == "/resume-gateway"
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -50,7 +123,23 @@ func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.conns[c] = true
+	s.dials[path]++
+	s.notify()
 	s.mu.Unlock()
+	// refuse closes c with the close Discord would send, if any is due.
+	refuse := func(intents int) bool {
+		s.mu.Lock()
+		cc := s.closeNext
+		if cc == nil && intents&s.disallowed != 0 {
+			cc = &closeCode{4014, "Disallowed intent(s)."}
+		}
+		s.mu.Unlock()
+		if cc == nil {
+			return false
+		}
+		c.close(cc.code, cc.text)
+		return true
+	}
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, c)
@@ -79,11 +168,15 @@ func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
 			}
 		case 2: // identify
 			var id struct {
-				Token string `json:"token"`
+				Token   string `json:"token"`
+				Intents int    `json:"intents"`
 			}
 			json.Unmarshal(p.D, &id)
 			if id.Token != "Bot "+s.token {
-				ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(4004, "Authentication failed."), time.Now().Add(time.Second))
+				c.close(4004, "Authentication failed.")
+				return
+			}
+			if refuse(id.Intents) {
 				return
 			}
 			if !s.ready(c, "", "READY") {
@@ -96,11 +189,23 @@ func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
 			}
 			json.Unmarshal(p.D, &res)
 			if res.Token != "Bot "+s.token {
-				ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(4004, "Authentication failed."), time.Now().Add(time.Second))
+				c.close(4004, "Authentication failed.")
+				return
+			}
+			if refuse(0) {
 				return
 			}
 			s.mu.Lock()
 			known := s.sessions[res.SessionID]
+			if known && !onResumeURL {
+				// Discord: resume on the READY's resume_gateway_url. A
+				// RESUME elsewhere ends the session, and what was
+				// dispatched meanwhile is lost.
+				delete(s.sessions, res.SessionID)
+				s.pending = nil
+				s.lose = true
+				known = false
+			}
 			s.mu.Unlock()
 			if !known {
 				// Invalid session, not resumable: the client identifies again.
@@ -130,7 +235,7 @@ func (s *Server) ready(c *gwConn, session, event string) bool {
 		d = map[string]any{
 			"v":                  9,
 			"session_id":         session,
-			"resume_gateway_url": s.GatewayURL,
+			"resume_gateway_url": s.ResumeURL,
 			"user":               map[string]any{"id": BotUserID, "username": BotName, "bot": true},
 			"application":        map[string]any{"id": AppID},
 			"guilds":             []any{map[string]any{"id": GuildID, "unavailable": true}},

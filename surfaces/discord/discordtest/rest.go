@@ -75,6 +75,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		out = map[string]any{"id": BotUserID, "username": BotName, "bot": true}
 	case len(seg) == 2 && seg[0] == "channels" && r.Method == http.MethodGet:
 		out, aerr = s.getChannelLocked(seg[1])
+	case len(seg) == 2 && seg[0] == "channels" && r.Method == http.MethodPatch:
+		out, aerr = s.editChannelLocked(seg[1], body)
 	case len(seg) == 4 && seg[0] == "guilds" && seg[2] == "members" && r.Method == http.MethodGet:
 		out, aerr = s.getMemberLocked(seg[1], seg[3])
 	case len(seg) == 3 && seg[0] == "channels" && seg[2] == "messages" && r.Method == http.MethodPost:
@@ -136,12 +138,20 @@ func badBody(err error) *apiError {
 var (
 	unknownChannel = &apiError{http.StatusNotFound, 10003, "Unknown Channel"}
 	unknownMessage = &apiError{http.StatusNotFound, 10008, "Unknown Message"}
+	// archivedThread: Discord refuses edits and reactions in an archived
+	// thread (a new message unarchives it).
+	archivedThread = &apiError{http.StatusBadRequest, 50083, "Thread is archived"}
 )
 
 func (s *Server) createMessageLocked(channelID string, body []byte) (any, *apiError) {
-	if s.channels[channelID] == nil {
+	c := s.channels[channelID]
+	if c == nil {
 		return nil, unknownChannel
 	}
+	if c.archived && c.locked {
+		return nil, archivedThread
+	}
+	c.archived = false // a message unarchives its thread
 	var m discordgo.Message
 	if err := json.Unmarshal(body, &m); err != nil {
 		return nil, badBody(err)
@@ -286,7 +296,67 @@ func (s *Server) getChannelLocked(id string) (any, *apiError) {
 	if c == nil {
 		return nil, unknownChannel
 	}
-	return &discordgo.Channel{ID: c.id, GuildID: GuildID, ParentID: c.parentID, Name: c.name, Type: c.typ}, nil
+	return c.wire(), nil
+}
+
+func (c *channel) wire() *discordgo.Channel {
+	ch := &discordgo.Channel{ID: c.id, GuildID: GuildID, ParentID: c.parentID, Name: c.name, Type: c.typ}
+	if isThread(c.typ) {
+		ch.ThreadMetadata = &discordgo.ThreadMetadata{Archived: c.archived, Locked: c.locked, AutoArchiveDuration: 10080}
+	}
+	return ch
+}
+
+// editChannelLocked modifies a channel: of a thread, its archived and
+// locked flags (what the surface changes); other fields are refused.
+func (s *Server) editChannelLocked(id string, body []byte) (any, *apiError) {
+	c := s.channels[id]
+	if c == nil {
+		return nil, unknownChannel
+	}
+	var f map[string]json.RawMessage
+	if err := json.Unmarshal(body, &f); err != nil {
+		return nil, badBody(err)
+	}
+	for k, v := range f {
+		var b bool
+		switch {
+		case (k == "archived" || k == "locked") && !isThread(c.typ):
+			return nil, badBody(fmt.Errorf("%s: only a thread has it", k))
+		case k == "archived" || k == "locked":
+			if err := json.Unmarshal(v, &b); err != nil {
+				return nil, badBody(fmt.Errorf("%s: %v", k, err))
+			}
+			if k == "archived" {
+				c.archived = b
+			} else {
+				c.locked = b
+			}
+		default:
+			return nil, badBody(fmt.Errorf("%s: the fake does not change it", k))
+		}
+	}
+	s.notify()
+	return c.wire(), nil
+}
+
+// ArchiveThread archives the thread id, as Discord does after its
+// auto_archive_duration without activity (or a person does).
+func (s *Server) ArchiveThread(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.channels[id]; c != nil && isThread(c.typ) {
+		c.archived = true
+		s.notify()
+	}
+}
+
+// Archived reports whether the thread id is archived.
+func (s *Server) Archived(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.channels[id]
+	return c != nil && c.archived
 }
 
 func (s *Server) getMemberLocked(guildID, userID string) (any, *apiError) {
@@ -340,6 +410,9 @@ func (s *Server) editMessageLocked(channelID, id string, body []byte) (any, *api
 	if m.Author == nil || m.Author.ID != BotUserID {
 		return nil, &apiError{http.StatusForbidden, 50005, "Cannot edit a message authored by another user"}
 	}
+	if c := s.channels[channelID]; c != nil && c.archived {
+		return nil, archivedThread
+	}
 	if e := applyEdit(m, body); e != nil {
 		return nil, e
 	}
@@ -351,6 +424,9 @@ func (s *Server) reactLocked(channelID, id, emoji string) *apiError {
 	m, ok := s.messages[id]
 	if !ok || m.ChannelID != channelID {
 		return unknownMessage
+	}
+	if c := s.channels[channelID]; c != nil && c.archived {
+		return archivedThread
 	}
 	for _, r := range m.Reactions {
 		if r.Emoji != nil && r.Emoji.Name == emoji {
@@ -381,7 +457,7 @@ func (s *Server) startThreadLocked(parentID string, body []byte) (any, *apiError
 	c := &channel{id: s.newID(), parentID: parentID, name: ts.Name, typ: typ}
 	s.channels[c.id] = c
 	s.notify()
-	return &discordgo.Channel{ID: c.id, GuildID: GuildID, ParentID: parentID, Name: ts.Name, Type: typ}, nil
+	return c.wire(), nil
 }
 
 func (s *Server) callbackLocked(id, token string, body []byte) *apiError {
@@ -505,4 +581,12 @@ func decodeResponseData(b []byte) (*discordgo.InteractionResponseData, error) {
 		d.Components = m.Components
 	}
 	return &d, nil
+}
+
+func isThread(t discordgo.ChannelType) bool {
+	switch t {
+	case discordgo.ChannelTypeGuildNewsThread, discordgo.ChannelTypeGuildPublicThread, discordgo.ChannelTypeGuildPrivateThread:
+		return true
+	}
+	return false
 }

@@ -12,6 +12,14 @@
 // Message and WaitResponse read what the bot did; Drop cuts the gateway;
 // every interaction response records how long after the dispatch it came.
 //
+// It is as strict as Discord's docs: a session is resumed only on the
+// READY's resume_gateway_url (ResumeURL), a RESUME on the gateway URL gets
+// op 9 and the events in between are lost; CloseGateway, RefuseGateway and
+// DisallowIntents close connections with Discord's close codes (4004,
+// 4014…); edits and reactions in an archived thread (ArchiveThread) are
+// refused with 50083 until PATCH /channels/{thread} {"archived": false} or
+// a new message unarchives it.
+//
 // It serves only 127.0.0.1 and never logs the bot token.
 package discordtest
 
@@ -102,6 +110,7 @@ type channel struct {
 	id, parentID, name string
 	typ                discordgo.ChannelType
 	messages           []*discordgo.Message
+	archived, locked   bool // of a thread
 }
 
 // Server is the fake Discord. Its methods are safe for concurrent use.
@@ -110,6 +119,10 @@ type Server struct {
 	URL string
 	// GatewayURL is the websocket URL the fake hands out.
 	GatewayURL string
+	// ResumeURL is the READY's resume_gateway_url: as on Discord, a
+	// session is resumed there; a RESUME sent to GatewayURL is refused
+	// (op 9, not resumable) and the session's events in between are lost.
+	ResumeURL string
 
 	token string
 	http  *httptest.Server
@@ -129,6 +142,9 @@ type Server struct {
 	members      map[string]User
 	identifies   int
 	resumes      int
+	dials        map[string]int // gateway connections by path
+	disallowed   int            // intents that close an identify with 4014
+	closeNext    *closeCode     // the close the next identify gets, if any
 	requests     []Request
 	limits       []*RateLimit
 	hangs        []*hang
@@ -186,15 +202,19 @@ func NewServer(t testing.TB) *Server {
 		conns:        map[*gwConn]bool{},
 		sessions:     map[string]bool{},
 		members:      map[string]User{},
+		dials:        map[string]int{},
 	}
 	s.channels[ChannelID] = &channel{id: ChannelID, name: "questions", typ: discordgo.ChannelTypeGuildText}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/gateway/", s.serveGateway)
 	mux.HandleFunc("/gateway", s.serveGateway)
+	mux.HandleFunc("/resume-gateway", s.serveGateway)
+	mux.HandleFunc("/resume-gateway/", s.serveGateway)
 	mux.HandleFunc("/api/", s.serveAPI)
 	s.http = httptest.NewServer(mux)
 	s.URL = s.http.URL
 	s.GatewayURL = "ws" + strings.TrimPrefix(s.http.URL, "http") + "/gateway"
+	s.ResumeURL = "ws" + strings.TrimPrefix(s.http.URL, "http") + "/resume-gateway"
 	t.Cleanup(s.Close)
 	return s
 }

@@ -1,0 +1,6 @@
+-- What became of each comment read as a possible answer (GitHub).
+CREATE TABLE comment_decisions (
+	key        TEXT PRIMARY KEY,
+	decision   TEXT NOT NULL,
+	decided_at BIGINT NOT NULL
+);

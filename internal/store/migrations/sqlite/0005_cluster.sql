@@ -1,0 +1,33 @@
+-- Several instances on one PostgreSQL database (cluster.go): the lease
+-- of each run an instance drives, the instances, the one run of each
+-- schedule tick, the CLI's session files (so any instance can resume a
+-- run), and the machine that holds a run's working directory.
+CREATE TABLE run_leases (
+	run_id     TEXT PRIMARY KEY REFERENCES runs(id),
+	owner      TEXT NOT NULL,
+	expires_at INTEGER NOT NULL
+);
+CREATE TABLE instances (
+	id           TEXT PRIMARY KEY,
+	host         TEXT NOT NULL,
+	pid          INTEGER NOT NULL,
+	leader       INTEGER NOT NULL DEFAULT 0,
+	driving      INTEGER NOT NULL DEFAULT 0,
+	started_at   INTEGER NOT NULL,
+	heartbeat_at INTEGER NOT NULL
+);
+CREATE TABLE schedule_ticks (
+	spec   TEXT NOT NULL,
+	tick   INTEGER NOT NULL,
+	run_id TEXT NOT NULL,
+	PRIMARY KEY (spec, tick)
+);
+CREATE TABLE sessions (
+	run_id     TEXT NOT NULL REFERENCES runs(id),
+	session_id TEXT NOT NULL,
+	content    BLOB NOT NULL,
+	size       INTEGER NOT NULL,
+	updated_at INTEGER NOT NULL,
+	PRIMARY KEY (run_id, session_id)
+);
+ALTER TABLE runs ADD COLUMN host TEXT NOT NULL DEFAULT '';
