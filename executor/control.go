@@ -106,9 +106,6 @@ func (r *Process) Respond(requestID string, p Permission) error {
 	})
 }
 
-// PendingRequests is how many can_use_tool requests wait for an answer.
-func (r *Process) PendingRequests() int { return int(r.pendingN.Load()) }
-
 // Hold says that a person is being asked for the CLI outside the control
 // protocol (the PreToolUse hook holds a tool call until they answer): the
 // CLI's silence is expected, so Config.IdleTimeout does not end it until

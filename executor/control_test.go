@@ -312,8 +312,8 @@ func TestControlRespondByCaller(t *testing.T) {
 		if !ok {
 			continue
 		}
-		if run.PendingRequests() != 1 {
-			t.Errorf("pending %d", run.PendingRequests())
+		if n := run.pendingN.Load(); n != 1 {
+			t.Errorf("pending %d", n)
 		}
 		answered := make(chan error, 2)
 		go func() {

@@ -356,9 +356,7 @@ func parserSeeds(t testing.TB) [][]byte {
 	t.Helper()
 	var out [][]byte
 	for _, f := range fixtureFiles(t) {
-		for _, l := range bytes.Split(readFixture(t, f), []byte("\n")) {
-			out = append(out, l)
-		}
+		out = append(out, bytes.Split(readFixture(t, f), []byte("\n"))...)
 	}
 	for _, s := range []string{
 		"", " ", "\r", "{}", "[]", "null", `"x"`, "{\"type\":\"x\"}\r", "{\"type\":\"x\"}\r\r",

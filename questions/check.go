@@ -8,29 +8,11 @@ import (
 // Whether an answer fits its set is decided here, once, for every surface and
 // the store (store.Offer): pure functions of the set and the answer.
 
-// CheckResponse reports whether resp is a complete, valid answer to set: the
-// set's ID, one answer per question in order, only offered labels (one at
-// most unless the question is multiSelect), free text only where accepted,
-// and no empty answer.
-func CheckResponse(set Set, resp Response) error {
-	if resp.SetID != set.ID {
-		return fmt.Errorf("answer is to set %q, not %q", resp.SetID, set.ID)
-	}
-	if len(resp.Answers) != len(set.Questions) {
-		return fmt.Errorf("answer to set %s has %d answers for %d questions", set.ID, len(resp.Answers), len(set.Questions))
-	}
-	for i, q := range set.Questions {
-		if err := checkAnswer(set, i, q, resp.Answers[i]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // CheckPartial reports whether resp is a valid answer to some questions of
-// set: at least one answer, each to a question of set, in the set's order,
-// each as CheckResponse wants it. A complete answer passes CheckPartial
-// exactly when it passes CheckResponse.
+// set: the set's ID, at least one answer, each to a question of set, in the
+// set's order, each with only offered labels (one at most unless the
+// question is multiSelect), free text only where accepted, and not empty.
+// A response with one answer per question that passes is complete.
 func CheckPartial(set Set, resp Response) error {
 	if resp.SetID != set.ID {
 		return fmt.Errorf("answer is to set %q, not %q", resp.SetID, set.ID)

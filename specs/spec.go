@@ -79,6 +79,7 @@ package specs
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -305,7 +306,7 @@ func Parse(path string, data []byte) (Spec, error) {
 	if s.Body == "" {
 		d.Errorf(end, "", "missing body: the task for the model follows the frontmatter")
 	}
-	slices.SortStableFunc(d.Errs, func(a, b *Error) int { return a.Line - b.Line })
+	slices.SortStableFunc(d.Errs, func(a, b *Error) int { return cmp.Compare(a.Line, b.Line) })
 	return s, d.Errs.Err()
 }
 

@@ -13,8 +13,6 @@ import (
 	"github.com/orchestrator-dev/orchestrator/internal/config"
 )
 
-func ptr[T any](v T) *T { return &v }
-
 func TestParse(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -75,9 +75,3 @@ func Ask(ctx context.Context, logger *slog.Logger, set questions.Set, answers An
 	}
 	return fmt.Errorf("ask %s: every surface failed: %w", set.ID, err)
 }
-
-// CheckResponse reports whether resp is a complete, valid answer to set
-// (questions.CheckResponse).
-func CheckResponse(set questions.Set, resp questions.Response) error {
-	return questions.CheckResponse(set, resp)
-}

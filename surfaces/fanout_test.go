@@ -276,7 +276,7 @@ func TestAskContextEnds(t *testing.T) {
 	}
 }
 
-func TestCheckResponse(t *testing.T) {
+func TestValidResponse(t *testing.T) {
 	t.Parallel()
 	set := surfacetest.NewSet("check").Single().Multi().Free().Set()
 	q1, q2, q3 := set.Questions[0], set.Questions[1], set.Questions[2]
@@ -304,12 +304,12 @@ func TestCheckResponse(t *testing.T) {
 			t.Parallel()
 			r := ok()
 			tt.change(&r)
-			err := surfaces.CheckResponse(set, r)
+			err := surfacetest.ValidResponse(set, r)
 			switch {
 			case tt.want == "" && err != nil:
-				t.Errorf("CheckResponse = %v, want nil", err)
+				t.Errorf("ValidResponse = %v, want nil", err)
 			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
-				t.Errorf("CheckResponse = %v, want an error saying %q", err, tt.want)
+				t.Errorf("ValidResponse = %v, want an error saying %q", err, tt.want)
 			}
 		})
 	}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/orchestrator-dev/orchestrator/internal/clitest"
 	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 )
@@ -37,9 +37,7 @@ func movingRules() []fakeapi.Rule {
 // clone of it (the checkout runs work from) under dir.
 func newOrigin(t *testing.T, dir string) (origin, checkout string) {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
+	clitest.Git(t)
 	origin, checkout = filepath.Join(dir, "origin.git"), filepath.Join(dir, "checkout")
 	seed := filepath.Join(dir, "seed")
 	gitCmd(t, dir, "init", "--quiet", "--bare", "--initial-branch=main", origin)

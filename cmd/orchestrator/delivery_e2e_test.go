@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/internal/clitest"
 	"github.com/orchestrator-dev/orchestrator/internal/delivery"
 	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
@@ -75,9 +76,7 @@ func newGitE2E(t *testing.T) *gitE2E {
 // newGitE2EWith is newGitE2E with the fake model's rules given.
 func newGitE2EWith(t *testing.T, rules ...fakeapi.Rule) *gitE2E {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
+	clitest.Git(t)
 	e := newE2E(t, rules...)
 	g := &gitE2E{e2e: e, gh: githubtest.NewServer(t), origin: filepath.Join(e.dir, "origin.git"), checkout: filepath.Join(e.dir, "checkout")}
 	seed := filepath.Join(e.dir, "seed")

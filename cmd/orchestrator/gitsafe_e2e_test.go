@@ -8,12 +8,12 @@ import (
 	"net/http/cgi"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/orchestrator-dev/orchestrator/internal/clitest"
 	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/surfaces/github/githubtest"
@@ -68,14 +68,7 @@ func (r *recorder) requests() []string {
 // http-backend), to whoever sends the token as the password.
 func httpOrigin(t *testing.T, root, token string) string {
 	t.Helper()
-	exe, err := exec.Command("git", "--exec-path").Output()
-	if err != nil {
-		t.Skip("git --exec-path:", err)
-	}
-	backend := filepath.Join(strings.TrimSpace(string(exe)), "git-http-backend")
-	if _, err := os.Stat(backend); err != nil {
-		t.Skip("no git-http-backend")
-	}
+	backend := clitest.GitHTTPBackend(t)
 	h := &cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "REMOTE_USER=x"}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, pass, ok := r.BasicAuth(); !ok || pass != token {
@@ -104,9 +97,7 @@ func newGitsafeE2E(t *testing.T, command string) *gitsafeE2E {
 // newGitsafeE2ERules is newGitsafeE2E with the model's rules given.
 func newGitsafeE2ERules(t *testing.T, rules ...fakeapi.Rule) *gitsafeE2E {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
+	clitest.Git(t)
 	e := newE2E(t, rules...)
 	g := &gitE2E{e2e: e, gh: githubtest.NewServer(t), origin: filepath.Join(e.dir, "origin.git"), checkout: filepath.Join(e.dir, "checkout")}
 	seed := filepath.Join(e.dir, "seed")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -128,9 +127,6 @@ func (m *Main) startGuard(ttl time.Duration) func(runID string, fence int64, pid
 		}
 	}
 }
-
-// errNoGuard is the guard's error where process groups are not known.
-var errNoGuard = errors.New("the agent CLI's guard needs process groups (unix)")
 
 // guardFor is the runner's Guard on st: CLIs of drives under a lease are
 // guarded where process groups are known (unix); nil otherwise.

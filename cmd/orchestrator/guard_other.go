@@ -2,7 +2,13 @@
 
 package main
 
-import "syscall"
+import (
+	"errors"
+	"syscall"
+)
+
+// errNoGuard is the guard's error where process groups are not known.
+var errNoGuard = errors.New("the agent CLI's guard needs process groups (unix)")
 
 func groupAlive(int) bool                 { return false }
 func killGroupNow(int) error              { return errNoGuard }

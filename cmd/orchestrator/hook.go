@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/orchestrator-dev/orchestrator/internal/approvals"
+	"github.com/orchestrator-dev/orchestrator/internal/approvals/gate"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 )
 
@@ -68,24 +68,24 @@ func (m *Main) runHook(ctx context.Context, stateDir, runID string, fence int64)
 		// The call must not run on an error: it is refused, and the model
 		// is told why.
 		fmt.Fprintf(m.Stderr, "orchestrator hook: %v\n", err)
-		v = approvals.Verdict{Decision: approvals.HookDeny, Reason: "the orchestrator could not decide this call: " + err.Error()}
+		v = gate.Verdict{Decision: gate.HookDeny, Reason: "the orchestrator could not decide this call: " + err.Error()}
 	}
 	_, werr := m.Stdout.Write(v.JSON())
 	return werr
 }
 
-func (m *Main) hookVerdict(ctx context.Context, stateDir, runID string, fence int64) (approvals.Verdict, error) {
+func (m *Main) hookVerdict(ctx context.Context, stateDir, runID string, fence int64) (gate.Verdict, error) {
 	b, err := readHookInput(m.Stdin)
 	if err != nil {
-		return approvals.Verdict{}, err
+		return gate.Verdict{}, err
 	}
-	in, err := approvals.ParseHookInput(b)
+	in, err := gate.ParseHookInput(b)
 	if err != nil {
-		return approvals.Verdict{}, err
+		return gate.Verdict{}, err
 	}
 	st, err := openHookStore(ctx, stateDir, runID)
 	if err != nil {
-		return approvals.Verdict{}, err
+		return gate.Verdict{}, err
 	}
 	defer st.Close()
 	if fence != 0 {
@@ -94,11 +94,11 @@ func (m *Main) hookVerdict(ctx context.Context, stateDir, runID string, fence in
 		if err := st.CheckFence(ctx, runID, fence); errors.Is(err, store.ErrLeaseLost) {
 			return fencedOut(err), nil
 		} else if err != nil {
-			return approvals.Verdict{}, err
+			return gate.Verdict{}, err
 		}
 	}
-	v, err := approvals.Hook(ctx, st, runID, in)
-	if err != nil || fence == 0 || (v.Decision != "" && v.Decision != approvals.HookAllow) {
+	v, err := gate.Hook(ctx, st, runID, in)
+	if err != nil || fence == 0 || (v.Decision != "" && v.Decision != gate.HookAllow) {
 		return v, err
 	}
 	// The call runs: that it started is recorded first, with the drive's
@@ -109,10 +109,10 @@ func (m *Main) hookVerdict(ctx context.Context, stateDir, runID string, fence in
 		return fencedOut(err), nil
 	}
 	if err != nil {
-		return approvals.Verdict{}, err
+		return gate.Verdict{}, err
 	}
 	if again {
-		return approvals.Verdict{Decision: approvals.HookDeny, Reason: startedBefore}, nil
+		return gate.Verdict{Decision: gate.HookDeny, Reason: startedBefore}, nil
 	}
 	if err := saveHookSession(ctx, st, runID, fence, b); err != nil {
 		fmt.Fprintf(m.Stderr, "orchestrator hook: %v\n", err)
@@ -125,8 +125,8 @@ func (m *Main) hookVerdict(ctx context.Context, stateDir, runID string, fence in
 const startedBefore = "an earlier process of this session started this call and stopped before its result was recorded; its outcome is unknown and the orchestrator does not run it twice: check its effect before trying again"
 
 // fencedOut is the refusal of a call from a CLI whose drive lost the run.
-func fencedOut(err error) approvals.Verdict {
-	return approvals.Verdict{Decision: approvals.HookDeny,
+func fencedOut(err error) gate.Verdict {
+	return gate.Verdict{Decision: gate.HookDeny,
 		Reason: "this agent process no longer drives the run (another orchestrator instance took it over); the call was not run: " + err.Error()}
 }
 

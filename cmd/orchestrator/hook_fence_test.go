@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/orchestrator-dev/orchestrator/internal/approvals"
+	"github.com/orchestrator-dev/orchestrator/internal/approvals/gate"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 )
 
@@ -64,10 +65,10 @@ func TestHookFencing(t *testing.T) {
 	call := func(id string) string {
 		return `{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"echo hi"},"tool_use_id":"` + id + `","session_id":"s"}`
 	}
-	if d, r := hook(fence, false, call("toolu_1")); d != approvals.HookAllow {
+	if d, r := hook(fence, false, call("toolu_1")); d != gate.HookAllow {
 		t.Fatalf("the current take's call: %q (%s), want allow", d, r)
 	}
-	if d, r := hook(fence, false, call("toolu_1")); d != approvals.HookDeny || !strings.Contains(r, "does not run it twice") {
+	if d, r := hook(fence, false, call("toolu_1")); d != gate.HookDeny || !strings.Contains(r, "does not run it twice") {
 		t.Fatalf("the same call again: %q (%s), want deny, not run twice", d, r)
 	}
 	// A call the policy leaves to the CLI (read-only) has no decision to
@@ -76,7 +77,7 @@ func TestHookFencing(t *testing.T) {
 	if d, r := hook(fence, false, read); d != "" {
 		t.Fatalf("a read-only call: %q (%s), want no decision (the CLI's)", d, r)
 	}
-	if d, r := hook(fence, false, read); d != approvals.HookDeny || !strings.Contains(r, "outcome is unknown") {
+	if d, r := hook(fence, false, read); d != gate.HookDeny || !strings.Contains(r, "outcome is unknown") {
 		t.Fatalf("the same read-only call again: %q (%s), want deny, its outcome unknown", d, r)
 	}
 	if d, _ := hook(fence, true, `{"hook_event_name":"PostToolUse","tool_name":"Bash","tool_use_id":"toolu_1","tool_response":{"stdout":"hi","stderr":""}}`); d != "" {
@@ -90,7 +91,7 @@ func TestHookFencing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer again.Unlock()
-	if d, r := hook(fence, false, call("toolu_2")); d != approvals.HookDeny || !strings.Contains(r, "no longer drives the run") {
+	if d, r := hook(fence, false, call("toolu_2")); d != gate.HookDeny || !strings.Contains(r, "no longer drives the run") {
 		t.Fatalf("a fenced-out CLI's call: %q (%s), want deny", d, r)
 	}
 	calls, err := st.ToolCallsOf(ctx, "r1")
@@ -103,7 +104,7 @@ func TestHookFencing(t *testing.T) {
 	}
 	// Without a fencing token (a CLI of a process that holds none) nothing
 	// is recorded: the policy alone decides.
-	if d, _ := hook(0, false, call("toolu_3")); d != approvals.HookAllow {
+	if d, _ := hook(0, false, call("toolu_3")); d != gate.HookAllow {
 		t.Fatalf("without a token: %q, want allow", d)
 	}
 	if calls, _ := st.ToolCallsOf(ctx, "r1"); len(calls) != 2 {

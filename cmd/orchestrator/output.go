@@ -90,9 +90,6 @@ type (
 	jsonSet      = output.Set
 	jsonSetTool  = output.SetTool
 	jsonQuestion = output.Question
-	jsonOption   = output.Option
-	jsonResponse = output.Response
-	jsonAnswer   = output.Answer
 )
 
 var (
@@ -326,11 +323,4 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }

@@ -2,6 +2,12 @@
 // (issue 13, README "Approvals"): which calls are allowed or denied at once
 // and which are asked of a person, with rules in the Claude Code CLI's own
 // syntax ("Bash(git push:*)", "Edit", "mcp__db__query").
+//
+// It holds the pure rules only — the policy, matching calls against rules,
+// splitting shell commands, validating rules — and imports no store, no
+// executor and no database driver: internal/config and specs check rules
+// with it. The store-backed side (a call's stored decision, the question a
+// person is asked, the CLI's hook) is package gate below it.
 package approvals
 
 import (
@@ -505,4 +511,11 @@ func ResolvePath(p, workdir string) (string, bool) {
 		rest = filepath.Join(filepath.Base(cur), rest)
 		cur = parent
 	}
+}
+
+// Encode is the policy as the store keeps it for a run (gate.LoadPolicy
+// reads it back).
+func (p Policy) Encode() json.RawMessage {
+	b, _ := json.Marshal(p) // strings and a number only
+	return b
 }

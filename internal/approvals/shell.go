@@ -127,7 +127,7 @@ func harmlessRedirect(r *syntax.Redirect) bool {
 	switch r.Op {
 	case syntax.DplOut, syntax.DplIn:
 		return target == "-" || isDigits(target)
-	case syntax.RdrOut, syntax.AppOut, syntax.RdrIn, syntax.RdrAll, syntax.AppAll, syntax.ClbOut:
+	case syntax.RdrOut, syntax.AppOut, syntax.RdrIn, syntax.RdrAll, syntax.AppAll, syntax.RdrClob:
 		return target == "/dev/null"
 	}
 	return false

@@ -3,6 +3,10 @@
 //
 // Tests find the CLI through the ORCHESTRATOR_TEST_CLAUDE environment
 // variable, which `make test` sets after installing the pinned CLI.
+//
+// One rule for the real tools a test needs (the Claude CLI, git): when one
+// is missing the test fails, saying how to install it. It never skips: a
+// suite that passes because it ran nothing proves nothing.
 package clitest
 
 import (
@@ -13,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,9 +27,18 @@ import (
 // EnvVar names the environment variable that holds the CLI's path.
 const EnvVar = "ORCHESTRATOR_TEST_CLAUDE"
 
+// Install says how to get the pinned CLI a test needs.
+const Install = "`make claude` installs the pinned CLI (" + Version + ") under the cache folder " +
+	"($XDG_CACHE_HOME or ~/.cache)/orchestrator/claude-code-" + Version + "/node_modules/.bin/claude; " +
+	"set " + EnvVar + " to that path (`make test` does both)"
+
+// Version is the Claude Code CLI the tests are recorded against (the
+// Makefile's CLAUDE_VERSION).
+const Version = "2.1.330"
+
 // Claude returns the path of the real CLI, from ORCHESTRATOR_TEST_CLAUDE.
-// When that is unset or not an executable file, it skips the test, or fails
-// it when the CI variable is set: CI must never skip these tests silently.
+// When that is unset or not an executable file, the test fails saying how
+// to install it.
 func Claude(t testing.TB) string {
 	t.Helper()
 	path := os.Getenv(EnvVar)
@@ -40,12 +54,35 @@ func Claude(t testing.TB) string {
 	if problem == "" {
 		return path
 	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("real Claude CLI needed on CI: %s (`make test` installs it and sets %s)", problem, EnvVar)
-		return ""
-	}
-	t.Skipf("real Claude CLI not available: %s; `make test` installs it and sets %s", problem, EnvVar)
+	t.Fatalf("this test needs the real Claude Code CLI: %s; %s", problem, Install)
 	return ""
+}
+
+// Git returns the path of git; when git is missing the test fails saying
+// how to install it.
+func Git(t testing.TB) string {
+	t.Helper()
+	path, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatalf("this test needs git: %v; install it (Debian: apt-get install git)", err)
+	}
+	return path
+}
+
+// GitHTTPBackend returns the path of git-http-backend, the CGI program of
+// git that serves repositories over HTTP; when it is missing the test fails
+// saying how to install it.
+func GitHTTPBackend(t testing.TB) string {
+	t.Helper()
+	exe, err := exec.Command(Git(t), "--exec-path").Output()
+	if err != nil {
+		t.Fatalf("this test needs git-http-backend: git --exec-path: %v", err)
+	}
+	backend := filepath.Join(strings.TrimSpace(string(exe)), "git-http-backend")
+	if _, err := os.Stat(backend); err != nil {
+		t.Fatalf("this test needs git-http-backend, part of git: %v; install git with it (Debian: apt-get install git)", err)
+	}
+	return backend
 }
 
 // Env returns the offline environment of a CLI run against the fake API at

@@ -1,6 +1,7 @@
 package clitest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,8 +17,8 @@ type recorder struct {
 }
 
 func (r *recorder) Helper()                           {}
-func (r *recorder) Skipf(format string, args ...any)  { r.skipped = format }
-func (r *recorder) Fatalf(format string, args ...any) { r.failed = format }
+func (r *recorder) Skipf(format string, args ...any)  { r.skipped = fmt.Sprintf(format, args...) }
+func (r *recorder) Fatalf(format string, args ...any) { r.failed = fmt.Sprintf(format, args...) }
 
 func TestClaude(t *testing.T) {
 	exe := filepath.Join(t.TempDir(), "claude")
@@ -37,10 +38,11 @@ func TestClaude(t *testing.T) {
 	}{
 		{name: "found", path: exe, wantPath: exe},
 		{name: "found on CI", path: exe, ci: "true", wantPath: exe},
-		{name: "unset", wantSkip: true},
-		{name: "missing", path: filepath.Join(t.TempDir(), "nope"), wantSkip: true},
-		{name: "not executable", path: notExe, wantSkip: true},
-		{name: "directory", path: t.TempDir(), wantSkip: true},
+		// A missing CLI fails the test, on CI or not: never a skip.
+		{name: "unset", wantFatal: true},
+		{name: "missing", path: filepath.Join(t.TempDir(), "nope"), wantFatal: true},
+		{name: "not executable", path: notExe, wantFatal: true},
+		{name: "directory", path: t.TempDir(), wantFatal: true},
 		{name: "unset on CI", ci: "1", wantFatal: true},
 		{name: "missing on CI", path: notExe, ci: "1", wantFatal: true},
 	}
@@ -53,8 +55,8 @@ func TestClaude(t *testing.T) {
 			if got != tt.wantPath || (r.skipped != "") != tt.wantSkip || (r.failed != "") != tt.wantFatal {
 				t.Errorf("Claude = %q, skipped %q, failed %q; want %q, skip %v, fatal %v", got, r.skipped, r.failed, tt.wantPath, tt.wantSkip, tt.wantFatal)
 			}
-			if msg := r.skipped + r.failed; msg != "" && !strings.Contains(msg, "make test") {
-				t.Errorf("message %q does not say that `make test` installs the CLI", msg)
+			if msg := r.skipped + r.failed; msg != "" && (!strings.Contains(msg, "make claude") || !strings.Contains(msg, EnvVar)) {
+				t.Errorf("message %q does not say how to install the CLI (`make claude`) and where to point %s", msg, EnvVar)
 			}
 		})
 	}

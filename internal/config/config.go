@@ -12,8 +12,6 @@
 package config
 
 import (
-	"encoding/json"
-	"fmt"
 	"path/filepath"
 	"time"
 )
@@ -377,17 +375,3 @@ func (c *Config) Source() string { return c.source }
 // Line returns the line the dotted key (e.g. "surfaces.github.repo") was
 // set on, 0 when it was not set in the file.
 func (c *Config) Line(key string) int { return c.lines[key] }
-
-// MCPConfigJSON returns the inline MCP servers as the JSON document the
-// CLI's --mcp-config takes ({"mcpServers": {...}}), or nil when there are
-// none. The caller writes it to a private (0600) file for the run.
-func (a Agent) MCPConfigJSON() ([]byte, error) {
-	if len(a.MCPServers) == 0 {
-		return nil, nil
-	}
-	b, err := json.Marshal(map[string]any{"mcpServers": a.MCPServers})
-	if err != nil {
-		return nil, fmt.Errorf("encode mcp_servers: %w", err)
-	}
-	return b, nil
-}

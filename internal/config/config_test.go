@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -757,6 +758,9 @@ func BenchmarkParseExample(b *testing.B) {
 	}
 }
 
+// TestMCPConfigJSON: inline MCP servers, as YAML decodes them, encode to
+// the JSON document the CLI's --mcp-config takes, as the executor writes it
+// ({"mcpServers": servers}).
 func TestMCPConfigJSON(t *testing.T) {
 	t.Parallel()
 	in := "agent:\n  mcp_servers:\n    db: {type: stdio, command: python, args: [-m, db], env: {N: 1}}\n    web: {type: http, url: \"http://127.0.0.1:1/mcp\"}\n"
@@ -764,7 +768,7 @@ func TestMCPConfigJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := cfg.Agent.MCPConfigJSON()
+	got, err := json.Marshal(map[string]any{"mcpServers": cfg.Agent.MCPServers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -772,8 +776,8 @@ func TestMCPConfigJSON(t *testing.T) {
 	if string(got) != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
-	if got, err := (Agent{}).MCPConfigJSON(); got != nil || err != nil {
-		t.Errorf("no servers: %q, %v", got, err)
+	if servers := DefaultEnv(env()).Agent.MCPServers; len(servers) != 0 {
+		t.Errorf("no servers by default, got %v", servers)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/internal/retry"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 )
 
@@ -120,7 +121,7 @@ func (d *Daemon) workLoop(ctx context.Context) {
 	b := retryBackoff()
 	for ctx.Err() == nil {
 		if !d.claim(ctx) {
-			if !sleepCtx(ctx, b.NextBackOff()) {
+			if retry.Sleep(ctx, b.Next()) != nil {
 				return
 			}
 			continue
@@ -232,7 +233,7 @@ func (d *Daemon) askLoop(lctx context.Context) {
 			b.Reset()
 			retry = nil
 		} else {
-			retry = time.After(b.NextBackOff())
+			retry = time.After(b.Next())
 		}
 	}
 	lookNow()

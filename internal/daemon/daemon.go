@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/internal/retry"
 	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/specs"
@@ -144,8 +145,8 @@ type Config struct {
 // created a run takes its lock right after.
 const orphanGrace = time.Minute
 
-// maxDriveBackoff bounds the wait before driving again a run whose drive
-// stopped on an error.
+// maxDriveBackoff bounds the wait (before its jitter) before driving again
+// a run whose drive stopped on an error.
 const maxDriveBackoff = 5 * time.Minute
 
 // Daemon is `orchestrator serve`. Run it once.
@@ -163,7 +164,7 @@ type Daemon struct {
 	driving  map[string]string // run ID → spec name, for the runs driven here
 	bySpec   map[string]int    // spec name → runs of it driven here
 	wg       sync.WaitGroup    // drivers
-	failed   map[string]retry  // run ID → when to drive again a run whose drive failed
+	failed   map[string]again  // run ID → when to drive again a run whose drive failed
 	undriven []string          // active runs no process drove at the last look
 	leader   bool              // this instance leads (cluster.go)
 	store    *storeHealth      // the store's reachability as the loops find it (outage.go)
@@ -173,7 +174,7 @@ type Daemon struct {
 	specProblems []SpecProblem         // of the last rescan
 }
 
-type retry struct {
+type again struct {
 	n  int
 	at time.Time
 }
@@ -221,7 +222,7 @@ func New(cfg Config) (*Daemon, error) {
 		ready:   make(chan struct{}),
 		driving: map[string]string{},
 		bySpec:  map[string]int{},
-		failed:  map[string]retry{},
+		failed:  map[string]again{},
 		store:   &storeHealth{log: cfg.Logger, now: time.Now},
 	}
 	initial := cfg.Specs
@@ -654,7 +655,7 @@ func (d *Daemon) drive(ctx context.Context, runID, spec, trigger string) error {
 
 // noteDriven records how a drive ended: a drive stopped on an error (not
 // the shutdown, not another process) makes the run adopted again only after
-// a backoff, doubled each time up to maxDriveBackoff.
+// a backoff, doubled each time up to maxDriveBackoff, with jitter.
 func (d *Daemon) noteDriven(runID string, err error, stopped bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -665,8 +666,8 @@ func (d *Daemon) noteDriven(runID string, err error, stopped bool) {
 	}
 	r := d.failed[runID]
 	r.n++
-	wait := d.cfg.AdoptEvery << min(r.n-1, 16)
-	if wait > maxDriveBackoff || wait <= 0 {
+	wait := retry.Backoff{Initial: d.cfg.AdoptEvery, Max: maxDriveBackoff, Jitter: retry.Jitter}.Wait(r.n - 1)
+	if wait <= 0 {
 		wait = maxDriveBackoff
 	}
 	r.at = time.Now().Add(wait)

@@ -1,12 +1,11 @@
 package daemon
 
 import (
-	"context"
 	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
+	"github.com/orchestrator-dev/orchestrator/internal/retry"
 )
 
 // Store outages (issue 20). With the database unreachable, every loop of the
@@ -70,26 +69,10 @@ func (h *storeHealth) down() (since time.Time, lastErr string, isDown bool) {
 }
 
 // retryBackoff is one loop's wait between tries at an unreachable store:
-// from a quarter second, doubling up to half a minute, each ±50%.
-func retryBackoff() *backoff.ExponentialBackOff {
-	return &backoff.ExponentialBackOff{
-		InitialInterval:     250 * time.Millisecond,
-		RandomizationFactor: 0.5,
-		Multiplier:          2,
-		MaxInterval:         30 * time.Second,
-	}
-}
-
-// sleepCtx waits d or until ctx ends; false when ctx ended.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+// from a quarter second, doubling up to half a minute, each up to half as
+// long again (retry.Jitter).
+func retryBackoff() *retry.Backoff {
+	return &retry.Backoff{Initial: 250 * time.Millisecond, Max: 30 * time.Second, Jitter: retry.Jitter}
 }
 
 // storeDown reports a store outage going on.

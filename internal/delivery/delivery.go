@@ -31,13 +31,13 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/internal/retry"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 )
 
@@ -169,10 +169,10 @@ func New(cfg Config) (*Deliverer, error) {
 		cfg.RetryMax = time.Hour
 	}
 	if cfg.Sleep == nil {
-		cfg.Sleep = sleepCtx
+		cfg.Sleep = retry.Sleep
 	}
 	if cfg.Jitter == nil {
-		cfg.Jitter = jitter
+		cfg.Jitter = retry.Jitter
 	}
 	if cfg.Git.Home == "" {
 		// A HOME of git's own, empty: no one's global configuration.
@@ -491,7 +491,8 @@ func (d *Deliverer) Deliver(ctx context.Context, run store.Run, o Options, failp
 	// delivery pending, tried again later (serve) or at once (resume).
 	dl.Pending, dl.LastError = true, err.Error()
 	dl.Attempts++
-	dl.NextAttemptAt = d.cfg.Now().Add(d.cfg.Jitter(min(d.cfg.RetryAfter<<min(dl.Attempts-1, 16), d.cfg.RetryMax)))
+	later := retry.Backoff{Initial: d.cfg.RetryAfter, Max: d.cfg.RetryMax, Jitter: d.cfg.Jitter}
+	dl.NextAttemptAt = d.cfg.Now().Add(later.Wait(dl.Attempts - 1))
 	if err := d.cfg.Store.SaveDelivery(ctx, dl); err != nil {
 		return res, err
 	}
@@ -587,37 +588,18 @@ func (d *Deliverer) ship(ctx context.Context, run store.Run, o Options, dl *stor
 // (Transient), or Config.Attempts are spent, waiting Config.Backoff
 // (doubling, with jitter) between two.
 func (d *Deliverer) retry(ctx context.Context, runID, what string, fn func() error) error {
+	b := retry.Backoff{Initial: d.cfg.Backoff, Max: d.cfg.Backoff << 10, Jitter: d.cfg.Jitter}
 	for attempt := 1; ; attempt++ {
 		err := fn()
 		if err == nil || !Transient(err) || attempt >= d.cfg.Attempts || ctx.Err() != nil {
 			return err
 		}
-		wait := d.cfg.Jitter(d.cfg.Backoff << min(attempt-1, 10))
+		wait := b.Next()
 		d.log.Info("delivery: trying again", "run", runID, "step", what, "attempt", attempt, "wait", wait, "err", err)
 		if err := d.cfg.Sleep(ctx, wait); err != nil {
 			return err
 		}
 	}
-}
-
-// sleepCtx sleeps for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// jitter returns d plus a random part of up to half of it.
-func jitter(d time.Duration) time.Duration {
-	if d <= 1 {
-		return d
-	}
-	return d + rand.N(d/2)
 }
 
 // report gathers what the commit and the pull request say about the run.

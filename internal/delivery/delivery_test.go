@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/internal/clitest"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces/github/githubtest"
@@ -36,9 +37,7 @@ func git(t *testing.T, dir string, args ...string) string {
 // person's checkout).
 func repos(t *testing.T) (origin, checkout string) {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
+	clitest.Git(t)
 	dir := t.TempDir()
 	origin = filepath.Join(dir, "origin.git")
 	seed := filepath.Join(dir, "seed")
@@ -54,10 +53,9 @@ func repos(t *testing.T) (origin, checkout string) {
 }
 
 type fixture struct {
-	st  *store.Store
-	d   *Deliverer
-	gh  *githubtest.Server
-	dir string
+	st *store.Store
+	d  *Deliverer
+	gh *githubtest.Server
 }
 
 func newFixture(t *testing.T, token string) *fixture {
@@ -317,14 +315,7 @@ func TestPushRejectedNonFastForward(t *testing.T) {
 // carried it.
 func gitHTTP(t *testing.T, root, token string) string {
 	t.Helper()
-	exe, err := exec.Command("git", "--exec-path").Output()
-	if err != nil {
-		t.Skip("git --exec-path:", err)
-	}
-	backend := filepath.Join(strings.TrimSpace(string(exe)), "git-http-backend")
-	if _, err := os.Stat(backend); err != nil {
-		t.Skip("no git-http-backend")
-	}
+	backend := clitest.GitHTTPBackend(t)
 	// http-backend accepts a push from an authenticated user (REMOTE_USER).
 	h := &cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "REMOTE_USER=x"}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

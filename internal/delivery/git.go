@@ -215,12 +215,6 @@ func (g Git) toplevel(ctx context.Context, dir string) (string, error) {
 	return filepath.Clean(top), nil
 }
 
-// hasRemote reports whether the repository has the named remote.
-func (g Git) hasRemote(ctx context.Context, dir, remote string) bool {
-	_, err := g.run(ctx, dir, nil, "", "remote", "get-url", remote)
-	return err == nil
-}
-
 // resolve returns the commit a revision names; ok is false when it names none.
 func (g Git) resolve(ctx context.Context, dir, rev string) (string, bool) {
 	return g.resolveWith(ctx, dir, nil, rev)

@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/orchestrator-dev/orchestrator/internal/clitest"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/surfaces/github/githubtest"
 )
@@ -25,10 +25,7 @@ type gitCall struct {
 // the commands recorded so far.
 func wrappedGit(t *testing.T) (string, func() []gitCall) {
 	t.Helper()
-	real, err := exec.LookPath("git")
-	if err != nil {
-		t.Skip("git not installed")
-	}
+	real := clitest.Git(t)
 	dir := t.TempDir()
 	logs := filepath.Join(dir, "calls")
 	if err := os.Mkdir(logs, 0o700); err != nil {

@@ -11,7 +11,7 @@ import (
 	"sync"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
-	"github.com/orchestrator-dev/orchestrator/internal/approvals"
+	"github.com/orchestrator-dev/orchestrator/internal/approvals/gate"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
@@ -99,7 +99,7 @@ func (l *liveAsker) stop() {
 // askLive stores call's question set if the policy asks about it, then asks
 // it on the run's surfaces until it is answered or the turn ends.
 func (r *Runner) askLive(ctx context.Context, d *drive, run store.Run, call questions.ToolCall, hold func() func()) error {
-	setID, err := approvals.AskIfNeeded(ctx, r.cfg.Store, run.ID, call, true)
+	setID, err := gate.AskIfNeeded(ctx, r.cfg.Store, run.ID, call, true)
 	if err != nil || setID == "" {
 		return err
 	}
@@ -132,7 +132,7 @@ func (r *Runner) canUseTool(d *drive, run store.Run) func(ctx context.Context, c
 		if call.ToolUseID == "" {
 			return executor.Permission{Message: "the orchestrator cannot decide a call without a tool_use_id"}
 		}
-		setID, err := approvals.AskForced(ctx, r.cfg.Store, run.ID, call)
+		setID, err := gate.AskForced(ctx, r.cfg.Store, run.ID, call)
 		if err != nil {
 			return executor.Permission{Message: "the orchestrator could not ask about this call: " + err.Error()}
 		}
@@ -148,7 +148,7 @@ func (r *Runner) canUseTool(d *drive, run store.Run) func(ctx context.Context, c
 		case err != nil:
 			return executor.Permission{Message: "the orchestrator could not read the decision: " + err.Error()}
 		case take == store.TakeAgain:
-			return executor.Permission{Message: approvals.Interrupted}
+			return executor.Permission{Message: gate.Interrupted}
 		case take == store.TakeNone:
 			// A live request cannot be parked: it is refused, and its
 			// question is closed so nobody answers a call that is gone.
@@ -282,7 +282,7 @@ func (r *Runner) interruptedCallPrompt(ctx context.Context, rec store.SetRecord,
 	case c.Decision == store.DecisionDeny:
 		b.WriteString("It did not run, and it has since been refused (the answer is below): do not make it again; go on with the task without it.")
 	default:
-		b.WriteString(approvals.Interrupted + ".")
+		b.WriteString(gate.Interrupted + ".")
 	}
 	b.WriteString("\n\n")
 	b.WriteString(answers)

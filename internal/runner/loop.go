@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
+	"github.com/orchestrator-dev/orchestrator/internal/retry"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
@@ -281,10 +282,7 @@ func (r *Runner) retry(ctx context.Context, d *drive, run store.Run, last store.
 	if n > r.cfg.Limits.RateLimitRetries {
 		return r.fail(ctx, run, fmt.Sprintf("rate limited %d times in a row; giving up: %s", n, last.Result.Error))
 	}
-	wait := r.cfg.Limits.RateLimitBackoff << (n - 1)
-	if max := 30 * time.Minute; wait > max || wait <= 0 {
-		wait = max
-	}
+	wait := retry.Backoff{Initial: r.cfg.Limits.RateLimitBackoff, Max: 30 * time.Minute, Jitter: retry.Jitter}.Wait(n - 1)
 	r.emit(Event{Kind: EventRetry, RunID: run.ID, Text: fmt.Sprintf("rate limited; retrying in %s (%d/%d)", wait, n, r.cfg.Limits.RateLimitRetries)})
 	if err := r.cfg.Sleep(ctx, wait); err != nil {
 		return err

@@ -33,6 +33,7 @@ import (
 
 	"github.com/orchestrator-dev/orchestrator/executor"
 	"github.com/orchestrator-dev/orchestrator/internal/approvals"
+	"github.com/orchestrator-dev/orchestrator/internal/retry"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/surfaces"
 )
@@ -186,7 +187,7 @@ func New(cfg Config) (*Runner, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.Sleep == nil {
-		cfg.Sleep = sleep
+		cfg.Sleep = retry.Sleep
 	}
 	if cfg.Observe == nil {
 		cfg.Observe = func(Event) {}
@@ -195,15 +196,4 @@ func New(cfg Config) (*Runner, error) {
 		cfg.Failpoint = func(string) {}
 	}
 	return &Runner{cfg: cfg, log: cfg.Logger, pumps: map[string]*progressPump{}}, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -119,9 +119,6 @@ var rules = func() []Rule {
 	return out
 }()
 
-// Rules returns the rules Scan applies, in order.
-func Rules() []Rule { return append([]Rule(nil), rules...) }
-
 // Match is a secret found in a text: where and what kind, never its value.
 type Match struct {
 	Line int // 1-based

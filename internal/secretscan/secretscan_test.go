@@ -100,7 +100,7 @@ func TestEachRuleFindsItsShapeAndNotALookalike(t *testing.T) {
 			}
 		})
 	}
-	for _, r := range Rules() {
+	for _, r := range rules {
 		if !covered[r.Kind] {
 			t.Errorf("rule %q has no test case", r.Kind)
 		}

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"time"
 )
 
 // Nudges ask the other instances of a shared store to do something now
@@ -39,45 +38,36 @@ func (s *Store) Nudge(ctx context.Context, topic string) error {
 	return nil
 }
 
+// nudgeBuffer is how many nudges wait for a slow reader of Nudges; more
+// are dropped (they are hints).
+const nudgeBuffer = 64
+
 // Nudges delivers the topics of the nudges sent by any instance on the
-// shared store until ctx ends, then closes the channel. It listens on a
-// connection of its own, and reconnects a second after losing it (nudges
-// sent meanwhile are lost). On SQLite the channel is nil: there are none.
+// shared store until ctx ends, then closes the channel. It listens through
+// the store's one listening connection (notifier), and returns once it
+// listens (or with the error of its connection); the connection is made
+// again a second after it is lost (nudges sent meanwhile are lost). On
+// SQLite the channel is nil: there are none.
 func (s *Store) Nudges(ctx context.Context) (<-chan string, error) {
 	d, ok := s.d.(*pgDialect)
 	if !ok {
 		return nil, nil
 	}
-	first, err := d.listener(ctx, pgNudgeChannel)
-	if err != nil {
+	out := make(chan string, nudgeBuffer)
+	leave := d.notify.subscribe(&subscriber{channel: pgNudgeChannel, notify: func(topic string) {
+		select {
+		case out <- topic:
+		default:
+		}
+	}})
+	if err := d.notify.ready(ctx, pgNudgeChannel); err != nil {
+		leave()
 		return nil, fmt.Errorf("listen for nudges: %w", err)
 	}
-	out := make(chan string, 16)
 	go func() {
-		defer close(out)
-		c := first
-		for {
-			if c != nil {
-				for {
-					n, err := c.WaitForNotification(ctx)
-					if err != nil {
-						break
-					}
-					select {
-					case out <- n.Payload:
-					case <-ctx.Done():
-					}
-				}
-				closeConn(c)
-				c = nil
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(retryDelay):
-			}
-			c, _ = d.listener(ctx, pgNudgeChannel)
-		}
+		<-ctx.Done()
+		leave()
+		close(out)
 	}()
 	return out, nil
 }

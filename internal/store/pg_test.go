@@ -99,6 +99,7 @@ var pgTests = []struct {
 	{"TestTwoSchemasLeadApart", testTwoSchemasLeadApart},
 	{"TestInstancesHeartbeatAndGoodbye", TestInstancesHeartbeatAndGoodbye},
 	{"TestNudgeReachesEveryInstance", TestNudgeReachesEveryInstance},
+	{"TestOneListenerForPokesAndNudges", TestOneListenerForPokesAndNudges},
 	{"TestRetryToolCallGrantsTheSameCallOnce", TestRetryToolCallGrantsTheSameCallOnce},
 	{"TestAskRunIsIdempotent", TestAskRunIsIdempotent},
 	{"TestNewStoreSchema", TestNewStoreSchema},
@@ -300,7 +301,7 @@ func testNotifyWakesAnotherInstanceAndSurvivesALostListener(t *testing.T) {
 	u, _ := url.Parse(pgURL(t, dir))
 	var killed int
 	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE application_name = ? AND query LIKE 'LISTEN%'`, u.Query().Get("application_name")).Scan(&killed); err != nil {
+		WHERE application_name = ? AND query ILIKE 'LISTEN%'`, u.Query().Get("application_name")).Scan(&killed); err != nil {
 		t.Fatal(err)
 	}
 	if killed != 1 {

@@ -45,6 +45,7 @@ func OpenDatabase(ctx context.Context, dir, databaseURL string) (*Store, error) 
 	pool.SetMaxOpenConns(8)
 	pool.SetMaxIdleConns(4)
 	d := &pgDialect{cfg: cfg}
+	d.notify = &notifier{connect: func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, cfg) }}
 	// Advisory locks are the database's, not a schema's: they are keyed by
 	// the schema too, so that orchestrators in two schemas of one database
 	// (or the tests, a schema each) do not take each other's locks.
@@ -67,8 +68,9 @@ func isPostgresURL(u string) bool {
 // pgDialect is a PostgreSQL database shared by any number of processes on
 // any number of machines.
 type pgDialect struct {
-	cfg    *pgx.ConnConfig // for the listener's own connection
+	cfg    *pgx.ConnConfig // for the connections outside the pool (listener, leader)
 	schema string          // where the store's tables are (current_schema())
+	notify *notifier       // the one LISTEN connection, of pokes and nudges
 }
 
 // lockKey is the advisory lock key (pg_advisory_lock) of purpose in the
@@ -110,61 +112,27 @@ func (*pgDialect) poke(s *Store) {
 	_, _ = s.db.DB.ExecContext(ctx, `SELECT pg_notify($1, '')`, pgWakeChannel)
 }
 
-// listen holds a connection of its own (outside the pool) that LISTENs on
-// the wake channel, and reconnects when it loses it; while it is lost the
-// slow poll stands in.
+// listen delivers the pokes of the wake channel through the store's
+// notifier, which reconnects when it loses its connection and then pokes
+// (pokes may have been lost meanwhile: look); while it is lost the slow
+// poll stands in.
 func (d *pgDialect) listen(ctx context.Context, _ *Store) (<-chan struct{}, error) {
-	first, err := d.listener(ctx, pgWakeChannel)
-	if err != nil {
-		return nil, err
-	}
 	out := pokeChannel()
+	poke := func() { send(out) }
+	leave := d.notify.subscribe(&subscriber{channel: pgWakeChannel, notify: func(string) { poke() }, connected: poke})
 	go func() {
-		defer close(out)
-		c := first
-		for {
-			if c != nil {
-				for {
-					if _, err := c.WaitForNotification(ctx); err != nil {
-						break
-					}
-					send(out)
-				}
-				closeConn(c)
-				c = nil
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(retryDelay):
-			}
-			if c, _ = d.listener(ctx, pgWakeChannel); c != nil {
-				send(out) // pokes may have been lost meanwhile: look
-			}
-		}
+		<-ctx.Done()
+		leave()
+		close(out)
 	}()
 	return out, nil
-}
-
-// listener connects to the database outside the pool and LISTENs on
-// channel (one of this file's constants: not quoted).
-func (d *pgDialect) listener(ctx context.Context, channel string) (*pgx.Conn, error) {
-	c, err := pgx.ConnectConfig(ctx, d.cfg)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := c.Exec(ctx, `LISTEN `+channel); err != nil {
-		closeConn(c)
-		return nil, err
-	}
-	return c, nil
 }
 
 // version: PostgreSQL has no cheap number of commits, so the poller looks
 // at the waits every time it is poked or its slow poll ticks.
 func (*pgDialect) version(context.Context, *sql.Conn) (int64, bool, error) { return 0, false, nil }
 
-// closeConn closes a listener's connection, waiting at most a few seconds
+// closeConn closes a connection outside the pool (the leader's), waiting at most a few seconds
 // for a server that may be gone.
 func closeConn(c *pgx.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

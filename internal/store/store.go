@@ -227,6 +227,9 @@ func checkFile(path string) error {
 // Close closes the database.
 func (s *Store) Close() error {
 	s.w.close()
+	if d, ok := s.d.(*pgDialect); ok {
+		d.notify.close()
+	}
 	return s.db.Close()
 }
 

@@ -26,7 +26,8 @@ func Dim(s string) string  { return "\x1b[2m" + s + "\x1b[0m" }
 // clearLine returns to the start of the line and erases it.
 const clearLine = "\r\x1b[K"
 
-// Out is an output stream as a terminal sees it. On a terminal it keeps a
+// Out is an output stream as a terminal sees it (a nil *Out is a stream
+// that is not a terminal: no colour, no status line). On a terminal it keeps a
 // live status line at the bottom; a caller writing other output clears
 // it first (ClearStatus) and draws it again after (DrawStatus). It is not safe for concurrent use:
 // its user serialises the calls (progress holds its lock), and the writes
@@ -59,36 +60,46 @@ func NewTerminal(w io.Writer, width int) *Out { return &Out{w: w, tty: true, wid
 func (o *Out) Write(p []byte) (int, error) { return o.w.Write(p) }
 
 // TTY reports whether the stream is a terminal.
-func (o *Out) TTY() bool { return o.tty }
+func (o *Out) TTY() bool { return o != nil && o.tty }
 
 // Colour reports whether to colour what is written (on a terminal).
-func (o *Out) Colour() bool { return o.tty }
+func (o *Out) Colour() bool { return o.TTY() }
 
 // Width is the terminal's width in columns, 0 when unknown.
-func (o *Out) Width() int { return o.width }
+func (o *Out) Width() int {
+	if o == nil {
+		return 0
+	}
+	return o.width
+}
 
 // ClearStatus erases the status line, to write other output.
 func (o *Out) ClearStatus() {
-	if o.tty && o.status != "" {
+	if o.TTY() && o.status != "" {
 		fmt.Fprint(o.w, clearLine)
 	}
 }
 
 // DrawStatus draws the status line again after ClearStatus.
 func (o *Out) DrawStatus() {
-	if o.tty && o.status != "" {
+	if o.TTY() && o.status != "" {
 		fmt.Fprint(o.w, Dim(o.status))
 	}
 }
 
 // Status is the status line shown, "" when none.
-func (o *Out) Status() string { return o.status }
+func (o *Out) Status() string {
+	if o == nil {
+		return ""
+	}
+	return o.status
+}
 
 // SetStatus replaces the status line with s ("" removes it), dim and cut
 // to the terminal's width so that it never wraps (a wrapped line cannot
 // be erased). Off a terminal there is none.
 func (o *Out) SetStatus(s string) {
-	if !o.tty {
+	if !o.TTY() {
 		return
 	}
 	o.ClearStatus()

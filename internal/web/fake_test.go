@@ -17,11 +17,11 @@ import (
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/questions"
-	"github.com/orchestrator-dev/orchestrator/surfaces"
+	"github.com/orchestrator-dev/orchestrator/surfaces/surfacetest"
 )
 
 // fakeBackend is an in-memory Backend: answers are validated with
-// surfaces.CheckResponse and the first valid one wins, as in the store.
+// surfacetest.ValidResponse and the first valid one wins, as in the store.
 type fakeBackend struct {
 	mu         sync.Mutex
 	sets       map[string]*fakeSet
@@ -124,7 +124,7 @@ func (f *fakeBackend) Offer(ctx context.Context, resp questions.Response) (Decis
 			}
 		}
 	}
-	if err := surfaces.CheckResponse(s.Set, ordered); err != nil {
+	if err := surfacetest.ValidResponse(s.Set, ordered); err != nil {
 		return Decision{Invalid: err}, nil
 	}
 	s.final = &ordered

@@ -32,7 +32,7 @@ func (t *healthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.mu.Lock()
 	was := t.noAnswer
 	if err != nil {
-		t.noAnswer = fmt.Errorf("Discord did not answer %s %s: %w", req.Method, req.URL.Path, err)
+		t.noAnswer = fmt.Errorf("the Discord API did not answer %s %s: %w", req.Method, req.URL.Path, err)
 	} else {
 		t.noAnswer = nil
 	}

@@ -1,6 +1,7 @@
 package discord
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -74,11 +75,10 @@ func (s *Surface) catchUp(ctx context.Context, st *setState) {
 	}
 }
 
+// cmpSnowflake orders Discord IDs: decimal numbers without leading zeros,
+// so the shorter is the smaller.
 func cmpSnowflake(a, b string) int {
-	if len(a) != len(b) {
-		return len(a) - len(b)
-	}
-	return strings.Compare(a, b)
+	return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b))
 }
 
 func (s *Surface) onMessage(_ *discordgo.Session, m *discordgo.MessageCreate) {

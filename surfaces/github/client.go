@@ -14,6 +14,8 @@ import (
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
 	gh "github.com/google/go-github/v60/github"
+
+	"github.com/orchestrator-dev/orchestrator/internal/retry"
 )
 
 // Client is one GitHub: its API client, a poller per repository and the
@@ -141,7 +143,7 @@ func newClient(cfg ClientConfig) *Client {
 		c.now = time.Now
 	}
 	if c.sleep == nil {
-		c.sleep = sleepCtx
+		c.sleep = retry.Sleep
 	}
 	if c.backoff <= 0 {
 		c.backoff = time.Second
@@ -174,7 +176,7 @@ func (c *Client) newTransport(cfg ClientConfig, hc *http.Client) *rateLimitTrans
 	}
 	return &rateLimitTransport{
 		base: baseRT, sleep: c.sleep, now: c.now, log: c.log, maxWait: maxWait, retries: 5,
-		writeInterval: writeIv, backoff: c.backoff, timeout: max(reqTimeout, 0), observe: c.noteAttempt,
+		writeInterval: writeIv, backoff: c.backoff, jitter: retry.Jitter, timeout: max(reqTimeout, 0), observe: c.noteAttempt,
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	gh "github.com/google/go-github/v60/github"
+
+	"github.com/orchestrator-dev/orchestrator/internal/retry"
 )
 
 // createComment posts body, which carries marker, on issue. After a 5xx or
@@ -28,7 +30,7 @@ func (c *Client) createComment(ctx context.Context, owner, name string, issue in
 			return nil, err
 		}
 		c.log.Info("github: posting a comment failed; looking for it before posting again", "repo", owner+"/"+name, "issue", issue, "err", err)
-		if err := c.sleep(ctx, backoffWait(c.backoff, attempt)); err != nil {
+		if err := c.sleep(ctx, backoffWait(c.backoff, attempt, retry.Jitter)); err != nil {
 			return nil, err
 		}
 		comments, _, lerr := c.listIssueComments(ctx, owner, name, issue)

@@ -1,6 +1,7 @@
 package github
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,7 +56,7 @@ func (p *poller) handle(ctx context.Context, issue int, comments []*gh.IssueComm
 		st.learn(me, c)
 	}
 	clear(st.openNow)
-	slices.SortFunc(comments, func(a, b *gh.IssueComment) int { return cmpID(a.GetID(), b.GetID()) })
+	slices.SortFunc(comments, func(a, b *gh.IssueComment) int { return cmp.Compare(a.GetID(), b.GetID()) })
 	for _, c := range comments {
 		if ctx.Err() != nil {
 			return
@@ -88,16 +89,6 @@ func (c *Client) ackContext(ctx context.Context) (context.Context, context.Cance
 		stop()
 		cancel()
 	}
-}
-
-func cmpID(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // learn takes what an orchestrator comment says about the issue. Markers
@@ -212,7 +203,7 @@ func (p *poller) decide(ctx context.Context, issue int, st *issueState, me ident
 		// is a reply to a question this process closed.
 		return p.decideClosed(ctx, issue, st, c)
 	}
-	slices.SortFunc(waiting, func(a, b *threadSet) int { return cmpID(a.afterID, b.afterID) })
+	slices.SortFunc(waiting, func(a, b *threadSet) int { return cmp.Compare(a.afterID, b.afterID) })
 	key := commentKey(p.owner+"/"+p.name, c.GetID())
 	if d, err := p.c.ledger.CommentDecision(ctx, key); err != nil {
 		p.c.log.Warn("github: look up a comment's decision", "comment", c.GetID(), "err", err)

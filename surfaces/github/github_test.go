@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/internal/retry"
 	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces"
 	"github.com/orchestrator-dev/orchestrator/surfaces/github/githubtest"
@@ -301,6 +302,14 @@ func TestOnePollerPerRepository(t *testing.T) {
 	if n != 1 {
 		t.Errorf("%d pollers, want 1 for one repository", n)
 	}
+	// Nobody answered: every Ask still waits.
+	for i, ch := range chs {
+		select {
+		case r := <-ch:
+			t.Errorf("Ask %d returned before an answer: %+v", i, r)
+		default:
+		}
+	}
 	// Polls are one per interval, not one per waiting set.
 	polls := f.srv.Requests()
 	var times []time.Time
@@ -327,7 +336,7 @@ func (r *sleepRecorder) Sleep(ctx context.Context, d time.Duration) error {
 	r.mu.Lock()
 	r.sleep = append(r.sleep, d)
 	r.mu.Unlock()
-	return sleepCtx(ctx, min(d, 20*time.Millisecond))
+	return retry.Sleep(ctx, min(d, 20*time.Millisecond))
 }
 
 // has reports whether a sleep of about d (within a second under it) was

@@ -8,6 +8,7 @@ import (
 
 	gh "github.com/google/go-github/v60/github"
 
+	"github.com/orchestrator-dev/orchestrator/internal/retry"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
 
@@ -127,7 +128,7 @@ func (s *Surface) openRunIssue(ctx context.Context, set questions.Set, runID str
 		if !transient(err) || attempt >= 4 || ctx.Err() != nil {
 			return 0, fmt.Errorf("github: open an issue for run %s in %s: %w", runID, s.repo(), err)
 		}
-		if err := s.c.sleep(ctx, backoffWait(s.c.backoff, attempt)); err != nil {
+		if err := s.c.sleep(ctx, backoffWait(s.c.backoff, attempt, retry.Jitter)); err != nil {
 			return 0, err
 		}
 		n, ferr := s.findRunIssue(ctx, runID)
@@ -135,7 +136,7 @@ func (s *Surface) openRunIssue(ctx context.Context, set questions.Set, runID str
 			if !transient(ferr) || look >= 4 {
 				return 0, fmt.Errorf("github: open an issue for run %s in %s: look for it after a failed response: %w", runID, s.repo(), ferr)
 			}
-			if err := s.c.sleep(ctx, backoffWait(s.c.backoff, look)); err != nil {
+			if err := s.c.sleep(ctx, backoffWait(s.c.backoff, look, retry.Jitter)); err != nil {
 				return 0, err
 			}
 			n, ferr = s.findRunIssue(ctx, runID)

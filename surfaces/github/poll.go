@@ -1,6 +1,7 @@
 package github
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -227,7 +228,7 @@ func (p *poller) waitersFor(issue int) []*waiter {
 			ws = append(ws, w)
 		}
 	}
-	slices.SortFunc(ws, func(a, b *waiter) int { return cmpID(a.afterID, b.afterID) })
+	slices.SortFunc(ws, func(a, b *waiter) int { return cmp.Compare(a.afterID, b.afterID) })
 	return ws
 }
 

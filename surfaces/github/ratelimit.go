@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/orchestrator-dev/orchestrator/internal/retry"
 )
 
 // rateLimitTransport waits out GitHub's rate limits below go-github:
@@ -123,9 +124,9 @@ func serverError(resp *http.Response) bool {
 }
 
 // backoffWait is the wait before retry attempt+1 after a transient failure:
-// base, doubling, at most 30 times base.
-func backoffWait(base time.Duration, attempt int) time.Duration {
-	return min(base<<min(attempt, 5), 30*base)
+// base, doubling, at most 30 times base, spread by jitter (nil: none).
+func backoffWait(base time.Duration, attempt int, jitter func(time.Duration) time.Duration) time.Duration {
+	return retry.Backoff{Initial: base, Max: 30 * base, Jitter: jitter}.Wait(attempt)
 }
 
 func (t *rateLimitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -147,7 +148,7 @@ func (t *rateLimitTransport) RoundTrip(req *http.Request) (*http.Response, error
 			if !retryTransient || ctx.Err() != nil {
 				return nil, err
 			}
-			wait := t.spread(backoffWait(t.backoff, attempt))
+			wait := backoffWait(t.backoff, attempt, t.jitter)
 			t.log.Info("github: network error, retrying", "method", req.Method, "path", req.URL.Path, "err", err, "wait", wait)
 			if err := t.sleep(ctx, wait); err != nil {
 				return nil, err
@@ -158,7 +159,7 @@ func (t *rateLimitTransport) RoundTrip(req *http.Request) (*http.Response, error
 			}
 			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 			resp.Body.Close()
-			wait := t.spread(backoffWait(t.backoff, attempt))
+			wait := backoffWait(t.backoff, attempt, t.jitter)
 			t.log.Info("github: server error, retrying", "method", req.Method, "path", req.URL.Path, "status", resp.StatusCode, "wait", wait)
 			if err := t.sleep(ctx, wait); err != nil {
 				return nil, err
@@ -189,14 +190,6 @@ func (t *rateLimitTransport) RoundTrip(req *http.Request) (*http.Response, error
 			req.Body = body
 		}
 	}
-}
-
-// spread applies the transport's jitter, if any, to a backoff wait.
-func (t *rateLimitTransport) spread(d time.Duration) time.Duration {
-	if t.jitter == nil {
-		return d
-	}
-	return t.jitter(d)
 }
 
 // TransportConfig configures Transport. Zero values take the defaults.
@@ -244,16 +237,8 @@ func Transport(cfg TransportConfig) http.RoundTripper {
 	if cfg.WriteInterval == 0 {
 		cfg.WriteInterval = DefaultWriteInterval
 	}
-	return &rateLimitTransport{base: cfg.Base, sleep: sleepCtx, now: time.Now, log: cfg.Logger, maxWait: cfg.MaxWait,
-		retries: cfg.Retries, writeInterval: cfg.WriteInterval, backoff: cfg.Backoff, jitter: Jitter}
-}
-
-// Jitter returns d plus a random part of up to half of it.
-func Jitter(d time.Duration) time.Duration {
-	if d <= 1 {
-		return d
-	}
-	return d + rand.N(d/2)
+	return &rateLimitTransport{base: cfg.Base, sleep: retry.Sleep, now: time.Now, log: cfg.Logger, maxWait: cfg.MaxWait,
+		retries: cfg.Retries, writeInterval: cfg.WriteInterval, backoff: cfg.Backoff, jitter: retry.Jitter}
 }
 
 // attempt sends req once, bounded by t.timeout until its body is closed.
@@ -331,7 +316,7 @@ func (t *rateLimitTransport) limitWait(resp *http.Response, attempt int) (time.D
 			return max(reset.Sub(t.now()), time.Second), true
 		}
 	}
-	backoff := time.Minute << min(attempt, 4)
+	backoff := retry.Backoff{Initial: time.Minute, Max: 16 * time.Minute}.Wait(attempt)
 	if resp.StatusCode == http.StatusTooManyRequests {
 		return backoff, true
 	}
@@ -359,19 +344,4 @@ func retryAfter(v string, now time.Time) (time.Duration, bool) {
 		return max(at.Sub(now), time.Second), true
 	}
 	return 0, false
-}
-
-// sleepCtx sleeps for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

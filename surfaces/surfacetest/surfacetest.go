@@ -317,6 +317,19 @@ func askAndAnswer(t *testing.T, b Backend, set questions.Set, want []questions.A
 	waitShown(t, b, set, b.Person, "taken answer, after the Ask's context ended")
 }
 
+// ValidResponse reports whether resp is a complete, valid answer to set:
+// one answer per question of set, in order, each as questions.CheckPartial
+// wants it.
+func ValidResponse(set questions.Set, resp questions.Response) error {
+	if resp.SetID != set.ID {
+		return fmt.Errorf("answer is to set %q, not %q", resp.SetID, set.ID)
+	}
+	if len(resp.Answers) != len(set.Questions) {
+		return fmt.Errorf("answer to set %s has %d answers for %d questions", set.ID, len(resp.Answers), len(set.Questions))
+	}
+	return questions.CheckPartial(set, resp)
+}
+
 // CheckResponse checks that resp is a complete answer to set from the surface
 // named surface, given at or after since, that says what want says.
 func CheckResponse(t *testing.T, surface string, set questions.Set, resp questions.Response, want []questions.Answer, since time.Time) {

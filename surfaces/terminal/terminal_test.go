@@ -467,7 +467,7 @@ func FuzzAskOutput(f *testing.F) {
 			t.Fatalf("Ask = %v", err)
 		}
 		if err == nil {
-			if cerr := surfaces.CheckResponse(set, resp); cerr != nil {
+			if cerr := surfacetest.ValidResponse(set, resp); cerr != nil {
 				t.Fatalf("Ask returned an invalid response: %v", cerr)
 			}
 		}

@@ -24,6 +24,7 @@
 package discordtest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -293,11 +294,10 @@ func (s *Server) Threads(channelID string) []string {
 	return ids
 }
 
+// cmpID orders snowflakes: decimal numbers without leading zeros, so the
+// shorter is the smaller.
 func cmpID(a, b string) int {
-	if len(a) != len(b) {
-		return len(a) - len(b)
-	}
-	return strings.Compare(a, b)
+	return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b))
 }
 
 // Messages returns copies of the messages of channelID, oldest first.

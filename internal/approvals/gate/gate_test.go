@@ -1,4 +1,4 @@
-package approvals
+package gate
 
 import (
 	"context"
@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/internal/approvals"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
 
-func newStore(t *testing.T, p Policy) *store.Store {
+func newStore(t *testing.T, p approvals.Policy) *store.Store {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, t.TempDir())
@@ -30,6 +31,11 @@ func newStore(t *testing.T, p Policy) *store.Store {
 	return st
 }
 
+func bash(cmd string) json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"command": cmd})
+	return b
+}
+
 func hookIn(id, cmd string) HookInput {
 	return HookInput{HookEventName: "PreToolUse", ToolName: "Bash", ToolUseID: id, ToolInput: bash(cmd)}
 }
@@ -37,7 +43,7 @@ func hookIn(id, cmd string) HookInput {
 func TestHookPolicy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := newStore(t, Policy{Allow: []string{"Bash(go test:*)"}, Deny: []string{"Bash(rm:*)"}, Preallowed: []string{"Bash(ls)"}})
+	st := newStore(t, approvals.Policy{Allow: []string{"Bash(go test:*)"}, Deny: []string{"Bash(rm:*)"}, Preallowed: []string{"Bash(ls)"}})
 	v, err := Hook(ctx, st, "r1", hookIn("t1", "go test ./..."))
 	if err != nil || v.Decision != HookAllow {
 		t.Errorf("allow: %+v %v", v, err)
@@ -66,7 +72,7 @@ func TestHookPolicy(t *testing.T) {
 func TestHookParksThenAnswers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := newStore(t, Policy{Hold: 0})
+	st := newStore(t, approvals.Policy{Hold: 0})
 	v, err := Hook(ctx, st, "r1", hookIn("t1", "touch x"))
 	if err != nil || v.Decision != HookDefer {
 		t.Fatalf("park: %+v %v", v, err)
@@ -112,7 +118,7 @@ func TestHookParksThenAnswers(t *testing.T) {
 func TestHookLiveAnswer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := newStore(t, Policy{Hold: time.Minute})
+	st := newStore(t, approvals.Policy{Hold: time.Minute})
 	go func() {
 		for {
 			sets, _ := st.QuestionSets(ctx, store.SetFilter{RunID: "r1"})
@@ -145,7 +151,7 @@ func TestHookLiveAnswer(t *testing.T) {
 func TestHookAskUserQuestionAnswers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := newStore(t, Policy{Hold: 0})
+	st := newStore(t, approvals.Policy{Hold: 0})
 	in := HookInput{ToolName: "AskUserQuestion", ToolUseID: "q1", ToolInput: json.RawMessage(`{"questions":[{"question":"Which?","options":[{"label":"A"},{"label":"B"}]}]}`)}
 	if v, _ := Hook(ctx, st, "r1", in); v.Decision != HookDefer {
 		t.Fatalf("park: %+v", v)
@@ -179,7 +185,7 @@ func TestParseHookInput(t *testing.T) {
 
 // TestParseHookInputRecorded reads what the real CLI wrote to a hook.
 func TestParseHookInputRecorded(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "executor", "testdata", "claude-code-2.1.330", "defer_hook_input_ask.json"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "executor", "testdata", "claude-code-2.1.330", "defer_hook_input_ask.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +202,7 @@ func TestParseHookInputRecorded(t *testing.T) {
 func TestHookAllowsTheCallMadeAgainAfterACrash(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := newStore(t, Policy{}) // held 0: a call nobody decided is deferred
+	st := newStore(t, approvals.Policy{}) // held 0: a call nobody decided is deferred
 	v, err := Hook(ctx, st, "r1", hookIn("t1", "echo ran >> x"))
 	if err != nil || v.Decision != HookDefer {
 		t.Fatalf("first call: %+v %v", v, err)

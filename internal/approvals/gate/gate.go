@@ -1,4 +1,10 @@
-package approvals
+// Package gate is the store-backed side of tool approvals: it decides one
+// tool call of a run — a decision stored for it, the run's policy
+// (package approvals, pure rules), the calls a person allowed for the run —
+// and otherwise stores the question set a person answers. The run loop
+// (AskIfNeeded, AskForced) and the CLI's PreToolUse hook (Hook) meet here;
+// the store decides who was first.
+package gate
 
 import (
 	"context"
@@ -7,6 +13,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/internal/approvals"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
@@ -28,26 +35,20 @@ type Store interface {
 }
 
 // LoadPolicy reads the run's stored policy; a run without one gets the
-// default: everything not read-only is asked, held DefaultHold.
-func LoadPolicy(ctx context.Context, st Store, runID string) (Policy, error) {
+// default: everything not read-only is asked, held approvals.DefaultHold.
+func LoadPolicy(ctx context.Context, st Store, runID string) (approvals.Policy, error) {
 	raw, err := st.RunPolicy(ctx, runID)
 	if err != nil {
-		return Policy{}, err
+		return approvals.Policy{}, err
 	}
 	if raw == nil {
-		return Policy{Hold: DefaultHold}, nil
+		return approvals.Policy{Hold: approvals.DefaultHold}, nil
 	}
-	var p Policy
+	var p approvals.Policy
 	if err := json.Unmarshal(raw, &p); err != nil {
-		return Policy{}, fmt.Errorf("the approvals policy of run %s: %w", runID, err)
+		return approvals.Policy{}, fmt.Errorf("the approvals policy of run %s: %w", runID, err)
 	}
 	return p, nil
-}
-
-// Encode is the policy as SetRunPolicy stores it.
-func (p Policy) Encode() json.RawMessage {
-	b, _ := json.Marshal(p) // strings and a number only
-	return b
 }
 
 // Verdict is the hook's answer for one call.
@@ -151,23 +152,23 @@ func prepare(ctx context.Context, st Store, runID string, call questions.ToolCal
 		return "", false, err
 	}
 	d := p.Decide(call.Tool, call.Input)
-	if d.Action == ActionAsk && call.Tool != AskUserQuestion {
+	if d.Action == approvals.ActionAsk && call.Tool != approvals.AskUserQuestion {
 		for _, r := range rules {
-			if AllowedForRun(r, call.Tool, call.Input) {
-				d = Decision{Action: ActionAllow, Rule: "allowed for this run (a person allowed this very call)"}
+			if approvals.AllowedForRun(r, call.Tool, call.Input) {
+				d = approvals.Decision{Action: approvals.ActionAllow, Rule: "allowed for this run (a person allowed this very call)"}
 				break
 			}
 		}
 	}
-	if d.Action == ActionPass && force {
-		d.Action = ActionAsk
+	if d.Action == approvals.ActionPass && force {
+		d.Action = approvals.ActionAsk
 	}
 	kind := questions.KindApproval
-	if call.Tool == AskUserQuestion {
+	if call.Tool == approvals.AskUserQuestion {
 		kind = questions.KindAskTool
 	}
 	rec := store.ToolCall{ToolUseID: call.ToolUseID, RunID: runID, Kind: kind, Tool: call.Tool, Input: call.Input}
-	if d.Action == ActionAsk && kind == questions.KindApproval {
+	if d.Action == approvals.ActionAsk && kind == questions.KindApproval {
 		// The same call, allowed by a person while its process died: the
 		// model makes it again, and it runs once without asking again.
 		if _, ok, err := st.UseRetryGrant(ctx, rec); err != nil || ok {
@@ -175,11 +176,11 @@ func prepare(ctx context.Context, st Store, runID string, call questions.ToolCal
 		}
 	}
 	switch d.Action {
-	case ActionPass:
+	case approvals.ActionPass:
 		return "", true, nil
-	case ActionAllow, ActionDeny:
+	case approvals.ActionAllow, approvals.ActionDeny:
 		rec.Decision, rec.DecidedBy = string(d.Action), "policy: "+d.Rule
-		if d.Action == ActionDeny {
+		if d.Action == approvals.ActionDeny {
 			rec.Reason = fmt.Sprintf("the orchestrator's policy denies this call (rule %s)", d.Rule)
 		}
 		_, err := st.DecideTool(ctx, rec)
