@@ -85,3 +85,23 @@ func Unanswered(set Set, resp Response) Set {
 	}
 	return out
 }
+
+// Decision is what became of an answer offered for a set (the store's
+// Offer decides; surfaces.Decision is this type).
+type Decision struct {
+	// Taken: resp was stored (for a multi-question set, perhaps only some
+	// of its questions; Pending then lists what is still open).
+	Taken bool
+	// Invalid says why resp was refused (show it to the person); nil
+	// otherwise.
+	Invalid error
+	// Final is the set's complete answer once it has one (taken now or
+	// earlier); nil while the set is pending.
+	Final *Response
+	// Closed: the set can take no answer any more (answered, expired,
+	// cancelled); with Final nil it expired or its run was cancelled.
+	Closed bool
+	// Pending lists the IDs of the questions still waiting for an answer
+	// while the set is pending.
+	Pending []string
+}

@@ -8,26 +8,26 @@ import (
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/questions"
-	"github.com/orchestrator-dev/orchestrator/surfaces"
 )
 
 // Offer decides an answer offered for a question set, for every surface,
-// `orchestrator answer` and the web inbox alike (surfaces.Answers): in one
-// write transaction it reads the set and its answers, refuses resp when
+// `orchestrator answer` and the web inbox alike (it is what
+// surfaces.Answers' Offer does; the decision is a questions.Decision): in
+// one write transaction it reads the set and its answers, refuses resp when
 // the set is closed, when resp is not a valid answer to some of its
 // questions (questions.CheckPartial) or does not say who gave it where, and
 // otherwise stores the answers to the questions still open (the first
 // answer to each question wins), closing the set once every question has
 // one. A decision against resp is not an error; an error is a failure to
 // decide (the database).
-func (s *Store) Offer(ctx context.Context, resp questions.Response) (surfaces.Decision, error) {
+func (s *Store) Offer(ctx context.Context, resp questions.Response) (questions.Decision, error) {
 	return s.OfferFor(ctx, "", resp)
 }
 
 // OfferFor is Offer for the sets of run runID only: an answer to another
 // run's set is refused. With runID "" it is Offer.
-func (s *Store) OfferFor(ctx context.Context, runID string, resp questions.Response) (surfaces.Decision, error) {
-	var d surfaces.Decision
+func (s *Store) OfferFor(ctx context.Context, runID string, resp questions.Response) (questions.Decision, error) {
+	var d questions.Decision
 	var rec SetRecord
 	now := s.now().UTC()
 	err := s.tx(ctx, func(tx *txn) error {
@@ -35,7 +35,7 @@ func (s *Store) OfferFor(ctx context.Context, runID string, resp questions.Respo
 		var err error
 		rec, rows, err = loadSetRows(ctx, tx, resp.SetID)
 		if errors.Is(err, ErrNotFound) {
-			d = surfaces.Decision{Invalid: noSetError(resp.SetID)}
+			d = questions.Decision{Invalid: noSetError(resp.SetID)}
 			return nil
 		}
 		if err != nil {
@@ -52,7 +52,7 @@ func (s *Store) OfferFor(ctx context.Context, runID string, resp questions.Respo
 		return err
 	})
 	if err != nil {
-		return surfaces.Decision{}, fmt.Errorf("offer answer to set %s: %w", resp.SetID, err)
+		return questions.Decision{}, fmt.Errorf("offer answer to set %s: %w", resp.SetID, err)
 	}
 	if !d.Taken {
 		return d, nil
@@ -77,19 +77,19 @@ func (e noSetError) Unwrap() error { return ErrNotFound }
 // decide is the decision about resp for rec as it stands, and the answers
 // of resp to store (in the set's order, only those to questions still
 // open) when it is taken.
-func decide(runID string, rec SetRecord, resp questions.Response) (surfaces.Decision, questions.Response) {
+func decide(runID string, rec SetRecord, resp questions.Response) (questions.Decision, questions.Response) {
 	if runID != "" && rec.Set.RunID != runID {
-		return surfaces.Decision{Invalid: fmt.Errorf("question set %s is not one of run %s", resp.SetID, runID)}, resp
+		return questions.Decision{Invalid: fmt.Errorf("question set %s is not one of run %s", resp.SetID, runID)}, resp
 	}
 	if rec.State != SetPending {
 		return closedDecision(rec), resp
 	}
 	resp = questions.InSetOrder(rec.Set, resp)
 	if err := questions.CheckPartial(rec.Set, resp); err != nil {
-		return surfaces.Decision{Invalid: err, Pending: pendingIDs(rec)}, resp
+		return questions.Decision{Invalid: err, Pending: pendingIDs(rec)}, resp
 	}
 	if strings.TrimSpace(resp.By) == "" || strings.TrimSpace(resp.Surface) == "" {
-		return surfaces.Decision{Invalid: errors.New("the answer does not say who gave it where"), Pending: pendingIDs(rec)}, resp
+		return questions.Decision{Invalid: errors.New("the answer does not say who gave it where"), Pending: pendingIDs(rec)}, resp
 	}
 	open := resp
 	open.Answers = nil
@@ -99,19 +99,19 @@ func decide(runID string, rec SetRecord, resp questions.Response) (surfaces.Deci
 		}
 	}
 	if len(open.Answers) == 0 {
-		return surfaces.Decision{Invalid: fmt.Errorf("already answered by %s", rec.Response.By), Pending: pendingIDs(rec)}, resp
+		return questions.Decision{Invalid: fmt.Errorf("already answered by %s", rec.Response.By), Pending: pendingIDs(rec)}, resp
 	}
-	return surfaces.Decision{Taken: true}, open
+	return questions.Decision{Taken: true}, open
 }
 
 // closedDecision is the decision about any answer to a set no longer
 // pending.
-func closedDecision(rec SetRecord) surfaces.Decision {
+func closedDecision(rec SetRecord) questions.Decision {
 	if rec.State == SetExpired {
-		return surfaces.Decision{Closed: true}
+		return questions.Decision{Closed: true}
 	}
 	final := rec.Response
-	return surfaces.Decision{Closed: true, Final: &final}
+	return questions.Decision{Closed: true, Final: &final}
 }
 
 func pendingIDs(rec SetRecord) []string {
