@@ -18,6 +18,9 @@ const (
 	// holds secrets or oversized files, held back from delivery until a
 	// person says to deliver without those files or to stop.
 	KindSecrets = "secrets"
+	// KindLimit is the run's own question too: a turn stopped at the
+	// run's budget or turn limit, and the run asks whether to go on.
+	KindLimit = "limit"
 )
 
 // The options of an approval question, exactly.

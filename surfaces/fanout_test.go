@@ -336,7 +336,7 @@ func TestCheckPartial(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			err := surfaces.CheckPartial(set, questions.Response{SetID: set.ID, Answers: tt.ans})
+			err := questions.CheckPartial(set, questions.Response{SetID: set.ID, Answers: tt.ans})
 			switch {
 			case tt.want == "" && err != nil:
 				t.Errorf("CheckPartial = %v, want nil", err)

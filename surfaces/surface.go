@@ -66,8 +66,9 @@ type Surface interface {
 	Ask(ctx context.Context, set questions.Set, answers Answers) error
 }
 
-// Answers is where a surface hands the answers people give. The runner
-// implements it on top of the store. Safe for concurrent use.
+// Answers is where a surface hands the answers people give. The store
+// implements it (store.Offer decides in one transaction; the runner hands
+// each surface its run's view). Safe for concurrent use.
 type Answers interface {
 	// Offer records resp (resp.Surface and resp.By set by the surface) if it
 	// is valid for the set and the set still pending: first valid answer
@@ -78,24 +79,9 @@ type Answers interface {
 	Offer(ctx context.Context, resp questions.Response) (Decision, error)
 }
 
-// Decision is what became of an offered answer.
-type Decision struct {
-	// Taken: resp was stored (for a multi-question set, perhaps only some
-	// of its questions; Pending then lists what is still open).
-	Taken bool
-	// Invalid says why resp was refused (show it to the person); nil
-	// otherwise.
-	Invalid error
-	// Final is the set's complete answer once it has one (taken now or
-	// earlier); nil while the set is pending.
-	Final *questions.Response
-	// Closed: the set can take no answer any more (answered, expired,
-	// cancelled); with Final nil it expired or its run was cancelled.
-	Closed bool
-	// Pending lists the IDs of the questions still waiting for an answer
-	// while the set is pending.
-	Pending []string
-}
+// Decision is what became of an offered answer (questions.Decision: the
+// store decides, and imports nothing of the surfaces).
+type Decision = questions.Decision
 
 // ErrUnavailable reports that a surface cannot take an answer any more.
 var ErrUnavailable = errors.New("surface cannot take an answer")

@@ -66,25 +66,22 @@ func (m *Main) runAnswer(ctx context.Context, qid, text string) error {
 		}
 	}
 	resp := questions.Response{SetID: rec.Set.ID, Answers: answers, By: whoami(), Surface: "cli", At: time.Now()}
-	got, err := st.RecordAnswer(ctx, resp)
-	if errors.Is(err, store.ErrAlreadyAnswered) {
-		return fmt.Errorf("too late: %w", err)
-	}
-	if err != nil {
+	d, err := st.Offer(ctx, resp) // the store decides, as for every surface
+	switch {
+	case err != nil:
 		return err
-	}
-	if got.State == store.SetPending {
-		var open []string
-		for _, q := range got.Set.Questions {
-			if _, ok := got.Response.Answer(q.ID); !ok {
-				open = append(open, q.ID)
-			}
-		}
-		fmt.Fprintf(m.Stdout, "recorded; question set %s still waits for: %s\n", got.Set.ID, strings.Join(open, ", "))
+	case d.Invalid != nil:
+		return usageError(fmt.Errorf("question set %s: %w", rec.Set.ID, d.Invalid))
+	case !d.Taken && d.Final != nil:
+		return fmt.Errorf("too late: question set %s is already answered (by %s on %s)", rec.Set.ID, d.Final.By, d.Final.Surface)
+	case !d.Taken:
+		return fmt.Errorf("too late: question set %s is closed (expired, or its run ended)", rec.Set.ID)
+	case !d.Closed:
+		fmt.Fprintf(m.Stdout, "recorded; question set %s still waits for: %s\n", rec.Set.ID, strings.Join(d.Pending, ", "))
 		return nil
 	}
-	fmt.Fprintf(m.Stdout, "answered question set %s of run %s.\n", got.Set.ID, got.Set.RunID)
-	run, err := st.Run(ctx, got.Set.RunID)
+	fmt.Fprintf(m.Stdout, "answered question set %s of run %s.\n", rec.Set.ID, rec.Set.RunID)
+	run, err := st.Run(ctx, rec.Set.RunID)
 	if err == nil && run.Status == store.RunWaiting {
 		fmt.Fprintf(m.Stdout, "A process waiting on it resumes the session now; if none does, run 'orchestrator resume %s'.\n", run.ID)
 	}

@@ -121,7 +121,7 @@ func (m *Main) foregroundTerminal(s *terminal.Surface) surfaces.Surface {
 
 func (t fgTerminal) Ask(ctx context.Context, set questions.Set, answers surfaces.Answers) error {
 	t.p.mu.Lock()
-	if t.p.textTurns[set.Turn] && questions.KindOf(set) == questions.KindMarker {
+	if k := questions.KindOf(set); t.p.textTurns[set.Turn] && (k == questions.KindMarker || k == questions.KindLimit) {
 		set.Context = "" // printed with the progress; an approval's context is its call
 	}
 	t.p.atPrompt = true

@@ -222,7 +222,7 @@ func (m *Metrics) initLabels() {
 	for _, o := range runOutcomes {
 		m.runs.WithLabelValues(string(o))
 	}
-	for _, k := range []string{questions.KindMarker, questions.KindAskTool, questions.KindApproval, questions.KindSecrets} {
+	for _, k := range []string{questions.KindMarker, questions.KindAskTool, questions.KindApproval, questions.KindSecrets, questions.KindLimit} {
 		m.askedKind.WithLabelValues(k)
 		m.answersKind.WithLabelValues(k)
 	}

@@ -29,7 +29,8 @@ func isLimit(c executor.Category) bool {
 }
 
 // limitSetIDs are the IDs of the run's question sets that ask whether to go
-// on after a limit stop: the sets of the turns that stopped on one.
+// on after a limit stop: the sets of the turns that stopped on one. (A set
+// says it itself, by its kind: isLimitSet.)
 func limitSetIDs(runID string, turns []store.Turn) map[string]bool {
 	ids := map[string]bool{}
 	for _, t := range turns {
@@ -40,12 +41,23 @@ func limitSetIDs(runID string, turns []store.Turn) map[string]bool {
 	return ids
 }
 
-func (r *Runner) isLimitSet(ctx context.Context, runID, setID string) (bool, error) {
-	turns, err := r.cfg.Store.Turns(ctx, runID)
+// isLimitSet reports whether set asks whether to go on after a limit stop:
+// its kind says so (questions.KindLimit, stored with the set). A set stored
+// before limit sets had a kind of their own (no kind, and the limit
+// question's header) is told as it was then, by the turns that stopped on
+// a limit.
+func (r *Runner) isLimitSet(ctx context.Context, set questions.Set) (bool, error) {
+	switch {
+	case set.Kind == questions.KindLimit:
+		return true, nil
+	case set.Kind != "" || len(set.Questions) != 1 || set.Questions[0].Header != limitHeader:
+		return false, nil
+	}
+	turns, err := r.cfg.Store.Turns(ctx, set.RunID)
 	if err != nil {
 		return false, err
 	}
-	return limitSetIDs(runID, turns)[setID], nil
+	return limitSetIDs(set.RunID, turns)[set.ID], nil
 }
 
 // limitSet is the question a turn that stopped on a limit leaves: "Spent $X
@@ -90,6 +102,7 @@ func (r *Runner) limitSet(ctx context.Context, pol Policy, run store.Run, seq in
 		},
 	}
 	set := questions.NewSet(run.ID, seq, []questions.Question{q})
+	set.Kind = questions.KindLimit
 	set.Title = run.Title
 	set.Context = fmt.Sprintf("The agent stopped at the run's %s: %s", why, out.Error)
 	return set, nil
@@ -112,7 +125,7 @@ func (r *Runner) afterLimit(ctx context.Context, d *drive, run store.Run, rec st
 		choice = rec.Response.Answers[0].Labels[0]
 	}
 	if choice == limitContinue {
-		return r.turn(ctx, d, run, store.Turn{Kind: store.TurnAnswer, SetID: rec.Set.ID, Prompt: LimitPrompt(rec.Set.ID), SessionID: run.SessionID, Resume: true})
+		return r.answerTurn(ctx, d, run, rec, LimitPrompt(rec.Set.ID))
 	}
 	q := ""
 	if len(rec.Set.Questions) > 0 {
@@ -165,13 +178,13 @@ func (r *Runner) questionRounds(ctx context.Context, runID string) (int, error) 
 	if err != nil {
 		return 0, err
 	}
-	turns, err := r.cfg.Store.Turns(ctx, runID)
-	if err != nil {
-		return 0, err
-	}
-	limits, n := limitSetIDs(runID, turns), 0
+	n := 0
 	for _, s := range sets {
-		if !limits[s.Set.ID] || automatic(s.Response) {
+		limit, err := r.isLimitSet(ctx, s.Set)
+		if err != nil {
+			return 0, err
+		}
+		if !limit || automatic(s.Response) {
 			n++
 		}
 	}

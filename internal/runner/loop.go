@@ -184,7 +184,7 @@ func (r *Runner) step(ctx context.Context, d *drive, run store.Run) error {
 	if !last.Finished {
 		return r.recover(ctx, d, run, last)
 	}
-	sets, err := st.QuestionSets(ctx, store.SetFilter{RunID: run.ID, State: []store.SetState{store.SetAnswered, store.SetPending}})
+	sets, err := st.OpenSets(ctx, run.ID)
 	if err != nil {
 		return err
 	}
@@ -310,7 +310,7 @@ func (r *Runner) resumeWithAnswer(ctx context.Context, d *drive, run store.Run, 
 	if questions.KindOf(rec.Set) == questions.KindSecrets {
 		return r.afterSecrets(ctx, d, run, rec) // secrets.go
 	}
-	if limit, err := r.isLimitSet(ctx, run.ID, rec.Set.ID); err != nil {
+	if limit, err := r.isLimitSet(ctx, rec.Set); err != nil {
 		return err
 	} else if limit {
 		return r.afterLimit(ctx, d, run, rec)
@@ -323,7 +323,7 @@ func (r *Runner) resumeWithAnswer(ctx context.Context, d *drive, run store.Run, 
 	} else if ok {
 		prompt = p // the model makes the call again (approvals.go)
 	}
-	return r.turn(ctx, d, run, store.Turn{Kind: store.TurnAnswer, SetID: rec.Set.ID, Prompt: prompt, SessionID: run.SessionID, Resume: true})
+	return r.answerTurn(ctx, d, run, rec, prompt)
 }
 
 // answerPrompt is the prompt that carries a set's answers. It always names

@@ -112,9 +112,9 @@ func choiceOf(rec store.SetRecord) string {
 // runAsks reports whether a set is the run's own question (a limit stop's or
 // a delivery held back), not the model's: its context says why the run asks,
 // and nobody answering it stops the run.
-func (r *Runner) runAsks(ctx context.Context, runID string, set questions.Set) (bool, error) {
+func (r *Runner) runAsks(ctx context.Context, set questions.Set) (bool, error) {
 	if questions.KindOf(set) == questions.KindSecrets {
 		return true, nil
 	}
-	return r.isLimitSet(ctx, runID, set.ID)
+	return r.isLimitSet(ctx, set)
 }

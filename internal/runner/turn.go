@@ -21,23 +21,26 @@ var errRunCancelled = errors.New("the run was cancelled")
 
 // turn runs one turn of the agent CLI and stores how it ended.
 func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn) error {
-	agent := d.Agent
+	return r.runTurn(ctx, d, run, t, nil)
+}
+
+// answerTurn is the turn that hands rec's answer to the model with prompt:
+// it claims the set (BeginTurn), and tells the set's surfaces once the
+// answer reached the model.
+func (r *Runner) answerTurn(ctx context.Context, d *drive, run store.Run, rec store.SetRecord, prompt string) error {
+	t := store.Turn{Kind: store.TurnAnswer, SetID: rec.Set.ID, Prompt: prompt, SessionID: run.SessionID, Resume: true}
+	return r.runTurn(ctx, d, run, t, &rec.Set)
+}
+
+// runTurn runs turn t; answered is the set an answer turn hands over (nil
+// for other turns).
+func (r *Runner) runTurn(ctx context.Context, d *drive, run store.Run, t store.Turn, answered *questions.Set) error {
 	workdir, err := r.workdir(ctx, run) // the run's worktree when it delivers through git (deliver.go)
 	if err != nil {
 		return r.workdirFailed(ctx, run, err)
 	}
-	t.RunID = run.ID
-	if t.SessionID == "" {
-		t.SessionID = run.SessionID
-	}
-	dir := filepath.Join(r.cfg.TranscriptDir, run.ID)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("transcript dir: %w", err)
-	}
-	t.TranscriptDir = dir
-	if t.Resume {
-		// The session may have been recorded on another machine (sessions.go).
-		r.restoreSession(ctx, agent, run, t.SessionID, workdir)
+	if t, err = r.prepareTurn(ctx, d, run, t, workdir); err != nil {
+		return err
 	}
 	release, err := r.takeSlot(ctx, run)
 	if err != nil {
@@ -51,22 +54,9 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 	if t.Kind == store.TurnAnswer {
 		r.cfg.Failpoint("claimed")
 	}
-	req := executor.Request{Prompt: t.Prompt, WorkDir: workdir, TranscriptPath: t.TranscriptPath, MaxTurns: d.Policy.MaxTurns}
-	if d.Policy.MaxCostUSD > 0 {
-		turns, err := r.cfg.Store.Turns(ctx, run.ID)
-		if err != nil {
-			return err
-		}
-		req.MaxBudgetUSD = budgetLeft(d.Policy, run.ID, turns, r.cfg.Limits.MaxQuestionRounds)
-	}
-	native, err := r.approvalsOn(ctx, d, run, workdir) // approvals.go
+	req, native, err := r.turnRequest(ctx, d, run, t, workdir)
 	if err != nil {
 		return err
-	}
-	if t.Resume {
-		req.Resume = t.SessionID
-	} else {
-		req.SessionID = t.SessionID
 	}
 	r.emit(Event{Kind: EventTurnStarted, RunID: run.ID, Turn: t.Seq, TurnKind: t.Kind})
 	started := r.cfg.Now()
@@ -74,13 +64,7 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 	// stops the CLI: its process group is interrupted, then killed.
 	tctx, stopTurn := context.WithCancelCause(ctx)
 	defer stopTurn(nil)
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		if got, err := r.cfg.Store.WaitRunFinal(tctx, run.ID); err == nil && got.Status == store.RunCancelled {
-			stopTurn(errRunCancelled)
-		}
-	}()
+	watched := r.stopWhenCancelled(tctx, stopTurn, run.ID)
 	defer func() { stopTurn(nil); <-watched }()
 	var live *liveAsker
 	if native {
@@ -92,7 +76,7 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 	// an instance taking the run over knows whether the prompt got there.
 	saving := r.saveSessionWhileRunning(tctx, d.Agent, run, t, workdir)
 	defer saving()
-	ex, err := agent.Start(tctx, req)
+	ex, err := d.Agent.Start(tctx, req)
 	if err != nil {
 		if context.Cause(tctx) == errRunCancelled {
 			return nil // the loop finds the run cancelled
@@ -102,13 +86,92 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 	if live != nil {
 		live.hold = ex.Hold
 	}
-	// At most one CLI anywhere drives the run: a lost lease kills this one
-	// at once, before another instance may take the run over; and a guard
-	// outside this process kills it too should this process stall.
-	turnOver := make(chan struct{})
-	killed := make(chan struct{})
+	turnOver, killed := r.killWhenLeaseLost(ctx, tctx, run, t, ex)
+	if r.cfg.Guard != nil && r.cfg.Store.Shared() && d.token != 0 {
+		stopGuard := r.cfg.Guard(run.ID, d.token, ex.PID())
+		defer stopGuard()
+	}
+	if t.Kind == store.TurnAnswer {
+		r.cfg.Failpoint("turn-started")
+		r.notifyResumed(ctx, d, answered)
+	}
+	col, out := r.readTurn(run, t, ex, live, started)
+	close(turnOver)
+	<-killed
+	saving()
+	if live != nil {
+		live.stop()
+	}
+	return r.turnEnded(ctx, tctx, d, run, t, workdir, out, col)
+}
+
+// prepareTurn fills in what t needs before it starts: its run, session and
+// transcript directory; a resumed session recorded on another machine is
+// put back first (sessions.go).
+func (r *Runner) prepareTurn(ctx context.Context, d *drive, run store.Run, t store.Turn, workdir string) (store.Turn, error) {
+	t.RunID = run.ID
+	if t.SessionID == "" {
+		t.SessionID = run.SessionID
+	}
+	dir := filepath.Join(r.cfg.TranscriptDir, run.ID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return t, fmt.Errorf("transcript dir: %w", err)
+	}
+	t.TranscriptDir = dir
+	if t.Resume {
+		r.restoreSession(ctx, d.Agent, run, t.SessionID, workdir)
+	}
+	return t, nil
+}
+
+// turnRequest is the CLI request of turn t (begun), and whether the turn
+// asks for approvals natively (approvals.go).
+func (r *Runner) turnRequest(ctx context.Context, d *drive, run store.Run, t store.Turn, workdir string) (executor.Request, bool, error) {
+	req := executor.Request{Prompt: t.Prompt, WorkDir: workdir, TranscriptPath: t.TranscriptPath, MaxTurns: d.Policy.MaxTurns}
+	if d.Policy.MaxCostUSD > 0 {
+		turns, err := r.cfg.Store.Turns(ctx, run.ID)
+		if err != nil {
+			return req, false, err
+		}
+		req.MaxBudgetUSD = budgetLeft(d.Policy, run.ID, turns, r.cfg.Limits.MaxQuestionRounds)
+	}
+	native, err := r.approvalsOn(ctx, d, run, workdir) // approvals.go
+	if err != nil {
+		return req, false, err
+	}
+	if t.Resume {
+		req.Resume = t.SessionID
+	} else {
+		req.SessionID = t.SessionID
+	}
+	return req, native, nil
+}
+
+// stopWhenCancelled stops the turn (stopTurn with errRunCancelled) once the
+// run is cancelled, from any process, until tctx ends. The returned channel
+// is closed when it no longer watches.
+func (r *Runner) stopWhenCancelled(tctx context.Context, stopTurn context.CancelCauseFunc, runID string) <-chan struct{} {
+	watched := make(chan struct{})
 	go func() {
-		defer close(killed)
+		defer close(watched)
+		if got, err := r.cfg.Store.WaitRunFinal(tctx, runID); err == nil && got.Status == store.RunCancelled {
+			stopTurn(errRunCancelled)
+		}
+	}()
+	return watched
+}
+
+// killWhenLeaseLost kills the CLI at once should the run's lease be lost
+// (ctx's cause) before the turn is over: at most one CLI anywhere drives
+// the run, and another instance may take it over. Close turnOver when the
+// CLI's output is read; killed is closed once the watch is over. A guard
+// outside this process (Config.Guard) kills it too should this process
+// stall.
+func (r *Runner) killWhenLeaseLost(ctx, tctx context.Context, run store.Run, t store.Turn, ex *executor.Process) (turnOver chan struct{}, killed <-chan struct{}) {
+	turnOver = make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
 		select {
 		case <-tctx.Done():
 			if errors.Is(context.Cause(ctx), ErrLeaseLost) {
@@ -118,14 +181,13 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 		case <-turnOver:
 		}
 	}()
-	if r.cfg.Guard != nil && r.cfg.Store.Shared() && d.token != 0 {
-		stopGuard := r.cfg.Guard(run.ID, d.token, ex.PID())
-		defer stopGuard()
-	}
-	if t.Kind == store.TurnAnswer {
-		r.cfg.Failpoint("turn-started")
-		r.notifyResumed(ctx, d, t.SetID)
-	}
+	return turnOver, done
+}
+
+// readTurn reads the CLI's events to the end: questions collected,
+// progress reported, the live asker fed. It returns what the turn asked
+// and how it ended.
+func (r *Runner) readTurn(run store.Run, t store.Turn, ex *executor.Process, live *liveAsker, started time.Time) (*questions.TurnCollector, executor.Outcome) {
 	col := &questions.TurnCollector{}
 	for ex.Next() {
 		ev := ex.Event()
@@ -135,13 +197,13 @@ func (r *Runner) turn(ctx context.Context, d *drive, run store.Run, t store.Turn
 			live.observe(ev)
 		}
 	}
-	out := ex.Outcome()
-	close(turnOver)
-	<-killed
-	saving()
-	if live != nil {
-		live.stop()
-	}
+	return col, ex.Outcome()
+}
+
+// turnEnded records how a turn whose CLI returned ended, as the way it was
+// stopped says: a lost lease records nothing, a cancelled run finishes the
+// turn cancelled, a shutdown leaves it unfinished.
+func (r *Runner) turnEnded(ctx, tctx context.Context, d *drive, run store.Run, t store.Turn, workdir string, out executor.Outcome, col *questions.TurnCollector) error {
 	if errors.Is(context.Cause(ctx), ErrLeaseLost) {
 		// Another instance may have the run: nothing more of this turn is
 		// recorded (the store would refuse it anyway).

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/internal/store"
@@ -13,75 +12,9 @@ import (
 	"github.com/orchestrator-dev/orchestrator/surfaces"
 )
 
-// Policy is how a run treats its questions (a spec's settings).
-type Policy struct {
-	// Presets answer questions at once, without asking anyone.
-	Presets []Preset
-	// QuestionTimeout, when set, ends the wait for an answer: OnTimeout
-	// says what happens then.
-	QuestionTimeout time.Duration
-	// RemindEvery, when set, sends a reminder on the surfaces that can.
-	RemindEvery time.Duration
-	// EscalateTo, when set, is asked as well once a reminder went
-	// unanswered for another RemindEvery.
-	EscalateTo surfaces.Surface
-	OnTimeout  OnTimeout
-	// MaxCostUSD, when set, is what the run may spend before it asks its
-	// surfaces whether to go on; each Continue grants as much again (see
-	// limit.go). It is passed to the CLI as --max-budget-usd, for what is
-	// left.
-	MaxCostUSD float64
-	// MaxTurns, when set, is passed to the CLI as --max-turns on every
-	// turn; a turn that reaches it makes the run ask whether to go on with
-	// as many again.
-	MaxTurns int
-}
-
-// Preset is an answer given in advance: Match is a question's header or
-// text (case-insensitive), Answer what a person would have typed.
-type Preset struct {
-	Match  string
-	Answer string
-}
-
-// OnTimeout says what a question timeout does: "fail" the run (the
-// default), answer with the "default" Option, "decide" (the model is told
-// nobody answered and decides itself) or "skip" (the model is told nobody
-// answered and leaves out what depends on the answer). The texts the model
-// gets are TimeoutText's; README "When nobody answers" quotes them.
-type OnTimeout struct {
-	Action string
-	Option string
-}
-
-// presetResponse answers the questions of set that a preset matches.
-func presetResponse(set questions.Set, presets []Preset, now time.Time) questions.Response {
-	resp := questions.Response{SetID: set.ID, By: "the spec's preset answers", Surface: "spec", At: now}
-	for _, q := range set.Questions {
-		for _, p := range presets {
-			m := strings.TrimSpace(p.Match)
-			if m == "" || !(strings.EqualFold(m, strings.TrimSpace(q.Header)) || strings.EqualFold(m, strings.TrimSpace(q.Text))) {
-				continue
-			}
-			if a, err := questions.ParseQuestionAnswer(q, p.Answer); err == nil {
-				resp.Answers = append(resp.Answers, a)
-				break
-			}
-		}
-	}
-	return resp
-}
-
 // unanswered is set less the questions already answered in resp.
 func unanswered(set questions.Set, resp questions.Response) questions.Set {
-	out := set
-	out.Questions = nil
-	for _, q := range set.Questions {
-		if _, ok := resp.Answer(q.ID); !ok {
-			out.Questions = append(out.Questions, q)
-		}
-	}
-	return out
+	return questions.Unanswered(set, resp)
 }
 
 // wait asks a pending set on the run's surfaces and waits for the store to
@@ -92,167 +25,232 @@ func unanswered(set questions.Set, resp questions.Response) questions.Set {
 // waiting. Surfaces that all fail are asked again after a backoff; the
 // store is watched meanwhile.
 func (r *Runner) wait(ctx context.Context, d *drive, run store.Run, rec store.SetRecord) error {
-	st := r.cfg.Store
+	w, done, err := r.startWaiting(ctx, d, run, rec)
+	for !done && err == nil {
+		done, err = w.round(ctx)
+	}
+	return err
+}
+
+// waiting is one wait for a pending set: the set as last known (its policy
+// times), who is asked, and how asking went so far. Its rounds run one
+// after the other, on the wait's goroutine.
+type waiting struct {
+	r       *Runner
+	run     store.Run
+	pol     Policy
+	rec     store.SetRecord
+	surfs   []surfaces.Surface
+	ask     questions.Set // the questions still open when the wait began
+	answers *storeAnswers
+	// gone: every surface said it cannot take an answer any more; only
+	// another process can answer.
+	gone bool
+	// failures counts the rounds in a row in which every surface failed;
+	// retryAt is when to ask them again.
+	failures int
+	retryAt  time.Time
+}
+
+// startWaiting answers what the presets answer and says who is asked the
+// rest. done is true when the presets answered every question.
+func (r *Runner) startWaiting(ctx context.Context, d *drive, run store.Run, rec store.SetRecord) (w *waiting, done bool, err error) {
 	pol := d.Policy
 	if len(pol.Presets) > 0 {
 		if resp := presetResponse(unanswered(rec.Set, rec.Response), pol.Presets, r.cfg.Now()); len(resp.Answers) > 0 {
-			got, err := st.RecordAnswer(ctx, resp)
+			got, err := r.cfg.Store.RecordAnswer(ctx, resp)
 			if err != nil && !errors.Is(err, store.ErrAlreadyAnswered) {
-				return err
+				return nil, true, err
 			}
 			r.emit(Event{Kind: EventAnswer, RunID: run.ID, Set: &rec.Set, Response: &resp})
 			if got.State != store.SetPending {
-				return nil
+				return nil, true, nil
 			}
 			rec = got
 		}
 	}
-	surfs := slices.Clone(d.Surfaces)
+	w = &waiting{r: r, run: run, pol: pol, rec: rec, surfs: slices.Clone(d.Surfaces), answers: r.answers(run.ID)}
 	if pol.EscalateTo != nil && !rec.EscalatedAt.IsZero() {
-		surfs = append(surfs, pol.EscalateTo)
+		w.surfs = append(w.surfs, pol.EscalateTo)
 	}
-	ask := unanswered(rec.Set, rec.Response)
+	w.ask = unanswered(rec.Set, rec.Response)
 	why := ""
-	if own, err := r.runAsks(ctx, run.ID, rec.Set); err != nil {
-		return err
+	if own, err := r.runAsks(ctx, rec.Set); err != nil {
+		return nil, true, err
 	} else if own {
 		why = rec.Set.Context
 	}
-	r.emit(Event{Kind: EventQuestion, RunID: run.ID, Set: &ask, Surfaces: names(surfs), Text: why})
-	answers := r.answers(run.ID)
-	gone := false    // every surface said it cannot take an answer any more
-	var failures int // rounds in a row in which every surface failed
-	var retryAt time.Time
+	r.emit(Event{Kind: EventQuestion, RunID: run.ID, Set: &w.ask, Surfaces: names(w.surfs), Text: why})
+	return w, false, nil
+}
+
+// round is one round of asking: the surfaces asked (or the timer of the
+// next try after they all failed), the store watched for the set, and the
+// policy's next timer. It ends when the store says the set is settled
+// (done), when the policy or a retry needs a new round, or on an error.
+func (w *waiting) round(ctx context.Context) (done bool, err error) {
+	// What is due already happens before anyone is asked: a timeout that
+	// passed while nobody drove the run is not raced by a surface that
+	// cannot ask (the terminal's input ended).
+	if what, due := w.r.duePolicyEvent(w.pol, w.rec); due {
+		return w.policy(ctx, what)
+	}
+	rd := w.startRound(ctx)
+	defer rd.stop()
 	for {
-		// What is due already happens before anyone is asked: a timeout
-		// that passed while nobody drove the run is not raced by a
-		// surface that cannot ask (the terminal's input ended).
-		if what, due := r.duePolicyEvent(pol, rec); due {
-			done, err := r.policyEvent(ctx, run, &rec, &surfs, pol, what)
-			if done || err != nil {
-				return err
+		select {
+		case err := <-rd.asked:
+			rd.asked = nil
+			if done, err := w.askEnded(ctx, rd, err); done || err != nil {
+				return true, err
 			}
-			if what == policyEscalate {
-				gone = false // a new surface to ask
-				retryAt = time.Time{}
+		case <-rd.retry:
+			return false, nil // a new round asks again
+		case got := <-rd.stored:
+			rd.stored = nil
+			rd.stop()
+			return true, w.settled(ctx, got)
+		case <-rd.tick:
+			if rd.what == policyRemind {
+				// A reminder: the surfaces go on asking (asking them again
+				// would post the question again, or ask a surface twice);
+				// only the policy's timer moves on.
+				if _, err := w.policy(ctx, policyRemind); err != nil {
+					return true, err
+				}
+				rd.arm(w.r.nextPolicyEvent(w.pol, w.rec))
+				continue
 			}
-			continue
+			rd.stop()
+			return w.policy(ctx, rd.what)
 		}
-		actx, cancel := context.WithCancel(ctx)
-		var asked chan error
-		var retryTimer *time.Timer
-		var retry <-chan time.Time
-		switch {
-		case len(surfs) == 0 || gone:
-			// nobody to ask here: only another process can answer
-		case r.cfg.Now().Before(retryAt):
-			retryTimer = time.NewTimer(retryAt.Sub(r.cfg.Now()))
-			retry = retryTimer.C
-		default:
-			asked = make(chan error, 1)
-			go func() { asked <- surfaces.Ask(actx, r.log, ask, answers, surfs...) }()
+	}
+}
+
+// policy carries out a reminder, an escalation or a timeout (policyEvent);
+// an escalation brings a new surface to ask at once.
+func (w *waiting) policy(ctx context.Context, what policyWhat) (done bool, err error) {
+	done, err = w.r.policyEvent(ctx, w.run, &w.rec, &w.surfs, w.pol, what)
+	if err == nil && !done && what == policyEscalate {
+		w.gone, w.retryAt = false, time.Time{}
+	}
+	return done, err
+}
+
+// askEnded handles the end of the surfaces' Ask: done when the wait ends
+// with it.
+func (w *waiting) askEnded(ctx context.Context, rd *asking, err error) (done bool, _ error) {
+	r := w.r
+	switch {
+	case err == nil:
+		return false, nil // every surface saw the set closed: the store says why
+	case ctx.Err() != nil:
+		return true, ctx.Err()
+	case errors.Is(err, surfaces.ErrUnavailable):
+		r.log.Info("no surface can take an answer now; the question stays pending", "run", w.run.ID, "set", w.rec.Set.ID)
+		if !r.cfg.KeepWaiting {
+			return true, fmt.Errorf("question set %s: %w", w.rec.Set.ID, ErrWaiting)
 		}
-		stored := make(chan waited, 1)
-		go func() {
-			rec, err := st.WaitSet(actx, rec.Set.ID)
-			stored <- waited{rec, err}
-		}()
-		timer, what := r.nextPolicyEvent(pol, rec)
-		// stop ends this round of asking and waits for its goroutines.
-		stop := func() {
-			cancel()
-			if asked != nil {
-				<-asked
-			}
-			<-stored
-			if timer != nil {
-				timer.Stop()
-			}
-			if retryTimer != nil {
-				retryTimer.Stop()
-			}
-		}
-		var tick <-chan time.Time
-		if timer != nil {
-			tick = timer.C
-		}
-	round:
-		for {
-			select {
-			case err := <-asked:
-				asked = nil
-				if err == nil {
-					// Every surface saw the set closed: the store says why.
-					continue round
-				}
-				if ctx.Err() != nil {
-					stop()
-					return ctx.Err()
-				}
-				if errors.Is(err, surfaces.ErrUnavailable) {
-					r.log.Info("no surface can take an answer now; the question stays pending", "run", run.ID, "set", rec.Set.ID)
-					if !r.cfg.KeepWaiting {
-						stop()
-						return fmt.Errorf("question set %s: %w", rec.Set.ID, ErrWaiting)
-					}
-					gone = true // an answer can still come from another process
-					continue round
-				}
-				// Every surface failed (a 502 posting the question…): ask
-				// again after a backoff; the store still takes answers.
-				failures++
-				backoff := r.cfg.Limits.AskRetryBackoff << min(failures-1, 16)
-				if backoff > maxAskBackoff || backoff <= 0 {
-					backoff = maxAskBackoff
-				}
-				retryAt = r.cfg.Now().Add(backoff)
-				r.log.Warn("asking failed on every surface; asking again later", "run", run.ID, "set", rec.Set.ID, "in", backoff, "err", err)
-				r.emit(Event{Kind: EventRetry, RunID: run.ID, Set: &ask, Surfaces: names(surfs),
-					Text: fmt.Sprintf("asking failed on every surface; asking again in %s: %v", backoff, err)})
-				retryTimer = time.NewTimer(backoff)
-				retry = retryTimer.C
-				continue round
-			case <-retry:
-				stop()
-				break round
-			case w := <-stored:
-				stored <- w // stop() reads it again
-				stop()
-				if w.err != nil {
-					return w.err
-				}
-				if w.rec.State == store.SetExpired {
-					r.closeExpired(ctx, run.ID, w.rec.Set, surfs)
-				}
-				return r.settled(ctx, run, w.rec, surfs)
-			case <-tick:
-				if what == policyRemind {
-					// A reminder: the surfaces go on asking (asking them
-					// again would post the question again, or ask a
-					// surface twice); only the policy's timer moves on.
-					if _, err := r.policyEvent(ctx, run, &rec, &surfs, pol, what); err != nil {
-						stop()
-						return err
-					}
-					timer, what = r.nextPolicyEvent(pol, rec)
-					tick = nil
-					if timer != nil {
-						tick = timer.C
-					}
-					continue round
-				}
-				stop()
-				done, err := r.policyEvent(ctx, run, &rec, &surfs, pol, what)
-				if done || err != nil {
-					return err
-				}
-				if what == policyEscalate {
-					gone = false // a new surface to ask
-					retryAt = time.Time{}
-				}
-				break round
-			}
-		}
+		w.gone = true // an answer can still come from another process
+		return false, nil
+	}
+	// Every surface failed (a 502 posting the question…): ask again after
+	// a backoff; the store still takes answers.
+	w.failures++
+	backoff := r.cfg.Limits.AskRetryBackoff << min(w.failures-1, 16)
+	if backoff > maxAskBackoff || backoff <= 0 {
+		backoff = maxAskBackoff
+	}
+	w.retryAt = r.cfg.Now().Add(backoff)
+	r.log.Warn("asking failed on every surface; asking again later", "run", w.run.ID, "set", w.rec.Set.ID, "in", backoff, "err", err)
+	r.emit(Event{Kind: EventRetry, RunID: w.run.ID, Set: &w.ask, Surfaces: names(w.surfs),
+		Text: fmt.Sprintf("asking failed on every surface; asking again in %s: %v", backoff, err)})
+	rd.retryIn(backoff)
+	return false, nil
+}
+
+// settled reports the set the store says is no longer pending.
+func (w *waiting) settled(ctx context.Context, got waited) error {
+	if got.err != nil {
+		return got.err
+	}
+	if got.rec.State == store.SetExpired {
+		w.r.closeExpired(ctx, w.run.ID, got.rec.Set, w.surfs)
+	}
+	return w.r.settled(ctx, w.run, got.rec, w.surfs)
+}
+
+// asking is what one round started: the surfaces' Ask (asked, nil when
+// nobody is asked this round or once it returned), the store's wait for the
+// set (stored, nil once read), the policy's timer (tick, for what) and the
+// timer of the next try (retry).
+type asking struct {
+	cancel            context.CancelFunc
+	asked             chan error
+	stored            chan waited
+	timer, retryTimer *time.Timer
+	tick, retry       <-chan time.Time
+	what              policyWhat
+	stopped           bool
+}
+
+// startRound asks the surfaces, unless nobody can be asked or they are
+// to be asked again later, and watches the store for the set.
+func (w *waiting) startRound(ctx context.Context) *asking {
+	actx, cancel := context.WithCancel(ctx)
+	rd := &asking{cancel: cancel, stored: make(chan waited, 1)}
+	switch now := w.r.cfg.Now(); {
+	case len(w.surfs) == 0 || w.gone:
+		// nobody to ask here: only another process can answer
+	case now.Before(w.retryAt):
+		rd.retryIn(w.retryAt.Sub(now))
+	default:
+		rd.asked = make(chan error, 1)
+		ask, surfs, answers, log := w.ask, w.surfs, w.answers, w.r.log
+		go func() { rd.asked <- surfaces.Ask(actx, log, ask, answers, surfs...) }()
+	}
+	st, id := w.r.cfg.Store, w.rec.Set.ID
+	go func() {
+		rec, err := st.WaitSet(actx, id)
+		rd.stored <- waited{rec, err}
+	}()
+	rd.arm(w.r.nextPolicyEvent(w.pol, w.rec))
+	return rd
+}
+
+// arm sets the policy's timer of the round.
+func (rd *asking) arm(timer *time.Timer, what policyWhat) {
+	rd.timer, rd.what, rd.tick = timer, what, nil
+	if timer != nil {
+		rd.tick = timer.C
+	}
+}
+
+// retryIn sets the timer of the next try.
+func (rd *asking) retryIn(d time.Duration) {
+	rd.retryTimer = time.NewTimer(d)
+	rd.retry = rd.retryTimer.C
+}
+
+// stop ends the round's asking and waits for its goroutines; again, it
+// does nothing.
+func (rd *asking) stop() {
+	if rd.stopped {
+		return
+	}
+	rd.stopped = true
+	rd.cancel()
+	if rd.asked != nil {
+		<-rd.asked
+	}
+	if rd.stored != nil {
+		<-rd.stored
+	}
+	if rd.timer != nil {
+		rd.timer.Stop()
+	}
+	if rd.retryTimer != nil {
+		rd.retryTimer.Stop()
 	}
 }
 
@@ -271,353 +269,4 @@ func names(ss []surfaces.Surface) []string {
 		out[i] = s.Name()
 	}
 	return out
-}
-
-// settled reports a set the store says is no longer pending: its answer (an
-// event) and, on every surface it was asked on but the one that took the
-// answer (which showed it already), who answered.
-func (r *Runner) settled(ctx context.Context, run store.Run, rec store.SetRecord, surfs []surfaces.Surface) error {
-	if rec.State == store.SetPending || rec.State == store.SetExpired {
-		return nil // the loop looks again: some questions still open, or the run ended
-	}
-	ctx = context.WithoutCancel(ctx)
-	final := rec.Response
-	r.emit(Event{Kind: EventAnswer, RunID: run.ID, Set: &rec.Set, Response: &final})
-	for _, s := range surfs {
-		if s.Name() == final.Surface {
-			continue
-		}
-		if res, ok := s.(surfaces.Resolver); ok {
-			if err := res.Resolve(ctx, rec.Set, final); err != nil {
-				r.log.Warn("show answer on surface", "surface", s.Name(), "set", rec.Set.ID, "err", err)
-			}
-		}
-	}
-	return nil
-}
-
-// record stores resp, an answer the run gives itself (a timeout's), and
-// reports the set settled.
-func (r *Runner) record(ctx context.Context, run store.Run, resp questions.Response, surfs []surfaces.Surface) error {
-	rec, err := r.cfg.Store.RecordAnswer(context.WithoutCancel(ctx), resp)
-	if err != nil && !errors.Is(err, store.ErrAlreadyAnswered) {
-		return err
-	}
-	return r.settled(ctx, run, rec, surfs)
-}
-
-// storeAnswers is the surfaces.Answers of a run's question sets (of any
-// run's when runID is empty): the store decides, in one transaction, and
-// the first valid answer wins. Every surface and the web inbox hand their
-// answers to it.
-type storeAnswers struct {
-	st        *store.Store
-	runID     string
-	now       func() time.Time
-	failpoint func(string)
-}
-
-// StoreAnswers is the surfaces.Answers over st for the sets of run runID,
-// or of every run when runID is "" (the web inbox answers any pending set).
-func StoreAnswers(st *store.Store, runID string) surfaces.Answers {
-	return &storeAnswers{st: st, runID: runID, now: time.Now, failpoint: func(string) {}}
-}
-
-func (r *Runner) answers(runID string) *storeAnswers {
-	return &storeAnswers{st: r.cfg.Store, runID: runID, now: r.cfg.Now, failpoint: r.cfg.Failpoint}
-}
-
-var _ surfaces.Answers = (*storeAnswers)(nil)
-
-// Offer implements surfaces.Answers.
-func (a *storeAnswers) Offer(ctx context.Context, resp questions.Response) (surfaces.Decision, error) {
-	st := a.st
-	rec, err := st.QuestionSet(ctx, resp.SetID)
-	if errors.Is(err, store.ErrNotFound) {
-		return surfaces.Decision{Invalid: fmt.Errorf("no question set %q", resp.SetID)}, nil
-	}
-	if err != nil {
-		return surfaces.Decision{}, err
-	}
-	if a.runID != "" && rec.Set.RunID != a.runID {
-		return surfaces.Decision{Invalid: fmt.Errorf("question set %s is not one of run %s", resp.SetID, a.runID)}, nil
-	}
-	if rec.State != store.SetPending {
-		return closed(rec), nil
-	}
-	resp = inSetOrder(rec.Set, resp)
-	if err := surfaces.CheckPartial(rec.Set, resp); err != nil {
-		return surfaces.Decision{Invalid: err, Pending: pendingIDs(rec)}, nil
-	}
-	if strings.TrimSpace(resp.By) == "" || strings.TrimSpace(resp.Surface) == "" {
-		return surfaces.Decision{Invalid: errors.New("the answer does not say who gave it where"), Pending: pendingIDs(rec)}, nil
-	}
-	open := resp
-	open.Answers = nil
-	for _, ans := range resp.Answers {
-		if _, done := rec.Response.Answer(ans.QuestionID); !done {
-			open.Answers = append(open.Answers, ans)
-		}
-	}
-	if len(open.Answers) == 0 {
-		// Every question offered is answered already. The set and its
-		// answers are read apart, so a set answered in full meanwhile may
-		// have looked pending: read it again before saying so.
-		if again, err := st.QuestionSet(ctx, resp.SetID); err == nil && again.State != store.SetPending {
-			return closed(again), nil
-		}
-		return surfaces.Decision{Invalid: fmt.Errorf("already answered by %s", rec.Response.By), Pending: pendingIDs(rec)}, nil
-	}
-	if open.At.IsZero() {
-		open.At = a.now()
-	}
-	got, err := st.RecordAnswer(ctx, open)
-	if errors.Is(err, store.ErrAlreadyAnswered) {
-		return closed(got), nil
-	}
-	if err != nil {
-		return surfaces.Decision{}, err
-	}
-	a.failpoint("answer-stored")
-	d := surfaces.Decision{Taken: true}
-	if got.State == store.SetPending {
-		d.Pending = pendingIDs(got)
-	} else {
-		final := got.Response
-		d.Final, d.Closed = &final, true
-	}
-	return d, nil
-}
-
-// inSetOrder puts resp's answers in the order of the set's questions (a web
-// form's fields come in any order); answers to questions the set does not
-// have stay last, for CheckPartial to name.
-func inSetOrder(set questions.Set, resp questions.Response) questions.Response {
-	pos := func(a questions.Answer) int {
-		if i := slices.IndexFunc(set.Questions, func(q questions.Question) bool { return q.ID == a.QuestionID }); i >= 0 {
-			return i
-		}
-		return len(set.Questions)
-	}
-	out := resp
-	out.Answers = slices.Clone(resp.Answers)
-	slices.SortStableFunc(out.Answers, func(a, b questions.Answer) int { return pos(a) - pos(b) })
-	return out
-}
-
-// closed is the decision about any answer to a set no longer pending.
-func closed(rec store.SetRecord) surfaces.Decision {
-	if rec.State == store.SetExpired {
-		return surfaces.Decision{Closed: true}
-	}
-	final := rec.Response
-	return surfaces.Decision{Closed: true, Final: &final}
-}
-
-func pendingIDs(rec store.SetRecord) []string {
-	var out []string
-	for _, q := range unanswered(rec.Set, rec.Response).Questions {
-		out = append(out, q.ID)
-	}
-	return out
-}
-
-// notifyResumed tells the surfaces of a set that its answer reached the
-// model (GitHub's 🚀). Best effort.
-func (r *Runner) notifyResumed(ctx context.Context, d *drive, setID string) {
-	rec, err := r.cfg.Store.QuestionSet(ctx, setID)
-	if err != nil {
-		return
-	}
-	for _, s := range d.Surfaces {
-		if n, ok := s.(surfaces.ResumeNotifier); ok {
-			if err := n.Resumed(ctx, rec.Set); err != nil {
-				r.log.Warn("mark resumed on surface", "surface", s.Name(), "set", setID, "err", err)
-			}
-		}
-	}
-}
-
-type policyWhat int
-
-const (
-	policyRemind policyWhat = iota + 1
-	policyEscalate
-	policyTimeout
-)
-
-// nextPolicyEvent computes, from the stored times (so restarts keep the
-// schedule), when the next reminder, escalation or timeout is due.
-func (r *Runner) nextPolicyEvent(pol Policy, rec store.SetRecord) (*time.Timer, policyWhat) {
-	at, what := policyAt(pol, rec)
-	if what == 0 {
-		return nil, 0
-	}
-	d := at.Sub(r.cfg.Now())
-	if d < 0 {
-		d = 0
-	}
-	return time.NewTimer(d), what
-}
-
-// duePolicyEvent is the reminder, escalation or timeout already due, if any
-// (a run taken up after its question's timeout passed).
-func (r *Runner) duePolicyEvent(pol Policy, rec store.SetRecord) (policyWhat, bool) {
-	at, what := policyAt(pol, rec)
-	return what, what != 0 && !at.After(r.cfg.Now())
-}
-
-// policyAt is when the next reminder, escalation or timeout of rec is due.
-func policyAt(pol Policy, rec store.SetRecord) (time.Time, policyWhat) {
-	var at time.Time
-	var what policyWhat
-	consider := func(t time.Time, w policyWhat) {
-		if !t.IsZero() && (at.IsZero() || t.Before(at)) {
-			at, what = t, w
-		}
-	}
-	if pol.QuestionTimeout > 0 {
-		consider(rec.CreatedAt.Add(pol.QuestionTimeout), policyTimeout)
-	}
-	if pol.RemindEvery > 0 {
-		last := rec.CreatedAt
-		if rec.RemindedAt.After(last) {
-			last = rec.RemindedAt
-		}
-		if pol.EscalateTo != nil && rec.EscalatedAt.IsZero() && !rec.RemindedAt.IsZero() {
-			consider(rec.RemindedAt.Add(pol.RemindEvery), policyEscalate)
-		} else {
-			consider(last.Add(pol.RemindEvery), policyRemind)
-		}
-	}
-	return at, what
-}
-
-// policyEvent carries out a reminder, an escalation or a timeout. done is
-// true when the wait is over.
-func (r *Runner) policyEvent(ctx context.Context, run store.Run, rec *store.SetRecord, surfs *[]surfaces.Surface, pol Policy, what policyWhat) (done bool, err error) {
-	st := r.cfg.Store
-	now := r.cfg.Now()
-	switch what {
-	case policyRemind:
-		var reminded []string
-		for _, s := range *surfs {
-			rm, ok := s.(surfaces.Reminder)
-			if !ok {
-				continue
-			}
-			switch err := rm.Remind(ctx, rec.Set); {
-			case errors.Is(err, surfaces.ErrNotAsked):
-				// Not posted there yet: no reminder before the question.
-				r.log.Info("no reminder: the question is not posted yet", "surface", s.Name(), "set", rec.Set.ID)
-			case err != nil:
-				r.log.Warn("remind", "surface", s.Name(), "set", rec.Set.ID, "err", err)
-			default:
-				reminded = append(reminded, s.Name())
-			}
-		}
-		// The next reminder is due RemindEvery from now either way.
-		rec.RemindedAt = now
-		if len(reminded) > 0 {
-			r.emit(Event{Kind: EventReminder, RunID: run.ID, Set: &rec.Set, Surfaces: reminded})
-		}
-		return false, st.MarkReminded(ctx, rec.Set.ID, now)
-	case policyEscalate:
-		*surfs = append(*surfs, pol.EscalateTo)
-		rec.EscalatedAt = now
-		r.emit(Event{Kind: EventEscalated, RunID: run.ID, Set: &rec.Set, Surfaces: []string{pol.EscalateTo.Name()}})
-		if err := st.MarkEscalated(ctx, rec.Set.ID, now); err != nil {
-			return false, err
-		}
-		return false, st.SetSurfaces(ctx, rec.Set.ID, names(*surfs))
-	case policyTimeout:
-		r.closeSet(ctx, rec.Set, *surfs, timedOutReason(pol))
-		return true, r.timeout(ctx, run, *rec, *surfs, pol)
-	}
-	return false, nil
-}
-
-// markDefault marks, in the options people are shown, the one on_timeout
-// default chooses when nobody answers in time: " (chosen if nobody answers
-// within 12h0m0s)" after its description.
-func markDefault(set *questions.Set, pol Policy) {
-	if pol.OnTimeout.Action != "default" || pol.QuestionTimeout <= 0 {
-		return
-	}
-	for i, q := range set.Questions {
-		a, err := questions.ParseQuestionAnswer(q, pol.OnTimeout.Option)
-		if err != nil || len(a.Labels) == 0 {
-			continue
-		}
-		opts := slices.Clone(q.Options)
-		for j, o := range opts {
-			if slices.Contains(a.Labels, o.Label) {
-				opts[j].Description = strings.TrimSpace(o.Description + fmt.Sprintf(" (chosen if nobody answers within %s)", pol.QuestionTimeout))
-			}
-		}
-		set.Questions[i].Options = opts
-	}
-}
-
-// TimeoutText is what the model is told, as the answer to a question nobody
-// answered within wait, for on_timeout action ("default", "decide" or
-// "skip"; "default" when its option is not one of the question's reads as
-// "decide"). option is on_timeout's option. The README ("When nobody
-// answers") quotes these texts.
-func TimeoutText(action, option string, wait time.Duration) string {
-	switch action {
-	case "default":
-		return fmt.Sprintf("Nobody answered within %s, so the spec's default option %q was chosen for them (on_timeout: default). Go on with it, and say in your reply that the default was used.", wait, option)
-	case "skip":
-		return fmt.Sprintf("Nobody answered within %s (on_timeout: skip). Do not do what depends on this answer: leave it out, go on with the rest of the task, and say in your reply what you left out.", wait)
-	}
-	return fmt.Sprintf("Nobody answered within %s (on_timeout: decide). Decide yourself, go on with the task, and say in your reply what you decided and why.", wait)
-}
-
-func (r *Runner) timeout(ctx context.Context, run store.Run, rec store.SetRecord, surfs []surfaces.Surface, pol Policy) error {
-	open := unanswered(rec.Set, rec.Response)
-	ids := make([]string, 0, len(open.Questions))
-	for _, q := range open.Questions {
-		ids = append(ids, q.ID)
-	}
-	action := pol.OnTimeout.Action
-	limit, err := r.runAsks(ctx, run.ID, rec.Set)
-	if err != nil {
-		return err
-	}
-	switch action {
-	case "default", "decide", "skip":
-		resp := questions.Response{SetID: rec.Set.ID, By: fmt.Sprintf("nobody (no answer within %s; on_timeout: %s)", pol.QuestionTimeout, action),
-			Surface: "timeout", At: r.cfg.Now()}
-		for _, q := range open.Questions {
-			var a questions.Answer
-			var err error = errors.New("no default")
-			if action == "default" {
-				a, err = questions.ParseQuestionAnswer(q, pol.OnTimeout.Option)
-			}
-			switch {
-			case limit && err != nil:
-				// Whether to spend more, or to push what the delivery
-				// held back, is not the model's to decide: the run's own
-				// question nobody answered stops the run.
-				a = questions.Answer{QuestionID: q.ID, Labels: []string{limitStop}}
-			case err == nil && len(a.Labels) > 0 && questions.KindOf(rec.Set) == questions.KindApproval:
-				// An approval's free text is a refusal's reason: the
-				// chosen option alone decides (Allow once runs the call).
-			case err == nil && len(a.Labels) > 0:
-				a.Text = TimeoutText("default", pol.OnTimeout.Option, pol.QuestionTimeout)
-			case err == nil: // a free-text question: the option is the answer
-				a.Text = pol.OnTimeout.Option + "\n\n" + TimeoutText("default", pol.OnTimeout.Option, pol.QuestionTimeout)
-			case action == "skip":
-				a = questions.Answer{QuestionID: q.ID, Text: TimeoutText("skip", "", pol.QuestionTimeout)}
-			default:
-				a = questions.Answer{QuestionID: q.ID, Text: TimeoutText("decide", "", pol.QuestionTimeout)}
-			}
-			resp.Answers = append(resp.Answers, a)
-		}
-		return r.record(ctx, run, resp, surfs)
-	default:
-		return r.fail(ctx, run, fmt.Sprintf("question set %s (%s) got no answer within %s (on_timeout: fail)",
-			rec.Set.ID, strings.Join(ids, ", "), pol.QuestionTimeout))
-	}
 }

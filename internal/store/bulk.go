@@ -157,5 +157,8 @@ func (s *Store) RunLeases(ctx context.Context) (map[string]Lease, error) {
 }
 
 // Statements is how many SQL statements this Store has sent, for the
-// tests that show a command's reads do not grow with the number of runs.
+// tests that show a command's reads do not grow with the number of runs
+// and what a question round costs: every query and exec, and each write
+// transaction's begin and end. The waiters' poller (wait.go), on its own
+// connection and timer, is not counted.
 func (s *Store) Statements() int64 { return s.db.n.Load() }

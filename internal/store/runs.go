@@ -261,23 +261,12 @@ func (s *Store) UpdateRun(ctx context.Context, id string, u RunUpdate) error {
 }
 
 func updateRun(ctx context.Context, tx *txn, id string, u RunUpdate, now time.Time) error {
-	var status RunStatus
-	if err := tx.QueryRowContext(ctx, `SELECT status FROM runs WHERE id = ?`, id).Scan(&status); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("update run %s: %w", id, ErrNotFound)
-		}
-		return fmt.Errorf("update run %s: %w", id, err)
-	}
-	// A final run keeps its status; what a turn that was already running
-	// when it ended costs is still recorded.
-	if status.Final() && u.Status != "" && u.Status != status {
-		return fmt.Errorf("update run %s: it is already %s", id, status)
-	}
-	q := `UPDATE runs SET status = ?, updated_at = ?, cost_usd = cost_usd + ?`
-	args := []any{u.Status, nanos(now), u.AddCost}
-	if u.Status == "" {
-		args[0] = status
-	}
+	// One statement: the update applies unless it would change the status
+	// of a final run (a final run keeps its status; what a turn that was
+	// already running when it ended costs is still recorded). Only when
+	// nothing was updated is the run read, to say why.
+	q := `UPDATE runs SET status = CASE WHEN ? = '' THEN status ELSE ? END, updated_at = ?, cost_usd = cost_usd + ?`
+	args := []any{u.Status, u.Status, nanos(now), u.AddCost}
 	if u.SessionID != "" {
 		q += `, session_id = ?`
 		args = append(args, u.SessionID)
@@ -290,12 +279,25 @@ func updateRun(ctx context.Context, tx *txn, id string, u RunUpdate, now time.Ti
 		q += `, final_text = ?`
 		args = append(args, *u.FinalText)
 	}
-	q += ` WHERE id = ?`
-	args = append(args, id)
-	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+	q += ` WHERE id = ? AND (? = '' OR status = ? OR status NOT IN (?, ?, ?, ?))`
+	args = append(args, id, u.Status, u.Status, RunDone, RunFailed, RunCancelled, RunStopped)
+	res, err := tx.ExecContext(ctx, q, args...)
+	if err != nil {
 		return fmt.Errorf("update run %s: %w", id, err)
 	}
-	return nil
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("update run %s: %w", id, err)
+	} else if n == 1 {
+		return nil
+	}
+	var status RunStatus
+	if err := tx.QueryRowContext(ctx, `SELECT status FROM runs WHERE id = ?`, id).Scan(&status); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("update run %s: %w", id, ErrNotFound)
+		}
+		return fmt.Errorf("update run %s: %w", id, err)
+	}
+	return fmt.Errorf("update run %s: it is already %s", id, status)
 }
 
 // MarkScheduled records that the scheduler fired spec at t.

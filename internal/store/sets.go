@@ -41,7 +41,16 @@ type SetRecord struct {
 	EscalatedAt time.Time
 }
 
+// insertSet stores set, pending, and makes its run waiting.
 func insertSet(ctx context.Context, tx *txn, set questions.Set, surfaces []string, now time.Time) error {
+	if err := insertSetRows(ctx, tx, set, surfaces, now); err != nil {
+		return err
+	}
+	return updateRun(ctx, tx, set.RunID, RunUpdate{Status: RunWaiting}, now)
+}
+
+// insertSetRows stores set, pending; its run is left as it is.
+func insertSetRows(ctx context.Context, tx *txn, set questions.Set, surfaces []string, now time.Time) error {
 	if set.ID == "" || set.RunID == "" {
 		return errors.New("store question set: no ID or run ID")
 	}
@@ -56,8 +65,8 @@ func insertSet(ctx context.Context, tx *txn, set questions.Set, surfaces []strin
 	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO question_sets (id, run_id, turn, state, body, surfaces, created_at) VALUES (?,?,?,?,?,?,?)`,
-		set.ID, set.RunID, set.Turn, SetPending, body, surf, nanos(now))
+	_, err = tx.ExecContext(ctx, `INSERT INTO question_sets (id, run_id, turn, state, body, surfaces, created_at, kind) VALUES (?,?,?,?,?,?,?,?)`,
+		set.ID, set.RunID, set.Turn, SetPending, body, surf, nanos(now), questions.KindOf(set))
 	if err != nil {
 		return fmt.Errorf("store question set %s: %w", set.ID, err)
 	}
@@ -66,7 +75,7 @@ func insertSet(ctx context.Context, tx *txn, set questions.Set, surfaces []strin
 			return fmt.Errorf("store question %s of set %s: %w", q.ID, set.ID, err)
 		}
 	}
-	return updateRun(ctx, tx, set.RunID, RunUpdate{Status: RunWaiting}, now)
+	return nil
 }
 
 const setColumns = `id, state, body, surfaces, created_at, answered_at, claimed_at, resumed_at, reminded_at, escalated_at`
@@ -95,38 +104,87 @@ type querier interface {
 }
 
 func loadSet(ctx context.Context, q querier, id string) (SetRecord, error) {
-	r, err := scanSet(q.QueryRowContext(ctx, `SELECT `+setColumns+` FROM question_sets WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return SetRecord{}, fmt.Errorf("question set %s: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return SetRecord{}, err
-	}
-	r.Response, err = loadResponse(ctx, q, r.Set)
+	r, _, err := loadSetRows(ctx, q, id)
 	return r, err
 }
 
-// loadResponse composes the answers stored for set, in question order.
-func loadResponse(ctx context.Context, q querier, set questions.Set) (questions.Response, error) {
-	rows, err := q.QueryContext(ctx, `SELECT question_id, body, answered_by, surface, at FROM answers WHERE set_id = ?`, set.ID)
+// setsWithAnswers reads sets with their answers in one statement: a row
+// per answer (one, its answer columns NULL, for a set without any). Its
+// condition is on qs, the question_sets.
+const setsWithAnswers = `SELECT qs.id, qs.state, qs.body, qs.surfaces, qs.created_at, qs.answered_at, qs.claimed_at, qs.resumed_at,
+	qs.reminded_at, qs.escalated_at, a.question_id, a.body, a.answered_by, a.surface, a.at
+	FROM question_sets qs LEFT JOIN answers a ON a.set_id = qs.id WHERE `
+
+// loadSetRows is loadSet that also returns the set's answers as stored, by
+// question ID, for a change to compose the set's response again
+// (storeAnswers) without reading it back. One statement.
+func loadSetRows(ctx context.Context, q querier, id string) (SetRecord, map[string]answerRow, error) {
+	recs, rows, err := loadSetsJoined(ctx, q, `qs.id = ?`, id)
 	if err != nil {
-		return questions.Response{}, fmt.Errorf("answers of set %s: %w", set.ID, err)
+		return SetRecord{}, nil, fmt.Errorf("question set %s: %w", id, err)
+	}
+	if len(recs) == 0 {
+		return SetRecord{}, nil, fmt.Errorf("question set %s: %w", id, ErrNotFound)
+	}
+	return recs[0], rows[0], nil
+}
+
+// loadSetsJoined reads the sets where selects, oldest first, with their
+// answers (setsWithAnswers), and returns each set's answers as stored too.
+func loadSetsJoined(ctx context.Context, q querier, where string, args ...any) ([]SetRecord, []map[string]answerRow, error) {
+	rows, err := q.QueryContext(ctx, setsWithAnswers+where+` ORDER BY qs.created_at, qs.id`, args...)
+	if err != nil {
+		return nil, nil, err
 	}
 	defer rows.Close()
-	byQ := map[string]answerRow{}
+	var recs []SetRecord
+	var answers []map[string]answerRow
 	for rows.Next() {
-		var qid string
-		r, err := scanAnswerRow(rows, &qid)
+		var qid, body, by, srf sql.NullString
+		var at sql.NullInt64
+		r, err := scanSet(scanWith{rows, []any{&qid, &body, &by, &srf, &at}})
 		if err != nil {
-			return questions.Response{}, err
+			return nil, nil, err
 		}
-		byQ[qid] = r
+		if n := len(recs); n == 0 || recs[n-1].Set.ID != r.Set.ID {
+			recs, answers = append(recs, r), append(answers, map[string]answerRow{})
+		}
+		if !qid.Valid {
+			continue // no answer yet
+		}
+		a := answerRow{by: by.String, srf: srf.String, at: at.Int64}
+		if err := json.Unmarshal([]byte(body.String), &a.a); err != nil {
+			return nil, nil, fmt.Errorf("answer to %s: %w", qid.String, err)
+		}
+		answers[len(answers)-1][qid.String] = a
 	}
 	if err := rows.Err(); err != nil {
-		return questions.Response{}, err
+		return nil, nil, err
 	}
-	return composeResponse(set, byQ), nil
+	for i := range recs {
+		recs[i].Response = composeResponse(recs[i].Set, answers[i])
+	}
+	return recs, answers, nil
 }
+
+// OpenSets returns the run's sets still open, pending or answered but not
+// yet handed over, oldest first, with their answers: one statement (the
+// run loop reads them at every step).
+func (s *Store) OpenSets(ctx context.Context, runID string) ([]SetRecord, error) {
+	recs, _, err := loadSetsJoined(ctx, s.db, `qs.run_id = ? AND qs.state IN (?, ?)`, runID, SetAnswered, SetPending)
+	if err != nil {
+		return nil, fmt.Errorf("open question sets of run %s: %w", runID, err)
+	}
+	return recs, nil
+}
+
+// scanWith scans a row's columns into scanSet's and then into more.
+type scanWith struct {
+	rows *sql.Rows
+	more []any
+}
+
+func (s scanWith) Scan(dest ...any) error { return s.rows.Scan(append(dest, s.more...)...) }
 
 // answerRow is one stored answer to a question.
 type answerRow struct {
@@ -261,20 +319,21 @@ func (s *Store) FindQuestion(ctx context.Context, id string) (SetRecord, *questi
 	return SetRecord{}, nil, fmt.Errorf("question %s: %w", id, ErrNotFound)
 }
 
-// RecordAnswer stores the answers of resp for a pending set. The first answer
-// to each question wins: answers to questions already answered are ignored.
-// Once every question has an answer the set becomes answered. A set that is
-// no longer pending gives ErrAlreadyAnswered (its record tells who answered).
-// The returned record is the set after the change.
+// RecordAnswer stores the answers of resp for a pending set, unchecked: the
+// run's own answers (a preset's, a timeout's). The first answer to each
+// question wins: answers to questions already answered are ignored. Once
+// every question has an answer the set becomes answered. A set that is no
+// longer pending gives ErrAlreadyAnswered (its record tells who answered).
+// The returned record is the set after the change. Answers people give go
+// through Offer, which decides whether to take them.
 func (s *Store) RecordAnswer(ctx context.Context, resp questions.Response) (SetRecord, error) {
 	var rec SetRecord
 	now := s.now().UTC()
-	at := resp.At
-	if at.IsZero() {
-		at = now
+	if resp.At.IsZero() {
+		resp.At = now
 	}
 	err := s.tx(ctx, func(tx *txn) error {
-		r, err := loadSet(ctx, tx, resp.SetID)
+		r, rows, err := loadSetRows(ctx, tx, resp.SetID)
 		if err != nil {
 			return err
 		}
@@ -286,25 +345,8 @@ func (s *Store) RecordAnswer(ctx context.Context, resp questions.Response) (SetR
 			if _, ok := r.Set.Question(a.QuestionID); !ok {
 				return fmt.Errorf("question set %s has no question %q", r.Set.ID, a.QuestionID)
 			}
-			body, err := encodeJSON(a)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO answers (set_id, question_id, body, answered_by, surface, at) VALUES (?,?,?,?,?,?)
-				ON CONFLICT(set_id, question_id) DO NOTHING`, r.Set.ID, a.QuestionID, body, resp.By, resp.Surface, nanos(at)); err != nil {
-				return err
-			}
 		}
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM answers WHERE set_id = ?`, r.Set.ID).Scan(&n); err != nil {
-			return err
-		}
-		if n >= len(r.Set.Questions) {
-			if _, err := tx.ExecContext(ctx, `UPDATE question_sets SET state = ?, answered_at = ? WHERE id = ?`, SetAnswered, nanos(now), r.Set.ID); err != nil {
-				return err
-			}
-		}
-		rec, err = loadSet(ctx, tx, r.Set.ID)
+		rec, err = storeAnswers(ctx, tx, r, rows, resp, now)
 		return err
 	})
 	if err != nil {

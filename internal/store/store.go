@@ -243,6 +243,7 @@ func (s *Store) tx(ctx context.Context, fn func(*txn) error) error {
 	if err != nil {
 		return err
 	}
+	s.db.n.Add(2) // its begin, and its commit or rollback (Statements)
 	tx := &txn{Tx: sqlTx, d: s.db}
 	if err := fn(tx); err != nil {
 		tx.Rollback()

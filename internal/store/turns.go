@@ -162,12 +162,13 @@ func (s *Store) FinishTurn(ctx context.Context, runID string, seq int, r TurnRes
 				return err
 			}
 		}
+		u := RunUpdate{SessionID: r.SessionID, AddCost: r.CostUSD}
 		if asked != nil {
-			if err := insertSet(ctx, tx, *asked, surfaces, now); err != nil {
+			if err := insertSetRows(ctx, tx, *asked, surfaces, now); err != nil {
 				return err
 			}
+			u.Status = RunWaiting // as insertSet does, in the one update below
 		}
-		u := RunUpdate{SessionID: r.SessionID, AddCost: r.CostUSD}
 		if r.FinalText != "" && asked == nil {
 			u.FinalText = &r.FinalText
 		}

@@ -205,7 +205,7 @@ func (a *Answers) decide(s *memSet, resp questions.Response) surfaces.Decision {
 		s.refuse = s.refuse[1:]
 		return surfaces.Decision{Invalid: err, Pending: s.pending()}
 	}
-	if err := surfaces.CheckPartial(s.set, resp); err != nil {
+	if err := questions.CheckPartial(s.set, resp); err != nil {
 		return surfaces.Decision{Invalid: err, Pending: s.pending()}
 	}
 	if resp.By == "" || resp.Surface == "" {

@@ -318,7 +318,7 @@ func askAndAnswer(t *testing.T, b Backend, set questions.Set, want []questions.A
 }
 
 // ValidResponse reports whether resp is a complete, valid answer to set:
-// one answer per question of set, in order, each as surfaces.CheckPartial
+// one answer per question of set, in order, each as questions.CheckPartial
 // wants it.
 func ValidResponse(set questions.Set, resp questions.Response) error {
 	if resp.SetID != set.ID {
@@ -327,7 +327,7 @@ func ValidResponse(set questions.Set, resp questions.Response) error {
 	if len(resp.Answers) != len(set.Questions) {
 		return fmt.Errorf("answer to set %s has %d answers for %d questions", set.ID, len(resp.Answers), len(set.Questions))
 	}
-	return surfaces.CheckPartial(set, resp)
+	return questions.CheckPartial(set, resp)
 }
 
 // CheckResponse checks that resp is a complete answer to set from the surface

@@ -3,9 +3,8 @@
 // each turn's transcript, its questions and answers), answers and cancel.
 //
 // Answers go through Offerer. The default, StoreOfferer, hands them to the
-// run loop's store-backed Answers (runner.StoreAnswers), the one path every
-// surface's answers take: validated, the first valid answer wins in one
-// transaction.
+// store's Offer, the one path every surface's answers take: validated, the
+// first valid answer wins in one transaction.
 package webstore
 
 import (
@@ -22,7 +21,6 @@ import (
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
-	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/internal/web"
 	"github.com/orchestrator-dev/orchestrator/questions"
@@ -330,19 +328,19 @@ func (b *Backend) Offer(ctx context.Context, resp questions.Response) (web.Decis
 }
 
 // StoreOfferer decides answers the way every surface's answers are decided:
-// through the run loop's store-backed Answers (runner.StoreAnswers), which
-// validates, keeps a partial answer while the set stays pending, and lets
-// the first valid answer win in one transaction.
+// through the store's Offer, which validates, keeps a partial answer while
+// the set stays pending, and lets the first valid answer win in one
+// transaction.
 type StoreOfferer struct{ Store *store.Store }
 
 // Offer implements Offerer.
 func (s StoreOfferer) Offer(ctx context.Context, resp questions.Response) (web.Decision, error) {
-	if _, err := s.Store.QuestionSet(ctx, resp.SetID); err != nil {
-		return web.Decision{}, notFound(err)
-	}
-	d, err := runner.StoreAnswers(s.Store, "").Offer(ctx, resp)
+	d, err := s.Store.Offer(ctx, resp)
 	if err != nil {
 		return web.Decision{}, err
+	}
+	if errors.Is(d.Invalid, store.ErrNotFound) {
+		return web.Decision{}, notFound(d.Invalid)
 	}
 	return web.Decision{Taken: d.Taken, Invalid: d.Invalid, Final: d.Final, Closed: d.Closed}, nil
 }
