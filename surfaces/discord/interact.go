@@ -78,17 +78,8 @@ func (s *Surface) onInteraction(_ *discordgo.Session, ev *discordgo.InteractionC
 	if in == nil {
 		return
 	}
-	var cid string
-	switch in.Type {
-	case discordgo.InteractionMessageComponent:
-		if d, ok := in.Data.(discordgo.MessageComponentInteractionData); ok {
-			cid = d.CustomID
-		}
-	case discordgo.InteractionModalSubmit:
-		if d, ok := in.Data.(discordgo.ModalSubmitInteractionData); ok {
-			cid = d.CustomID
-		}
-	default:
+	cid, ok := interactionCustomID(in)
+	if !ok {
 		return
 	}
 	p, ok := parseCustomID(cid)
@@ -128,30 +119,13 @@ func (s *Surface) onInteraction(_ *discordgo.Session, ev *discordgo.InteractionC
 		return
 	}
 
-	var ans questions.Answer
-	var err error
-	switch p.action {
-	case actText:
+	if p.action == actText {
 		s.respond(in, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseModal, Data: modal(qs.q, qs.ref)})
 		return
-	case actButton:
-		if in.Type != discordgo.InteractionMessageComponent || p.index >= len(qs.q.Options) || qs.q.MultiSelect {
-			return
-		}
-		ans = questions.Answer{QuestionID: qs.q.ID, Labels: []string{qs.q.Options[p.index].Label}}
-	case actSelect:
-		d, ok := in.Data.(discordgo.MessageComponentInteractionData)
-		if !ok {
-			return
-		}
-		ans, err = selected(qs.q, d.Values)
-	case actModal:
-		d, ok := in.Data.(discordgo.ModalSubmitInteractionData)
-		if !ok {
-			return
-		}
-		ans, err = questions.ParseQuestionAnswer(qs.q, modalText(d))
-		ans.QuestionID = qs.q.ID
+	}
+	ans, ok, err := interactionAnswer(in, qs, p)
+	if !ok {
+		return
 	}
 	if err != nil {
 		s.respond(in, ephemeral(msgNotTaken+clip(sanitize(err.Error(), true), 1800)))
@@ -176,6 +150,53 @@ func (s *Surface) onInteraction(_ *discordgo.Session, ev *discordgo.InteractionC
 	ctx, cancel := context.WithTimeout(s.ctx, workTimeout)
 	defer cancel()
 	s.decided(ctx, qs, a, d)
+}
+
+// interactionCustomID returns the custom ID of a click, a menu choice or a form
+// submission. It returns false for any other kind of interaction.
+func interactionCustomID(in *discordgo.Interaction) (string, bool) {
+	var cid string
+	switch in.Type {
+	case discordgo.InteractionMessageComponent:
+		if d, ok := in.Data.(discordgo.MessageComponentInteractionData); ok {
+			cid = d.CustomID
+		}
+	case discordgo.InteractionModalSubmit:
+		if d, ok := in.Data.(discordgo.ModalSubmitInteractionData); ok {
+			cid = d.CustomID
+		}
+	default:
+		return "", false
+	}
+	return cid, true
+}
+
+// interactionAnswer reads the answer to qs that interaction in gives: the
+// option of a button (p.index), the options chosen in a menu, or the text
+// of a form. ok is false when in is not an answer of the kind p names, to
+// be ignored; err says why the answer could not be read.
+func interactionAnswer(in *discordgo.Interaction, qs *qState, p parsedID) (ans questions.Answer, ok bool, err error) {
+	switch p.action {
+	case actButton:
+		if in.Type != discordgo.InteractionMessageComponent || p.index >= len(qs.q.Options) || qs.q.MultiSelect {
+			return ans, false, nil
+		}
+		ans = questions.Answer{QuestionID: qs.q.ID, Labels: []string{qs.q.Options[p.index].Label}}
+	case actSelect:
+		d, ok := in.Data.(discordgo.MessageComponentInteractionData)
+		if !ok {
+			return ans, false, nil
+		}
+		ans, err = selected(qs.q, d.Values)
+	case actModal:
+		d, ok := in.Data.(discordgo.ModalSubmitInteractionData)
+		if !ok {
+			return ans, false, nil
+		}
+		ans, err = questions.ParseQuestionAnswer(qs.q, modalText(d))
+		ans.QuestionID = qs.q.ID
+	}
+	return ans, true, err
 }
 
 // selected turns a select menu's values (option indexes) into an answer.
