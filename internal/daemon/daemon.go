@@ -12,20 +12,17 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"reflect"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/orchestrator-dev/orchestrator/internal/retry"
 	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/specs"
@@ -139,11 +136,6 @@ type Config struct {
 	// default 5s.
 	AdoptEvery time.Duration
 }
-
-// orphanGrace is how long a run in status running may go without an update
-// before the daemon adopts it when no process drives it: a process that just
-// created a run takes its lock right after.
-const orphanGrace = time.Minute
 
 // maxDriveBackoff bounds the wait (before its jitter) before driving again
 // a run whose drive stopped on an error.
@@ -261,50 +253,6 @@ func New(cfg Config) (*Daemon, error) {
 	return d, nil
 }
 
-// routes builds the HTTP handler; a bad or clashing pattern of Handlers is
-// an error (http.ServeMux panics on them).
-func (d *Daemon) routes() (mux *http.ServeMux, err error) {
-	mux = http.NewServeMux()
-	var pattern string
-	defer func() {
-		if r := recover(); r != nil {
-			mux, err = nil, fmt.Errorf("handler %q: %v", pattern, r)
-		}
-	}()
-	pattern = "/healthz"
-	mux.HandleFunc(pattern, d.healthz)
-	pattern = "/statusz"
-	mux.HandleFunc(pattern, d.statusz)
-	pattern = "/metrics"
-	mux.Handle(pattern, d.cfg.Metrics.Handler())
-	patterns := make([]string, 0, len(d.cfg.Handlers))
-	for p := range d.cfg.Handlers {
-		patterns = append(patterns, p)
-	}
-	sort.Strings(patterns)
-	for _, p := range patterns {
-		pattern = p
-		h := d.cfg.Handlers[p]
-		if h == nil {
-			return nil, fmt.Errorf("handler %q: nil", p)
-		}
-		mux.Handle(p, h)
-	}
-	return mux, nil
-}
-
-// Handler is the daemon's HTTP handler: /healthz, /statusz, /metrics and
-// Handlers.
-func (d *Daemon) Handler() http.Handler { return d.mux }
-
-// Addr is the address the HTTP server listens on, once Ready; empty before,
-// or when Listen is empty.
-func (d *Daemon) Addr() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.addr
-}
-
 // Ready is closed once Run holds the lock, listens, has taken up the stored
 // runs and started the scheduler.
 func (d *Daemon) Ready() <-chan struct{} { return d.ready }
@@ -320,12 +268,6 @@ func (d *Daemon) Running() []string {
 	sort.Strings(out)
 	return out
 }
-
-// takeUp are the statuses of the runs a starting daemon drives on: those
-// queued by `orchestrator submit`, those waiting on a question, those
-// interrupted by a shutdown, and those left running by a process that died
-// (a run another process still drives is locked, and skipped).
-var takeUp = []store.RunStatus{store.RunQueued, store.RunWaiting, store.RunInterrupted, store.RunRunning}
 
 // Run is the daemon: it takes the daemon lock of the state directory (a
 // second daemon fails at once), listens on Listen, drives on every waiting,
@@ -481,199 +423,6 @@ func (d *Daemon) shutdown(cancelRuns context.CancelFunc, srv *http.Server) error
 	return errors.Join(errs...)
 }
 
-// httpGrace is how long shutdown lets open HTTP requests finish before it
-// closes their connections.
-const httpGrace = 2 * time.Second
-
-// takeUpRuns drives, each in its own goroutine, every run a previous
-// process left waiting, interrupted or running.
-func (d *Daemon) takeUpRuns(ctx context.Context) error {
-	runs, err := d.cfg.Store.ListRuns(ctx, store.RunFilter{Status: takeUp})
-	if err != nil {
-		return fmt.Errorf("serve: find runs to take up: %w", err)
-	}
-	// Oldest first.
-	for i := len(runs) - 1; i >= 0; i-- {
-		run := runs[i]
-		if !d.register(run.ID, run.Spec) {
-			continue
-		}
-		d.log.Info("taking up run", "run", run.ID, "spec", run.Spec, "status", run.Status)
-		go func() { _ = d.drive(ctx, run.ID, run.Spec, "take-up") }()
-	}
-	return nil
-}
-
-// adoptLoop adopts, every AdoptEvery, the active runs no process drives,
-// until ctx ends.
-func (d *Daemon) adoptLoop(ctx context.Context) {
-	every(ctx, d.cfg.AdoptEvery, func() { d.adopt(ctx) })
-}
-
-// every calls f every interval until ctx ends.
-func every(ctx context.Context, interval time.Duration, f func()) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			f()
-		}
-	}
-}
-
-// adopt drives the active runs (waiting, interrupted, running for longer
-// than orphanGrace without an update) that no process drives; a run whose
-// drive failed is adopted again after a backoff. The runs left undriven
-// are reported by /healthz and orchestrator_runs_undriven.
-func (d *Daemon) adopt(ctx context.Context) {
-	runs, err := d.cfg.Store.ListRuns(ctx, store.RunFilter{Status: takeUp, Brief: true})
-	if err != nil {
-		if ctx.Err() == nil {
-			d.store.failed("adopt runs: list runs", err) // one line an outage (outage.go)
-		}
-		return
-	}
-	d.store.ok()
-	now := time.Now()
-	d.take(ctx, runs, -1, "adopt", "adopting a run no process drives", func(run store.Run) bool {
-		driven, err := d.cfg.Store.RunDriven(run.ID)
-		if err != nil {
-			d.log.Error("adopt runs: is the run driven", "run", run.ID, "err", err)
-			return true
-		}
-		return driven || (run.Status == store.RunRunning && now.Sub(run.UpdatedAt) < orphanGrace)
-	})
-}
-
-// take drives, each in its own goroutine, the runs not driven here (at most
-// room of them; -1: no bound) that skip does not leave out, except those
-// whose drive failed lately: they wait out their backoff and are reported
-// undriven (/healthz, orchestrator_runs_undriven).
-func (d *Daemon) take(ctx context.Context, runs []store.Run, room int, trigger, msg string, skip func(store.Run) bool) {
-	now := time.Now()
-	var undriven []string
-	for _, run := range runs {
-		if room == 0 {
-			break
-		}
-		d.mu.Lock()
-		_, here := d.driving[run.ID]
-		r, failed := d.failed[run.ID]
-		stopping := d.stopping
-		d.mu.Unlock()
-		if here || stopping || skip(run) {
-			continue
-		}
-		if failed && now.Before(r.at) {
-			undriven = append(undriven, run.ID)
-			continue
-		}
-		if !d.register(run.ID, run.Spec) {
-			continue
-		}
-		room--
-		d.log.Info(msg, "run", run.ID, "spec", run.Spec, "status", run.Status)
-		go func() { _ = d.drive(ctx, run.ID, run.Spec, trigger) }()
-	}
-	// The gauge first: whoever sees /healthz degraded finds it counted.
-	d.cfg.Metrics.setUndriven(len(undriven))
-	d.mu.Lock()
-	d.undriven = undriven
-	d.mu.Unlock()
-}
-
-// register notes that this process drives runID (of spec, when not empty);
-// false when it already does, or shuts down. Each true must be followed by drive.
-func (d *Daemon) register(runID, spec string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if _, ok := d.driving[runID]; ok || d.stopping {
-		return false
-	}
-	d.driving[runID] = spec
-	if spec != "" {
-		d.bySpec[spec]++
-	}
-	d.wg.Add(1)
-	d.cfg.Metrics.driving(1)
-	return true
-}
-
-func (d *Daemon) unregister(runID string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	spec, ok := d.driving[runID]
-	if !ok {
-		return
-	}
-	delete(d.driving, runID)
-	if spec != "" {
-		if d.bySpec[spec]--; d.bySpec[spec] <= 0 {
-			delete(d.bySpec, spec)
-		}
-	}
-	d.cfg.Metrics.driving(-1)
-	d.wg.Done()
-}
-
-// drive drives a registered run and logs how it ended. Its error is that
-// of a run that could not go on; a shutdown, a question left pending and
-// a run driven by another process are not errors.
-func (d *Daemon) drive(ctx context.Context, runID, spec, trigger string) error {
-	run, err := d.cfg.Runs.Drive(ctx, runID)
-	d.noteDriven(runID, err, ctx.Err() != nil)
-	d.unregister(runID) // before logging: whoever reads the log sees the run gone
-	log := d.log.With("run", runID, "spec", spec, "trigger", trigger)
-	switch {
-	case err == nil:
-		log.Info("run ended", "status", run.Status)
-		return nil
-	case errors.Is(err, store.ErrLocked):
-		log.Info("run not taken up: another process drives it", "err", err)
-		return nil
-	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
-		log.Info("run stopped by the shutdown; it stays resumable", "status", run.Status)
-		return nil
-	case errors.Is(err, runner.ErrParked):
-		log.Info("run waits on a question; the leading instance asks it, and any instance resumes the run once answered")
-		return nil
-	case errors.Is(err, runner.ErrLeaseLost):
-		log.Warn("run left to another instance: this one lost its lease (stalled, or lost the database)", "err", err)
-		return nil
-	case errors.Is(err, runner.ErrWaiting):
-		log.Warn("run left waiting: no surface of the daemon can take the answer; answer it with `orchestrator answer`, then resume it",
-			"status", run.Status, "err", err)
-		return nil
-	default:
-		log.Error("run stopped on an error", "status", run.Status, "err", err)
-		return fmt.Errorf("run %s: %w", runID, err)
-	}
-}
-
-// noteDriven records how a drive ended: a drive stopped on an error (not
-// the shutdown, not another process) makes the run adopted again only after
-// a backoff, doubled each time up to maxDriveBackoff, with jitter.
-func (d *Daemon) noteDriven(runID string, err error, stopped bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err == nil || stopped || errors.Is(err, store.ErrLocked) || errors.Is(err, runner.ErrWaiting) ||
-		errors.Is(err, runner.ErrParked) || errors.Is(err, runner.ErrLeaseLost) {
-		delete(d.failed, runID)
-		return
-	}
-	r := d.failed[runID]
-	r.n++
-	wait := retry.Backoff{Initial: d.cfg.AdoptEvery, Max: maxDriveBackoff, Jitter: retry.Jitter}.Wait(r.n - 1)
-	if wait <= 0 {
-		wait = maxDriveBackoff
-	}
-	r.at = time.Now().Add(wait)
-	d.failed[runID] = r
-}
-
 // runSpec is the scheduler's run function: create a run of the spec and
 // drive it. It returns once the run is final, left waiting, or stopped by
 // the shutdown, so the scheduler skips the spec's ticks meanwhile.
@@ -760,95 +509,4 @@ func (d *Daemon) markRun(spec string, at time.Time) {
 	if err := d.cfg.Store.MarkScheduled(ctx, spec, at); err != nil {
 		d.log.Error("record when the spec ran", "spec", spec, "err", err)
 	}
-}
-
-// Health is the body of /healthz.
-type Health struct {
-	Status string `json:"status"` // "ok", "shutting down" or "error"
-	// Driving counts the runs this daemon drives now.
-	Driving int `json:"driving"`
-	// Leader: this instance leads (asks the waiting runs' questions,
-	// polls GitHub, holds the Discord gateway); always true on SQLite.
-	Leader bool `json:"leader"`
-	// Running and Waiting count the store's runs in those states (all
-	// processes).
-	Running int `json:"running"`
-	Waiting int `json:"waiting"`
-	// Undriven lists the active runs that no process drove at the
-	// daemon's last look (their drive failed; adopted again after a
-	// backoff); Status is then "degraded".
-	Undriven []string `json:"undriven,omitempty"`
-	// SpecProblems lists the files of the specs folder that do not
-	// validate (or cannot be read) at the last rescan; each keeps its last
-	// good version scheduled when it had one (kept). Status is then
-	// "degraded".
-	SpecProblems []SpecProblem `json:"spec_problems,omitempty"`
-	// SurfaceProblems lists the surfaces whose service does not serve
-	// them now (a request not answered in time, polls refused); Status is
-	// then "degraded".
-	SurfaceProblems []SurfaceProblem `json:"surface_problems,omitempty"`
-	Error           string           `json:"error,omitempty"`
-}
-
-// healthz answers 200 with Health while serving (status "ok", or
-// "degraded" with runs no process drives or spec files that do not
-// validate); 503 while shutting down or when
-// the store cannot be read.
-func (d *Daemon) healthz(w http.ResponseWriter, r *http.Request) {
-	h, code := d.health(r.Context())
-	writeHealth(w, h, code)
-}
-
-// statusz is /healthz for monitoring: the same body, and 200 only when
-// the status is "ok" (503 when degraded too). A load balancer checks
-// /healthz, which stays 200 while degraded: a spec that does not validate
-// must not take the only webhook receiver out of it.
-func (d *Daemon) statusz(w http.ResponseWriter, r *http.Request) {
-	h, code := d.health(r.Context())
-	if h.Status != "ok" {
-		code = http.StatusServiceUnavailable
-	}
-	writeHealth(w, h, code)
-}
-
-func writeHealth(w http.ResponseWriter, h Health, code int) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(h)
-}
-
-// health is what /healthz and /statusz say, and /healthz's status code.
-func (d *Daemon) health(ctx context.Context) (Health, int) {
-	d.mu.Lock()
-	h := Health{Status: "ok", Driving: len(d.driving), Leader: d.leader, Undriven: slices.Clone(d.undriven), SpecProblems: slices.Clone(d.specProblems)}
-	stopping := d.stopping
-	d.mu.Unlock()
-	code := http.StatusOK
-	h.SurfaceProblems = d.cfg.Metrics.surfaceHealth.problems()
-	if len(h.Undriven) > 0 || len(h.SpecProblems) > 0 || len(h.SurfaceProblems) > 0 {
-		h.Status = "degraded"
-	}
-	if stopping {
-		h.Status, code = "shutting down", http.StatusServiceUnavailable
-	}
-	runs, err := d.cfg.Store.ListRuns(ctx, store.RunFilter{Status: []store.RunStatus{store.RunRunning, store.RunWaiting}})
-	switch {
-	case err != nil && ctx.Err() == nil:
-		d.store.failed("healthz: list runs", err) // one line an outage (outage.go)
-		since, _, _ := d.store.down()
-		// Why, not the driver's words (hosts, users): the log has them.
-		h.Status, h.Error, code = "degraded", "store unreachable since "+since.UTC().Format(time.RFC3339), http.StatusServiceUnavailable
-	case err == nil:
-		d.store.ok()
-	}
-	for _, run := range runs {
-		switch run.Status {
-		case store.RunRunning:
-			h.Running++
-		case store.RunWaiting:
-			h.Waiting++
-		}
-	}
-	return h, code
 }

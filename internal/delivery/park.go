@@ -219,48 +219,11 @@ func (d *Deliverer) here(ctx context.Context, run store.Run, dl store.Delivery, 
 	if err != nil {
 		return dl, err
 	}
-	remote := gd.FetchURL != ""
-	remoteRef := "refs/remotes/" + o.Remote + "/" + dl.Branch
-	fetched := false
-	if remote {
-		err := d.fetch(ctx, gd, top, "+refs/heads/"+dl.Branch+":"+remoteRef)
-		fetched = err == nil
-		if !fetched && parked(dl) {
-			return dl, fmt.Errorf("run %s: fetch its branch %s from %s to go on from its work in progress: %w", run.ID, dl.Branch, o.Remote, err)
-		}
+	start, hasLocal, err := d.startPoint(ctx, run, dl, o, top, gd, mine)
+	if err != nil {
+		return dl, err
 	}
-	// The run's work: the latest of the local branch and the remote's.
 	localRef := "refs/heads/" + dl.Branch
-	_, hasLocal := g.resolve(ctx, top, localRef)
-	var start string
-	switch {
-	case parkedHere(dl) && hasLocal && g.contains(ctx, top, localRef, dl.CommitSHA):
-		start = localRef
-	case parkedHere(dl) && fetched && g.contains(ctx, top, remoteRef, dl.CommitSHA):
-		start = remoteRef
-	case unpushed(dl):
-		// Its latest work in progress never reached the remote: only the
-		// checkout it was made in has it, and the run goes on there.
-		host := run.Host
-		if host == "" {
-			host = "the one whose checkout holds it"
-		}
-		return dl, fmt.Errorf("run %s: its work in progress (commit %.12s) is not on %s (its push failed) nor in %s; it stays with host %s: %w",
-			run.ID, dl.CommitSHA, o.Remote, top, host, store.ErrWorkElsewhere)
-	case parked(dl):
-		return dl, fmt.Errorf("run %s: its branch %s on %s does not hold its work in progress (commit %.12s): was it rewritten?", run.ID, dl.Branch, o.Remote, dl.CommitSHA)
-	case mine && hasLocal:
-		start = localRef
-	case fetched:
-		start = remoteRef
-	default:
-		if _, ok := g.resolve(ctx, top, dl.BaseCommit); !ok && remote {
-			if err := d.fetch(ctx, gd, top, "+refs/heads/*:refs/remotes/"+o.Remote+"/*"); err != nil {
-				return dl, fmt.Errorf("fetch %s: %w", o.Remote, err)
-			}
-		}
-		start = dl.BaseCommit
-	}
 	if !mine && g.isWorktree(ctx, dl.Worktree) && isDir(dl.RepoDir) {
 		// Another instance's worktree of the run, on this machine: it is
 		// stale (we hold the run now, and what it committed is on the
@@ -308,6 +271,59 @@ func (d *Deliverer) here(ctx context.Context, run store.Run, dl store.Delivery, 
 	}
 	d.log.Info("worktree added again", "run", dl.RunID, "worktree", wt, "branch", dl.Branch, "from", start)
 	return dl, nil
+}
+
+// startPoint chooses what here adds the run's worktree from, in top: the
+// latest of the run's local branch and its branch on the remote (fetched
+// first) when they hold its parked work, else the base. hasLocal reports
+// whether top has the run's local branch. Work in progress that neither
+// holds is an error (store.ErrWorkElsewhere when it stays with another
+// host).
+func (d *Deliverer) startPoint(ctx context.Context, run store.Run, dl store.Delivery, o Options, top string, gd store.GitGuard, mine bool) (string, bool, error) {
+	g := d.cfg.Git
+	remote := gd.FetchURL != ""
+	remoteRef := "refs/remotes/" + o.Remote + "/" + dl.Branch
+	fetched := false
+	if remote {
+		err := d.fetch(ctx, gd, top, "+refs/heads/"+dl.Branch+":"+remoteRef)
+		fetched = err == nil
+		if !fetched && parked(dl) {
+			return "", false, fmt.Errorf("run %s: fetch its branch %s from %s to go on from its work in progress: %w", run.ID, dl.Branch, o.Remote, err)
+		}
+	}
+	// The run's work: the latest of the local branch and the remote's.
+	localRef := "refs/heads/" + dl.Branch
+	_, hasLocal := g.resolve(ctx, top, localRef)
+	var start string
+	switch {
+	case parkedHere(dl) && hasLocal && g.contains(ctx, top, localRef, dl.CommitSHA):
+		start = localRef
+	case parkedHere(dl) && fetched && g.contains(ctx, top, remoteRef, dl.CommitSHA):
+		start = remoteRef
+	case unpushed(dl):
+		// Its latest work in progress never reached the remote: only the
+		// checkout it was made in has it, and the run goes on there.
+		host := run.Host
+		if host == "" {
+			host = "the one whose checkout holds it"
+		}
+		return "", false, fmt.Errorf("run %s: its work in progress (commit %.12s) is not on %s (its push failed) nor in %s; it stays with host %s: %w",
+			run.ID, dl.CommitSHA, o.Remote, top, host, store.ErrWorkElsewhere)
+	case parked(dl):
+		return "", false, fmt.Errorf("run %s: its branch %s on %s does not hold its work in progress (commit %.12s): was it rewritten?", run.ID, dl.Branch, o.Remote, dl.CommitSHA)
+	case mine && hasLocal:
+		start = localRef
+	case fetched:
+		start = remoteRef
+	default:
+		if _, ok := g.resolve(ctx, top, dl.BaseCommit); !ok && remote {
+			if err := d.fetch(ctx, gd, top, "+refs/heads/*:refs/remotes/"+o.Remote+"/*"); err != nil {
+				return "", false, fmt.Errorf("fetch %s: %w", o.Remote, err)
+			}
+		}
+		start = dl.BaseCommit
+	}
+	return start, hasLocal, nil
 }
 
 // dropWorktree removes what is left at wt (a stale worktree of ours, a
