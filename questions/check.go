@@ -1,6 +1,7 @@
 package questions
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 )
@@ -70,7 +71,7 @@ func InSetOrder(set Set, resp Response) Response {
 	}
 	out := resp
 	out.Answers = slices.Clone(resp.Answers)
-	slices.SortStableFunc(out.Answers, func(a, b Answer) int { return pos(a) - pos(b) })
+	slices.SortStableFunc(out.Answers, func(a, b Answer) int { return cmp.Compare(pos(a), pos(b)) })
 	return out
 }
 

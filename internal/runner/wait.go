@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/internal/retry"
+
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces"
@@ -157,10 +159,7 @@ func (w *waiting) askEnded(ctx context.Context, rd *asking, err error) (done boo
 	// Every surface failed (a 502 posting the question…): ask again after
 	// a backoff; the store still takes answers.
 	w.failures++
-	backoff := r.cfg.Limits.AskRetryBackoff << min(w.failures-1, 16)
-	if backoff > maxAskBackoff || backoff <= 0 {
-		backoff = maxAskBackoff
-	}
+	backoff := retry.Backoff{Initial: r.cfg.Limits.AskRetryBackoff, Max: maxAskBackoff, Jitter: retry.Jitter}.Wait(w.failures - 1)
 	w.retryAt = r.cfg.Now().Add(backoff)
 	r.log.Warn("asking failed on every surface; asking again later", "run", w.run.ID, "set", w.rec.Set.ID, "in", backoff, "err", err)
 	r.emit(Event{Kind: EventRetry, RunID: w.run.ID, Set: &w.ask, Surfaces: names(w.surfs),
