@@ -43,11 +43,17 @@ type versionReport struct {
 	Modified bool   `json:"modified"`
 	Go       string `json:"go"`
 	Platform string `json:"platform"`
+	// License is the license the orchestrator is distributed under
+	// (LICENSE): Apache-2.0.
+	License string `json:"license"`
 }
+
+// License is the SPDX identifier of the orchestrator's license (LICENSE).
+const License = "Apache-2.0"
 
 func newVersionReport(ver, rev string) versionReport {
 	rep := versionReport{V: jsonVersion, Version: ver, Commit: strings.TrimSuffix(rev, "-dirty"), Modified: strings.HasSuffix(rev, "-dirty"),
-		Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+		Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, License: License}
 	if rep.Version == "" {
 		rep.Version = "devel"
 	}

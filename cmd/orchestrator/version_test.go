@@ -75,7 +75,7 @@ func TestVersionOfBuiltBinary(t *testing.T) {
 	if err := json.Unmarshal(jout, &rep); err != nil {
 		t.Fatalf("version --json: %v\n%s", err, jout)
 	}
-	if rep.V != 1 || rep.Version == "" || rep.Commit == "" || !strings.HasPrefix(rep.Go, "go") || rep.Platform == "" {
+	if rep.V != 1 || rep.Version == "" || rep.Commit == "" || !strings.HasPrefix(rep.Go, "go") || rep.Platform == "" || rep.License != "Apache-2.0" {
 		t.Errorf("version --json = %s", jout)
 	}
 	// What go build recorded decides what to expect: it records the VCS
