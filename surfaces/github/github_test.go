@@ -468,7 +468,12 @@ func TestWebhook(t *testing.T) {
 	// Let Ask register its waiter (it does after listing and posting).
 	eventually(t, "waiter", func() bool {
 		p := s.c.lookupPoller(testRepo)
-		return p != nil && len(p.waitersFor(1)) == 1
+		if p == nil || len(p.waitersFor(1)) != 1 {
+			return false
+		}
+		p.mu.Lock() // and its one request at start (the repository's ID) is done
+		defer p.mu.Unlock()
+		return p.id != 0
 	})
 	answer := f.srv.AddComment(testRepo, 1, "alice", "3")
 	payload := f.srv.IssueCommentEvent(testRepo, answer, "created")
@@ -535,9 +540,16 @@ func TestWebhookWhereNothingWaits(t *testing.T) {
 	set := surfacetest.SingleChoice("elsewhere")
 	ch := startAsk(ctxTimeout(t), asker, set)
 	f.waitAsked(t, set)
+	// The asker's poller has its waiter and has learnt the repository's
+	// ID (its one request at start): what is counted below is other's.
 	eventually(t, "waiter", func() bool {
 		p := asker.c.lookupPoller(testRepo)
-		return p != nil && len(p.waitersFor(1)) == 1
+		if p == nil || len(p.waitersFor(1)) != 1 {
+			return false
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.id != 0
 	})
 	answer := f.srv.AddComment(testRepo, 1, "alice", "3")
 	payload := f.srv.IssueCommentEvent(testRepo, answer, "created")
