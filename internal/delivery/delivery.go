@@ -89,8 +89,8 @@ type Config struct {
 	// AwayBase is the user's state directory (the default state_dir,
 	// $XDG_STATE_HOME/orchestrator or ~/.local/state/orchestrator): when
 	// Root is inside a git checkout, worktrees go to
-	// <AwayBase>/worktrees/<name>-<hash of Root> instead. Empty: taken from
-	// this process's environment.
+	// <AwayBase>/worktrees/<name>-<hash of Root> instead. Empty: such a Root
+	// is an error.
 	AwayBase string
 	Git      Git
 	// Token authenticates pushes over HTTPS (askpass); empty: git's own

@@ -3,9 +3,7 @@ package delivery
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -14,7 +12,7 @@ import (
 // is inside a git checkout (a worktree there would be inside the person's
 // repository: untracked files in it, and a nested checkout the agent works
 // in), then a folder named after root in base/worktrees (base: the user's
-// state directory; empty: from the environment).
+// state directory, config.DefaultStateDir).
 func rootOutsideCheckouts(root, base string) (string, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -25,9 +23,7 @@ func rootOutsideCheckouts(root, base string) (string, error) {
 		return root, nil
 	}
 	if base == "" {
-		if base, err = userStateDir(); err != nil {
-			return "", fmt.Errorf("the worktrees folder %s is inside the git checkout %s, and there is no other place for them (%v): set state_dir outside the checkout", root, top, err)
-		}
+		return "", fmt.Errorf("the worktrees folder %s is inside the git checkout %s, and there is no other place for them (no user state directory: $XDG_STATE_HOME and $HOME are unset): set state_dir outside the checkout", root, top)
 	}
 	sum := sha256.Sum256([]byte(abs))
 	away := filepath.Join(base, "worktrees", filepath.Base(filepath.Dir(abs))+"-"+hex.EncodeToString(sum[:4]))
@@ -50,19 +46,4 @@ func checkoutOf(dir string) (string, bool) {
 		}
 		d = up
 	}
-}
-
-// userStateDir is the orchestrator's folder of the user's state directory.
-func userStateDir() (string, error) {
-	if dir := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(dir) {
-		return filepath.Join(dir, "orchestrator"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", err
-	}
-	if _, err := os.Stat(home); errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("home %s does not exist", home)
-	}
-	return filepath.Join(home, ".local", "state", "orchestrator"), nil
 }
