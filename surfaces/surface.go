@@ -66,6 +66,29 @@ type Surface interface {
 	Ask(ctx context.Context, set questions.Set, answers Answers) error
 }
 
+// Watcher is implemented by surfaces that ask without holding a goroutine
+// per question set: serve's waiting runs, thousands at once, are watched
+// this way (a surface that is not a Watcher is asked with Ask, from a
+// goroutine of its own).
+//
+// Watch shows set as Ask does (idempotent on set.ID: it finds what was
+// posted instead of posting twice, and offers the answers given while
+// nobody watched) and returns once the set is shown. From then on, until
+// Unwatch or the surface closes, the surface's own listener (GitHub's
+// poller, Discord's gateway) hands every answer an allowed person gives to
+// answers and tells them what became of it, exactly as during an Ask; the
+// acknowledgement never depends on ctx, which bounds Watch's own requests
+// only. An error means the set may not be shown (a 502, a service that
+// does not answer): the caller calls Watch again after a backoff. Watching
+// a set watched already makes no request and returns nil.
+type Watcher interface {
+	Watch(ctx context.Context, set questions.Set, answers Answers) error
+	// Unwatch stops taking answers for the set (it is settled, or its run
+	// ended): what the surface keeps of it is let go. Idempotent, and makes
+	// no request.
+	Unwatch(setID string)
+}
+
 // Answers is where a surface hands the answers people give. The store
 // implements it (store.Offer decides in one transaction; the runner hands
 // each surface its run's view). Safe for concurrent use.
