@@ -114,7 +114,7 @@ func (m *Metrics) newRunMetrics() {
 	}, []string{"outcome"})
 	m.inProgress = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "orchestrator_runs_in_progress",
-		Help: "Runs this daemon is driving now (running a turn or waiting on a question).",
+		Help: "Runs this daemon is driving now; a run waiting on a question is parked, not driven (orchestrator_questions_pending counts those).",
 	})
 	m.undriven = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "orchestrator_runs_undriven",
