@@ -182,9 +182,9 @@ type asked struct {
 type roomWhat int
 
 const (
-	roomShow roomWhat = iota + 1 // show the set on its surfaces (again, for those that failed)
-	roomPolicy                   // a reminder, an escalation or a timeout is due
-	roomSettle                   // let go of the set; show the answer on the other surfaces
+	roomShow   roomWhat = iota + 1 // show the set on its surfaces (again, for those that failed)
+	roomPolicy                     // a reminder, an escalation or a timeout is due
+	roomSettle                     // let go of the set; show the answer on the other surfaces
 )
 
 // finished is a worker's outcome for an entry.
