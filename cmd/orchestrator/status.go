@@ -191,7 +191,7 @@ func (m *Main) gatherStatus(ctx context.Context, st *store.Store, q statusQuery)
 		return rep, err
 	}
 	var sets []store.SetRecord
-	sets, rep.Counts.QuestionSets, err = st.WaitingSets(ctx, store.WaitingFilter{Spec: q.spec, Kind: q.kinds, Limit: q.limit})
+	sets, rep.Counts.QuestionSets, err = st.NewestWaitingSets(ctx, store.WaitingFilter{Spec: q.spec, Kind: q.kinds, Limit: q.limit})
 	if err != nil {
 		return rep, err
 	}

@@ -16,7 +16,7 @@ import (
 type AggFilter struct {
 	Spec   string      // the runs of this spec only ("" matches every spec and prompt)
 	Status []RunStatus // RunCounts: runs in these statuses only
-	Kind   []string    // PendingCounts, WaitingSets: sets of these kinds only (questions.Kind*)
+	Kind   []string    // PendingCounts, NewestWaitingSets: sets of these kinds only (questions.Kind*)
 }
 
 // RunCount is how many runs of one spec are in one status, what they cost
@@ -158,17 +158,17 @@ func pendingWhere(f AggFilter) (string, []any) {
 	return where, args
 }
 
-// WaitingFilter selects the pending question sets WaitingSets lists.
+// WaitingFilter selects the pending question sets NewestWaitingSets lists.
 type WaitingFilter struct {
 	Spec  string   // of this spec's runs only
 	Kind  []string // of these kinds only
 	Limit int      // at most this many, newest first; 0 lists every one
 }
 
-// WaitingSets returns the newest pending question sets f selects (at most
+// NewestWaitingSets returns the newest pending question sets f selects (at most
 // f.Limit), newest first, with their answers so far, and how many sets f
 // selects in all: two statements, whatever the number waiting.
-func (s *Store) WaitingSets(ctx context.Context, f WaitingFilter) ([]SetRecord, int, error) {
+func (s *Store) NewestWaitingSets(ctx context.Context, f WaitingFilter) ([]SetRecord, int, error) {
 	where, args := pendingWhere(AggFilter{Spec: f.Spec, Kind: f.Kind})
 	from := `question_sets qs`
 	if f.Spec != "" {

@@ -23,9 +23,9 @@ func BenchmarkAggregates(b *testing.B) {
 				}{
 					{"RunCounts", func() error { _, err := s.RunCounts(ctx, AggFilter{}); return err }},
 					{"PendingCounts", func() error { _, err := s.PendingCounts(ctx, AggFilter{}); return err }},
-					{"WaitingSets20", func() error { _, _, err := s.WaitingSets(ctx, WaitingFilter{Limit: 20}); return err }},
+					{"WaitingSets20", func() error { _, _, err := s.NewestWaitingSets(ctx, WaitingFilter{Limit: 20}); return err }},
 					{"WaitingSets20Spec", func() error {
-						_, _, err := s.WaitingSets(ctx, WaitingFilter{Spec: "weekly", Limit: 20})
+						_, _, err := s.NewestWaitingSets(ctx, WaitingFilter{Spec: "weekly", Limit: 20})
 						return err
 					}},
 					{"NewestActive", func() error { _, err := s.NewestActive(ctx, ""); return err }},

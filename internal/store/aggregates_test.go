@@ -78,7 +78,7 @@ func TestAggregatesCountWithoutListing(t *testing.T) {
 		t.Errorf("pending = %+v, want 3 groups", pending)
 	}
 
-	recs, total, err := s.WaitingSets(ctx, WaitingFilter{Limit: 5})
+	recs, total, err := s.NewestWaitingSets(ctx, WaitingFilter{Limit: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,14 +111,14 @@ func TestAggregatesCountWithoutListing(t *testing.T) {
 	if pending, err = s.PendingCounts(ctx, AggFilter{Kind: []string{questions.KindApproval}}); err != nil || len(pending) != 0 {
 		t.Errorf("approvals pending = %+v, %v", pending, err)
 	}
-	recs, total, err = s.WaitingSets(ctx, WaitingFilter{Spec: "weekly", Kind: []string{questions.KindMarker}, Limit: 2})
+	recs, total, err = s.NewestWaitingSets(ctx, WaitingFilter{Spec: "weekly", Kind: []string{questions.KindMarker}, Limit: 2})
 	if err != nil || total != 10 || len(recs) != 2 || recs[0].Set.ID != "w000028-s1" || recs[1].Set.ID != "w000025-s1" {
 		t.Errorf("weekly waiting = %v of %d, %v", setIDs(recs), total, err)
 	}
-	if recs, total, err = s.WaitingSets(ctx, WaitingFilter{Spec: "nope"}); err != nil || total != 0 || len(recs) != 0 {
+	if recs, total, err = s.NewestWaitingSets(ctx, WaitingFilter{Spec: "nope"}); err != nil || total != 0 || len(recs) != 0 {
 		t.Errorf("waiting of no spec = %v of %d, %v", setIDs(recs), total, err)
 	}
-	if recs, total, err = s.WaitingSets(ctx, WaitingFilter{}); err != nil || total != 31 || len(recs) != 31 {
+	if recs, total, err = s.NewestWaitingSets(ctx, WaitingFilter{}); err != nil || total != 31 || len(recs) != 31 {
 		t.Errorf("every waiting set: %d of %d, %v", len(recs), total, err)
 	}
 	if active, err = s.NewestActive(ctx, "weekly"); err != nil || len(active) != 1 || active["weekly"].RunID != "w000028" {
