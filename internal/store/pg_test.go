@@ -106,6 +106,7 @@ var pgTests = []struct {
 	{"TestOpenStoreOfBefore", TestOpenStoreOfBefore},
 	{"TestOpenStoreOfBeforeConcurrently", TestOpenStoreOfBeforeConcurrently},
 	{"TestBulkReadsMatchTheOneByOne", TestBulkReadsMatchTheOneByOne},
+	{"TestAggregatesCountWithoutListing", TestAggregatesCountWithoutListing},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.
