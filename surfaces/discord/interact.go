@@ -107,13 +107,22 @@ func (s *Surface) onInteraction(_ *discordgo.Session, ev *discordgo.InteractionC
 	// one deadline: Discord waits three seconds for the acknowledgement.
 	octx, ocancel := context.WithTimeout(s.ctx, offerTimeout)
 	defer ocancel()
+	lookedUp := false
 	if qs == nil && !wasDone {
 		// Neither watched nor asked here: the set was settled and let go,
 		// or its run is another instance's, or not watched again yet after
 		// a restart. The store decides (Config.Lookup); the click is
 		// answered either way, never left to fail in Discord.
-		q, release, err := s.lookupSet(octx, p.ref)
+		q, release, settled, err := s.lookupSet(octx, p.ref)
+		if q == nil && !settled && err == nil {
+			// Nobody here can tell: another process connected to the same
+			// bot may watch the set and answer first (every session gets
+			// the click; the first answer wins). Give it that time, and
+			// this process the time to watch it again.
+			qs, doneBy, wasDone = s.notOpenHere(p.ref)
+		}
 		switch {
+		case qs != nil || wasDone:
 		case err != nil:
 			s.log.Error("look up the set of a question not watched here", "ref", p.ref, "err", err)
 			s.respond(in, ephemeral(msgNotRecorded))
@@ -122,9 +131,10 @@ func (s *Surface) onInteraction(_ *discordgo.Session, ev *discordgo.InteractionC
 			s.log.Debug("interaction for a question not open here", "interaction", in.ID)
 			s.respond(in, ephemeral(msgNotOpen))
 			return
+		default:
+			defer release()
+			qs, lookedUp = q, true
 		}
-		defer release()
-		qs = q
 	}
 	if qs != nil && in.Message != nil {
 		// A message posted before a restart, clicked before Ask found it.
@@ -163,6 +173,11 @@ func (s *Surface) onInteraction(_ *discordgo.Session, ev *discordgo.InteractionC
 		s.respond(in, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate})
 	case d.Invalid != nil:
 		s.respond(in, ephemeral(msgNotTaken+clip(sanitize(d.Invalid.Error(), true), 1800)))
+		return
+	case lookedUp && d.Final != nil && sameAnswer(*d.Final, a):
+		// This very answer was taken, by the process that watches the
+		// set (it got the same click): acknowledge it as taken.
+		s.respond(in, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate})
 		return
 	default:
 		s.respond(in, ephemeral(s.tooLate(qs, d)))
@@ -283,6 +298,11 @@ func (s *Surface) respond(in *discordgo.Interaction, resp *discordgo.Interaction
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
 	if err := s.callback(ctx, in, resp); err != nil {
+		if strings.Contains(err.Error(), "40060") {
+			// Another process connected to the bot answered first.
+			s.log.Debug("interaction answered elsewhere", "interaction", in.ID)
+			return
+		}
 		s.log.Warn("answer interaction", "interaction", in.ID, "type", int(resp.Type), "err", s.redact(err))
 	}
 }

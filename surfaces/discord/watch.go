@@ -2,7 +2,9 @@ package discord
 
 import (
 	"context"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces"
@@ -119,34 +121,71 @@ func (s *Surface) watching(setID string) bool {
 	return st != nil && st.watch != nil
 }
 
+// notOpenWait is how long a click on a set nobody here can tell about
+// waits before it is answered closed: another process may answer it first,
+// and Discord waits three seconds for an answer.
+const notOpenWait = 1500 * time.Millisecond
+
+// notOpenHere waits notOpenWait (or until the surface closes), then looks
+// for ref again among the sets watched or asked here.
+func (s *Surface) notOpenHere(r string) (qs *qState, doneBy string, wasDone bool) {
+	t := time.NewTimer(notOpenWait)
+	select {
+	case <-t.C:
+	case <-s.ctx.Done():
+		t.Stop()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	doneBy, wasDone = s.finished[r]
+	return s.byRef[r], doneBy, wasDone
+}
+
+// sameAnswer reports whether final holds a's answer, by the same person.
+func sameAnswer(final questions.Response, a *answered) bool {
+	if final.Surface != name || final.By != a.By {
+		return false
+	}
+	for _, x := range final.Answers {
+		if x.QuestionID == a.Answer.QuestionID {
+			return slices.Equal(x.Labels, a.Answer.Labels) && x.Text == a.Answer.Text
+		}
+	}
+	return false
+}
+
 // lookupSet finds, through Config.Lookup, the set of a question this
 // process neither watches nor asks, and registers it for the handling of
 // one interaction: release lets go of it. qs is nil when there is no such
-// question pending (no Lookup, a settled or unknown set, a ref that does
-// not name its set); err is a failure to tell.
-func (s *Surface) lookupSet(ctx context.Context, r string) (qs *qState, release func(), err error) {
+// question pending: settled is true when the store said so, false when
+// nobody could tell (no Lookup, a ref that does not name its set); err is
+// a failure to tell.
+func (s *Surface) lookupSet(ctx context.Context, r string) (qs *qState, release func(), settled bool, err error) {
 	if s.cfg.Lookup == nil || strings.HasPrefix(r, "#") {
 		// A hashed ref does not name its set: it cannot be looked up.
-		return nil, nil, nil
+		return nil, nil, false, nil
 	}
 	setID, qID, ok := strings.Cut(r, "|")
 	if !ok {
-		return nil, nil, nil
+		return nil, nil, false, nil
 	}
 	set, answers, pending, err := s.cfg.Lookup(ctx, setID)
-	if err != nil || !pending {
-		return nil, nil, err
+	if err != nil {
+		return nil, nil, false, err
 	}
-	if checkSet(set) != nil || set.ID != setID {
+	if !pending {
+		return nil, nil, true, nil
+	}
+	if checkSet(set) != nil || set.ID != setID || answers == nil {
 		s.log.Warn("lookup returned a set Discord cannot show", "set", setID)
-		return nil, nil, nil
+		return nil, nil, false, nil
 	}
 	st := s.join(set, answers)
 	for _, q := range st.qs {
 		if q.q.ID == qID {
-			return q, func() { s.leave(st) }, nil
+			return q, func() { s.leave(st) }, false, nil
 		}
 	}
 	s.leave(st)
-	return nil, nil, nil
+	return nil, nil, true, nil
 }
