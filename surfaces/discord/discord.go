@@ -100,7 +100,7 @@ type setState struct {
 	posting chan struct{}    // a one-slot lock for posting
 	qs      []*qState
 	done    chan struct{}   // closed once the set is closed (answered, expired)
-	replies map[string]bool // reply message IDs already decided
+	replies map[string]bool // reply message IDs already decided; nil until one is
 }
 
 type qState struct {
@@ -263,7 +263,7 @@ func (s *Surface) join(set questions.Set, answers surfaces.Answers) *setState {
 		return st
 	}
 	st := &setState{set: set, answers: answers, waiters: 1, posting: make(chan struct{}, 1),
-		done: make(chan struct{}), replies: map[string]bool{}}
+		done: make(chan struct{})}
 	for i, q := range set.Questions {
 		qs := &qState{st: st, idx: i, q: q, ref: ref(set.ID, q.ID)}
 		st.qs = append(st.qs, qs)

@@ -317,10 +317,12 @@ func TestLookupDecidesUnwatchedClicks(t *testing.T) {
 	}
 }
 
-// BenchmarkWatchedSets watches 10,000 sets against the fake Discord and
-// reports the heap bytes and goroutines each watched set costs (their
-// messages were posted by another process: Watch finds them, as after a
-// restart).
+// BenchmarkWatchedSets holds 10,000 sets against the fake Discord, watched
+// (Watch) and, side by side, asked (one Ask waiting per set, as before
+// Watch), and reports the bytes (heap and stacks) and goroutines each set
+// costs. Their
+// messages were posted by another process: both find them, as after a
+// restart.
 func BenchmarkWatchedSets(b *testing.B) {
 	const n = 10000
 	srv := discordtest.NewServer(b)
@@ -331,7 +333,8 @@ func BenchmarkWatchedSets(b *testing.B) {
 	}
 	ctx := context.Background()
 	a := surfacetest.NewAnswers()
-	poster, err := New(Config{Token: srv.Token(), ChannelID: discordtest.ChannelID, AllowUsers: []string{alice.ID}, APIURL: srv.URL, Refs: refs})
+	cfg := Config{Token: srv.Token(), ChannelID: discordtest.ChannelID, AllowUsers: []string{alice.ID}, APIURL: srv.URL, Refs: refs}
+	poster, err := New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -343,40 +346,76 @@ func BenchmarkWatchedSets(b *testing.B) {
 	}
 	poster.Close()
 
-	var bytesPer, goroutinesPer float64
-	for b.Loop() {
-		s, err := New(Config{Token: srv.Token(), ChannelID: discordtest.ChannelID, AllowUsers: []string{alice.ID}, APIURL: srv.URL, Refs: refs})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := s.Open(ctx); err != nil {
-			b.Fatal(err)
-		}
-		// One set watched first: the connection's own allocations settle.
-		if err := s.Watch(ctx, sets[0], a); err != nil {
-			b.Fatal(err)
-		}
-		runtime.GC()
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		g0 := runtime.NumGoroutine()
-		for _, set := range sets[1:] {
-			if err := s.Watch(ctx, set, a); err != nil {
+	// measure holds sets[1:] with hold on a surface already holding
+	// sets[0] (so that the connection's own allocations are settled), and
+	// returns the bytes (heap and stacks) and goroutines per set held.
+	measure := func(b *testing.B, hold func(s *Surface, sets []questions.Set), release func(s *Surface)) {
+		var bytesPer, goroutinesPer float64
+		for b.Loop() {
+			s, err := New(cfg)
+			if err != nil {
 				b.Fatal(err)
 			}
+			hold(s, sets[:1])
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			g0 := runtime.NumGoroutine()
+			hold(s, sets[1:])
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			g1 := runtime.NumGoroutine()
+			bytesPer = float64(int64(after.HeapAlloc+after.StackInuse)-int64(before.HeapAlloc+before.StackInuse)) / (n - 1)
+			goroutinesPer = float64(g1-g0) / (n - 1)
+			release(s)
+			s.Close()
 		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		g1 := runtime.NumGoroutine()
-		bytesPer = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / (n - 1)
-		goroutinesPer = float64(g1-g0) / (n - 1)
-		for _, set := range sets {
-			s.Unwatch(set.ID)
-		}
-		s.Close()
+		b.ReportMetric(bytesPer, "B/set")
+		b.ReportMetric(goroutinesPer, "goroutines/set")
 	}
-	b.ReportMetric(bytesPer, "B/watched-set")
-	b.ReportMetric(goroutinesPer, "goroutines/watched-set")
+
+	b.Run("watch", func(b *testing.B) {
+		measure(b, func(s *Surface, sets []questions.Set) {
+			for _, set := range sets {
+				if err := s.Watch(ctx, set, a); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}, func(s *Surface) {
+			for _, set := range sets {
+				s.Unwatch(set.ID)
+			}
+		})
+	})
+
+	b.Run("ask", func(b *testing.B) {
+		var cancels []context.CancelFunc
+		var wg sync.WaitGroup
+		measure(b, func(s *Surface, sets []questions.Set) {
+			for _, set := range sets {
+				actx, cancel := context.WithCancel(ctx)
+				cancels = append(cancels, cancel)
+				wg.Go(func() { s.Ask(actx, set, a) })
+			}
+			// Every Ask has found its message and waits.
+			want := len(cancels)
+			for {
+				s.mu.Lock()
+				got := len(s.byMsg)
+				s.mu.Unlock()
+				if got == want {
+					break
+				}
+				time.Sleep(10 * time.Millisecond) // polling a benchmark's setup, not a test's synchronization
+			}
+		}, func(*Surface) {
+			for _, c := range cancels {
+				c()
+			}
+			wg.Wait()
+			cancels = nil
+		})
+	})
 }
 
 // TestOtherProcessWatches: every process connected to the bot gets every
