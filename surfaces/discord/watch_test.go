@@ -320,9 +320,8 @@ func TestLookupDecidesUnwatchedClicks(t *testing.T) {
 // BenchmarkWatchedSets holds 10,000 sets against the fake Discord, watched
 // (Watch) and, side by side, asked (one Ask waiting per set, as before
 // Watch), and reports the bytes (heap and stacks) and goroutines each set
-// costs. Their
-// messages were posted by another process: both find them, as after a
-// restart.
+// costs. Their messages were posted by another process: both find them, as
+// after a restart.
 func BenchmarkWatchedSets(b *testing.B) {
 	const n = 10000
 	srv := discordtest.NewServer(b)
