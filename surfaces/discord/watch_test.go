@@ -462,3 +462,76 @@ func TestOtherProcessWatches(t *testing.T) {
 		})
 	}
 }
+
+// TestConformanceWatchReplies runs the suite through Watch answering by
+// text replies, also given while nothing watched (read by the next Watch).
+func TestConformanceWatchReplies(t *testing.T) {
+	srv := discordtest.NewServer(t)
+	refs := &MemoryRefs{}
+	answerAs := func(u discordtest.User) func(*testing.T, questions.Set, []questions.Answer) {
+		return func(t *testing.T, set questions.Set, answers []questions.Answer) {
+			ctx := testCtx(t)
+			for i, q := range set.Questions {
+				m := questionMessage(ctx, t, srv, set, q)
+				text := answers[i].Text
+				if text == "" {
+					text = strings.Join(answers[i].Labels, ", ")
+				}
+				if _, err := srv.Reply(u, m.ID, text); err != nil {
+					t.Errorf("reply: %v", err)
+				}
+			}
+		}
+	}
+	var c told
+	surfacetest.Run(t, surfacetest.Backend{
+		New: func(t *testing.T) surfaces.Surface {
+			return watchAsAsk{newSurface(t, srv, refs, func(c *Config) { c.AcceptReplies = true })}
+		},
+		Answer:   answerAs(bob),
+		Intrude:  answerAs(mallory),
+		Posted:   postedOnce(srv),
+		Shown:    func(_ *testing.T, set questions.Set) string { return shown(srv, &c, set) },
+		Person:   "bob",
+		Features: surfacetest.Features{MultiSelect: true, FreeText: true, MultiQuestion: true, AnswerWhileDown: true},
+		Timeout:  timeout,
+	})
+}
+
+// TestWatchAndAskShareASet: a set both watched and asked stays routed
+// until both let go of it.
+func TestWatchAndAskShareASet(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.NewServer(t)
+	s := newSurface(t, srv, nil)
+	ctx := testCtx(t)
+	set := surfacetest.SingleChoice("watch-and-ask")
+	a := surfacetest.NewAnswers()
+	a.Add(set)
+	askCtx, cancel := context.WithCancel(ctx)
+	ch := make(chan error, 1)
+	go func() { ch <- s.Ask(askCtx, set, a) }()
+	m := questionMessage(ctx, t, srv, set, set.Questions[0])
+	if err := s.Watch(ctx, set, a); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-ch; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Ask = %v, want the context's end", err)
+	}
+	if !s.watching(set.ID) {
+		t.Fatal("the Ask's end let go of a watched set")
+	}
+	if r := click(ctx, t, srv, alice, m, "MySQL"); r.Type != discordgo.InteractionResponseDeferredMessageUpdate {
+		t.Errorf("response = %+v, want the click taken", r)
+	}
+	if _, err := a.WaitFinal(ctx, set.ID); err != nil {
+		t.Fatal(err)
+	}
+	s.Unwatch(set.ID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.sets) != 0 {
+		t.Errorf("%d sets kept after the Ask and the Watch let go", len(s.sets))
+	}
+}
