@@ -484,6 +484,8 @@ func (rm *room) show(ctx context.Context, run store.Run, rec store.SetRecord, a 
 		cancel()
 		switch {
 		case err == nil:
+		case errors.Is(err, errors.ErrUnsupported):
+			legacy = append(legacy, s) // a surface that watches only in some modes (a prompting terminal)
 		case ctx.Err() != nil:
 			failed = append(failed, s)
 		default:
