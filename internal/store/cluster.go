@@ -320,16 +320,8 @@ func (s *Store) Poke() { s.changed(anyKey) }
 // answered sets by the index on question_sets(state, id) and their runs by
 // ID (any number of runs waiting on a pending set cost nothing).
 func (s *Store) ClaimableRuns(ctx context.Context, host string, limit int) ([]Run, error) {
-	free := ` AND (host = '' OR host = ?)
-		AND NOT EXISTS (SELECT 1 FROM run_leases l WHERE l.run_id = runs.id AND l.expires_at > ` + s.nowSQL() + `)`
-	q := `SELECT ` + briefRunColumns + ` FROM runs WHERE status IN (?, ?, ?)` + free + `
-		UNION ALL
-		SELECT ` + briefRunColumns + ` FROM runs WHERE id IN (SELECT run_id FROM question_sets WHERE state = ?) AND status = ?` + free + `
-		ORDER BY created_at, id`
-	if limit > 0 {
-		q += fmt.Sprintf(` LIMIT %d`, limit)
-	}
-	rows, err := s.db.QueryContext(ctx, q, RunQueued, RunInterrupted, RunRunning, host, SetAnswered, RunWaiting, host)
+	q, args := s.claimableQuery(host, limit)
+	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claimable runs: %w", err)
 	}
@@ -343,6 +335,20 @@ func (s *Store) ClaimableRuns(ctx context.Context, host string, limit int) ([]Ru
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// claimableQuery is ClaimableRuns' query and its arguments.
+func (s *Store) claimableQuery(host string, limit int) (string, []any) {
+	free := ` AND (host = '' OR host = ?)
+		AND NOT EXISTS (SELECT 1 FROM run_leases l WHERE l.run_id = runs.id AND l.expires_at > ` + s.nowSQL() + `)`
+	q := `SELECT ` + briefRunColumns + ` FROM runs WHERE status IN (?, ?, ?)` + free + `
+		UNION ALL
+		SELECT ` + briefRunColumns + ` FROM runs WHERE id IN (SELECT run_id FROM question_sets WHERE state = ?) AND status = ?` + free + `
+		ORDER BY created_at, id`
+	if limit > 0 {
+		q += fmt.Sprintf(` LIMIT %d`, limit)
+	}
+	return q, []any{RunQueued, RunInterrupted, RunRunning, host, SetAnswered, RunWaiting, host}
 }
 
 // nowSQL is the database's clock in Unix nanoseconds, for lease expiry.

@@ -50,6 +50,13 @@ type SetChange struct {
 const setChangeColumns = `qs.seq, qs.id, qs.run_id, r.spec, qs.state, r.status
 	FROM question_sets qs JOIN runs r ON r.id = qs.run_id`
 
+// The feed's queries (feed_test.go shows their plans).
+const (
+	setFeedQuery     = `SELECT ` + setChangeColumns + ` WHERE qs.seq > ? ORDER BY qs.seq LIMIT ?`
+	setFeedHeadQuery = `SELECT COALESCE(MAX(seq), 0) FROM question_sets`
+	waitingSetsQuery = `SELECT ` + setChangeColumns + ` WHERE qs.state = ? AND qs.id > ? AND r.status = ? ORDER BY qs.id LIMIT ?`
+)
+
 func scanSetChanges(ctx context.Context, q querier, query string, args ...any) ([]SetChange, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -72,7 +79,7 @@ func (s *Store) SetFeed(ctx context.Context, after int64, limit int) ([]SetChang
 	if limit <= 0 {
 		return nil, fmt.Errorf("set feed: limit %d is not positive", limit)
 	}
-	out, err := scanSetChanges(ctx, s.db, `SELECT `+setChangeColumns+` WHERE qs.seq > ? ORDER BY qs.seq LIMIT ?`, after, limit)
+	out, err := scanSetChanges(ctx, s.db, setFeedQuery, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("set feed after %d: %w", after, err)
 	}
@@ -82,7 +89,7 @@ func (s *Store) SetFeed(ctx context.Context, after int64, limit int) ([]SetChang
 // SetFeedHead is the highest position now (0 on an empty store).
 func (s *Store) SetFeedHead(ctx context.Context) (int64, error) {
 	var head int64
-	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM question_sets`).Scan(&head); err != nil {
+	if err := s.db.QueryRowContext(ctx, setFeedHeadQuery).Scan(&head); err != nil {
 		return 0, fmt.Errorf("set feed head: %w", err)
 	}
 	return head, nil
@@ -93,8 +100,7 @@ func (s *Store) WaitingSets(ctx context.Context, after string, limit int) ([]Set
 	if limit <= 0 {
 		return nil, fmt.Errorf("waiting sets: limit %d is not positive", limit)
 	}
-	out, err := scanSetChanges(ctx, s.db, `SELECT `+setChangeColumns+`
-		WHERE qs.state = ? AND qs.id > ? AND r.status = ? ORDER BY qs.id LIMIT ?`, SetPending, after, RunWaiting, limit)
+	out, err := scanSetChanges(ctx, s.db, waitingSetsQuery, SetPending, after, RunWaiting, limit)
 	if err != nil {
 		return nil, fmt.Errorf("waiting sets after %q: %w", after, err)
 	}
@@ -111,7 +117,7 @@ func (t *txn) nextSeq(ctx context.Context) (int64, error) {
 				return 0, fmt.Errorf("set feed position: %w", err)
 			}
 		}
-		if err := t.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM question_sets`).Scan(&t.seq); err != nil {
+		if err := t.QueryRowContext(ctx, setFeedHeadQuery).Scan(&t.seq); err != nil {
 			return 0, fmt.Errorf("set feed position: %w", err)
 		}
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -502,4 +503,197 @@ func checkFeedOfBefore(t *testing.T, s *Store) {
 	if err := s.UpdateRun(ctx, "old-1", RunUpdate{Status: RunWaiting}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// seedClaimable adds to a store of waiting runs what ClaimableRuns finds:
+// answered sets of waiting runs (the first n of ids) and a queued run.
+func seedClaimable(tb testing.TB, s *Store, ids []string, n int) {
+	tb.Helper()
+	ctx := context.Background()
+	for _, id := range ids[:n] {
+		if _, err := s.RecordAnswer(ctx, questions.Response{SetID: id, By: "alice", Surface: "cli",
+			Answers: []questions.Answer{{QuestionID: "qa", Labels: []string{"A"}}}}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if _, err := s.CreateRun(ctx, Run{ID: "queued", Prompt: "p", Status: RunQueued}); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := s.db.ExecContext(ctx, `ANALYZE`); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// explain returns the plan of q with args, a line per step.
+func explain(tb testing.TB, s *Store, q string, args ...any) []string {
+	tb.Helper()
+	ctx := context.Background()
+	rows, err := s.db.QueryContext(ctx, `EXPLAIN `+map[bool]string{false: `QUERY PLAN `, true: ``}[s.Shared()]+q, args...)
+	if err != nil {
+		tb.Fatalf("explain %s: %v", q, err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var lines []string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			tb.Fatal(err)
+		}
+		lines = append(lines, fmt.Sprint(vals[len(vals)-1])) // SQLite's detail, PostgreSQL's line
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return lines
+}
+
+// TestSetFeedQueriesUseIndexes: with 10,000 runs waiting, the feed's
+// queries, the poller's and ClaimableRuns' read no table whole: on SQLite
+// no step of the plan is a SCAN (a pass over a whole table or index), on
+// PostgreSQL none is a Seq Scan of question_sets or runs. The plans are in
+// the test's log (go test -v).
+func TestSetFeedQueriesUseIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	ids := seedWaitingRuns(t, s, "w-", 10000)
+	seedClaimable(t, s, ids, 20)
+	head, err := s.SetFeedHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimable, claimableArgs := s.claimableQuery("host", 100)
+	for _, q := range []struct {
+		name string
+		q    string
+		args []any
+	}{
+		{"SetFeed", setFeedQuery, []any{head - 20, 100}},
+		{"SetFeedHead", setFeedHeadQuery, nil},
+		{"WaitingSets", waitingSetsQuery, []any{SetPending, ids[5000], RunWaiting, 100}},
+		{"poller", pollFeedQuery, []any{head - 20, feedPage}},
+		{"ClaimableRuns", claimable, claimableArgs},
+	} {
+		plan := explain(t, s, q.q, q.args...)
+		t.Logf("%s:\n\t%s", q.name, strings.Join(plan, "\n\t"))
+		for _, step := range plan {
+			if s.Shared() && (strings.Contains(step, "Seq Scan on question_sets") || strings.Contains(step, "Seq Scan on runs")) ||
+				!s.Shared() && strings.HasPrefix(step, "SCAN ") {
+				t.Errorf("%s reads a whole table: %s", q.name, step)
+			}
+		}
+	}
+	// And they answer as they should.
+	runs, err := s.ClaimableRuns(ctx, "host", 0)
+	if err != nil || len(runs) != 21 || runs[0].ID != ids[0][:len(ids[0])-3] {
+		t.Fatalf("claimable: %d runs, %v", len(runs), err)
+	}
+}
+
+// BenchmarkSetFeedAt10000Waiting: the reads a process watching every
+// waiting set makes, on SQLite with 10,000 runs waiting (20 of them with
+// an answered set): a page of the feed's last changes, its head, a page of
+// WaitingSets, ClaimableRuns, and the poller's look when nothing changed.
+// The …Before cases are the queries these replaced, side by side:
+// ClaimableRuns testing every waiting run's sets, and the poller's IN (…)
+// of every waited set.
+func BenchmarkSetFeedAt10000Waiting(b *testing.B) {
+	ctx := context.Background()
+	s, err := Open(ctx, b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ids := seedWaitingRuns(b, s, "w-", 10000)
+	seedClaimable(b, s, ids, 20)
+	head, err := s.SetFeedHead(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("SetFeed", func(b *testing.B) {
+		for b.Loop() {
+			if c, err := s.SetFeed(ctx, head-20, 100); err != nil || len(c) != 20 {
+				b.Fatal(len(c), err)
+			}
+		}
+	})
+	b.Run("SetFeedHead", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.SetFeedHead(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("WaitingSets", func(b *testing.B) {
+		for b.Loop() {
+			if c, err := s.WaitingSets(ctx, ids[5000], 100); err != nil || len(c) != 100 {
+				b.Fatal(len(c), err)
+			}
+		}
+	})
+	b.Run("ClaimableRuns", func(b *testing.B) {
+		for b.Loop() {
+			if runs, err := s.ClaimableRuns(ctx, "host", 0); err != nil || len(runs) != 21 {
+				b.Fatal(len(runs), err)
+			}
+		}
+	})
+	b.Run("ClaimableRunsBefore", func(b *testing.B) {
+		q := `SELECT ` + briefRunColumns + ` FROM runs WHERE
+			(status IN (?, ?, ?) OR (status = ? AND EXISTS (SELECT 1 FROM question_sets qs WHERE qs.run_id = runs.id AND qs.state = ?)))
+			AND (host = '' OR host = ?)
+			AND NOT EXISTS (SELECT 1 FROM run_leases l WHERE l.run_id = runs.id AND l.expires_at > ` + s.nowSQL() + `)
+			ORDER BY created_at, id`
+		for b.Loop() {
+			if n := countRows(b, s, q, RunQueued, RunInterrupted, RunRunning, RunWaiting, SetAnswered, "host"); n != 21 {
+				b.Fatal(n)
+			}
+		}
+	})
+	c, err := s.db.Conn(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	cn := conn{Conn: c, d: s.d}
+	b.Run("PollerLook", func(b *testing.B) {
+		for b.Loop() {
+			if done, _, err := feedNotPending(ctx, cn, head); err != nil || len(done) != 0 {
+				b.Fatal(len(done), err)
+			}
+		}
+	})
+	b.Run("PollerLookBefore", func(b *testing.B) {
+		args := []any{SetPending}
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		q := `SELECT id FROM question_sets WHERE state <> ? AND id IN (` + placeholders(len(ids)) + `)`
+		for b.Loop() {
+			if n := countRows(b, s, q, args...); n != 20 {
+				b.Fatal(n)
+			}
+		}
+	})
+}
+
+func countRows(tb testing.TB, s *Store, q string, args ...any) int {
+	rows, err := s.db.QueryContext(context.Background(), q, args...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return n
 }

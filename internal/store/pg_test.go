@@ -109,6 +109,7 @@ var pgTests = []struct {
 	{"TestSetFeedReportsEveryChange", TestSetFeedReportsEveryChange},
 	{"TestSetFeedMissesNothingUnderConcurrentWriters", TestSetFeedMissesNothingUnderConcurrentWriters},
 	{"TestWaitingSetsPages", TestWaitingSetsPages},
+	{"TestSetFeedQueriesUseIndexes", TestSetFeedQueriesUseIndexes},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.

@@ -295,6 +295,9 @@ func (s *Store) waited(runs bool) []string {
 // feedPage is how many sets of the feed one query of the poller reads.
 const feedPage = 1000
 
+// pollFeedQuery is the poller's read of the feed: SetFeed's without the run.
+const pollFeedQuery = `SELECT seq, id, state FROM question_sets WHERE seq > ? ORDER BY seq LIMIT ?`
+
 // feedHead is the feed's highest position.
 func feedHead(ctx context.Context, c conn) (int64, error) {
 	rows, err := c.QueryContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM question_sets`)
@@ -316,7 +319,7 @@ func feedHead(ctx context.Context, c conn) (int64, error) {
 func feedNotPending(ctx context.Context, c conn, pos int64) ([]string, int64, error) {
 	var done []string
 	for {
-		rows, err := c.QueryContext(ctx, `SELECT seq, id, state FROM question_sets WHERE seq > ? ORDER BY seq LIMIT ?`, pos, feedPage)
+		rows, err := c.QueryContext(ctx, pollFeedQuery, pos, feedPage)
 		if err != nil {
 			return nil, pos, err
 		}
