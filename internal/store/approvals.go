@@ -255,7 +255,7 @@ func (s *Store) TakeToolDecision(ctx context.Context, toolUseID string) (ToolCal
 			return err
 		}
 		if c.SetID != "" {
-			if err := tx.changeSet(ctx, c.SetID, `UPDATE question_sets SET state = ?, resumed_at = ? WHERE id = ? AND state IN (?, ?)`,
+			if _, err := tx.ExecContext(ctx, `UPDATE question_sets SET state = ?, resumed_at = ? WHERE id = ? AND state IN (?, ?)`,
 				SetResumed, nanos(now), c.SetID, SetAnswered, SetResuming); err != nil {
 				return err
 			}
@@ -423,7 +423,7 @@ func (s *Store) DropToolCall(ctx context.Context, toolUseID, reason string) erro
 			return err
 		}
 		if c.SetID != "" {
-			if err := tx.changeSet(ctx, c.SetID, `UPDATE question_sets SET state = ? WHERE id = ? AND state IN (?, ?)`,
+			if _, err := tx.ExecContext(ctx, `UPDATE question_sets SET state = ? WHERE id = ? AND state IN (?, ?)`,
 				SetExpired, c.SetID, SetPending, SetAnswered); err != nil {
 				return err
 			}

@@ -69,8 +69,7 @@ func (d *db) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Ro
 // dialect.
 type txn struct {
 	*sql.Tx
-	d   *db
-	seq int64 // the last set feed position given in the transaction; 0 before the first (feed.go)
+	d *db
 }
 
 func (t *txn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {

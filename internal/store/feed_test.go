@@ -361,7 +361,7 @@ func TestWaitingSetsPages(t *testing.T) {
 // seedWaitingRuns stores n runs waiting on a pending set each, as
 // FinishTurn leaves them, in a few statements (n transactions would take
 // minutes on a synced disk): the runs are prefix and a number of six
-// digits, their sets testSet's, with feed positions above the head.
+// digits, their sets testSet's (the database gives their feed positions).
 func seedWaitingRuns(tb testing.TB, s *Store, prefix string, n int) []string {
 	tb.Helper()
 	ctx := context.Background()
@@ -386,17 +386,12 @@ func seedWaitingRuns(tb testing.TB, s *Store, prefix string, n int) []string {
 		}
 	}
 	err = s.tx(ctx, func(tx *txn) error {
-		seq, err := tx.nextSeq(ctx)
-		if err != nil {
-			return err
-		}
-		tx.seq = seq + int64(n) - 1 // the positions the sets take
 		for _, step := range []func(*txn) error{
 			seed(numbers+`INSERT INTO runs (`+runColumns+`) SELECT `+id+`, 'spec-' || (i % 10), '', 'p', '', '[]', '{}', ?, '', '', '', 0, ?, ?, '' FROM `+from,
 				n, prefix, RunWaiting, now, now),
-			seed(numbers+`INSERT INTO question_sets (id, run_id, turn, state, body, surfaces, created_at, kind, seq)
-				SELECT `+id+` || '-s1', `+id+`, 1, ?, replace(?, 'TEMPLATE', `+id+`), '["terminal"]', ?, 'marker', ? + i FROM `+from,
-				n, prefix, prefix, SetPending, body, prefix, now, seq),
+			seed(numbers+`INSERT INTO question_sets (id, run_id, turn, state, body, surfaces, created_at, kind)
+				SELECT `+id+` || '-s1', `+id+`, 1, ?, replace(?, 'TEMPLATE', `+id+`), '["terminal"]', ?, 'marker' FROM `+from,
+				n, prefix, prefix, SetPending, body, prefix, now),
 			seed(numbers+`INSERT INTO questions (id, set_id, position) SELECT 'qa', `+id+` || '-s1', 0 FROM `+from, n, prefix),
 		} {
 			if err := step(tx); err != nil {

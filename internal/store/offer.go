@@ -142,9 +142,6 @@ func storeAnswers(ctx context.Context, tx *txn, rec SetRecord, rows map[string]a
 		rows[a.QuestionID] = answerRow{a: a, by: resp.By, srf: resp.Surface, at: nanos(resp.At)}
 	}
 	rec.Response = composeResponse(rec.Set, rows)
-	if err := tx.bumpSet(ctx, rec.Set.ID); err != nil { // answered in part or whole
-		return SetRecord{}, err
-	}
 	if len(rec.Response.Answers) == len(rec.Set.Questions) {
 		if _, err := tx.ExecContext(ctx, `UPDATE question_sets SET state = ?, answered_at = ? WHERE id = ?`, SetAnswered, nanos(now), rec.Set.ID); err != nil {
 			return SetRecord{}, err

@@ -288,10 +288,7 @@ func updateRun(ctx context.Context, tx *txn, id string, u RunUpdate, now time.Ti
 	if n, err := res.RowsAffected(); err != nil {
 		return fmt.Errorf("update run %s: %w", id, err)
 	} else if n == 1 {
-		if u.Status == "" {
-			return nil
-		}
-		return tx.bumpOpenSets(ctx, id) // the run's status is part of its sets' feed rows
+		return nil
 	}
 	var status RunStatus
 	if err := tx.QueryRowContext(ctx, `SELECT status FROM runs WHERE id = ?`, id).Scan(&status); err != nil {
@@ -332,9 +329,6 @@ func (s *Store) LastScheduled(ctx context.Context, spec string) (time.Time, bool
 func (s *Store) CancelRun(ctx context.Context, id, reason string) error {
 	now := s.now().UTC()
 	err := s.tx(ctx, func(tx *txn) error {
-		if err := tx.bumpOpenSets(ctx, id); err != nil {
-			return err
-		}
 		if _, err := tx.ExecContext(ctx, `UPDATE question_sets SET state = ? WHERE run_id = ? AND state IN (?, ?)`,
 			SetExpired, id, SetPending, SetAnswered); err != nil {
 			return err

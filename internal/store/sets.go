@@ -65,12 +65,8 @@ func insertSetRows(ctx context.Context, tx *txn, set questions.Set, surfaces []s
 	if err != nil {
 		return err
 	}
-	seq, err := tx.nextSeq(ctx)
-	if err != nil {
-		return err
-	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO question_sets (id, run_id, turn, state, body, surfaces, created_at, kind, seq) VALUES (?,?,?,?,?,?,?,?,?)`,
-		set.ID, set.RunID, set.Turn, SetPending, body, surf, nanos(now), questions.KindOf(set), seq)
+	_, err = tx.ExecContext(ctx, `INSERT INTO question_sets (id, run_id, turn, state, body, surfaces, created_at, kind) VALUES (?,?,?,?,?,?,?,?)`,
+		set.ID, set.RunID, set.Turn, SetPending, body, surf, nanos(now), questions.KindOf(set))
 	if err != nil {
 		return fmt.Errorf("store question set %s: %w", set.ID, err)
 	}
@@ -368,10 +364,9 @@ func (s *Store) RecordAnswer(ctx context.Context, resp questions.Response) (SetR
 // ExpireSets gives up on a run's sets that are still pending or answered but
 // not handed over (the run failed or was cancelled).
 func (s *Store) ExpireSets(ctx context.Context, runID string) error {
+	// A write transaction, as every change of a set's state: on PostgreSQL
+	// its writers' lock comes before the set feed's (feed.go).
 	err := s.tx(ctx, func(tx *txn) error {
-		if err := tx.bumpOpenSets(ctx, runID); err != nil {
-			return err
-		}
 		_, err := tx.ExecContext(ctx, `UPDATE question_sets SET state = ? WHERE run_id = ? AND state IN (?, ?)`,
 			SetExpired, runID, SetPending, SetAnswered)
 		return err

@@ -109,9 +109,6 @@ func (s *Store) BeginTurn(ctx context.Context, t Turn) (Turn, error) {
 			if n, _ := res.RowsAffected(); n != 1 {
 				return fmt.Errorf("claim question set %s: %w", t.SetID, ErrNotClaimable)
 			}
-			if err := tx.bumpSet(ctx, t.SetID); err != nil {
-				return err
-			}
 		}
 		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM turns WHERE run_id = ?`, t.RunID).Scan(&t.Seq); err != nil {
 			return err
@@ -160,7 +157,7 @@ func (s *Store) FinishTurn(ctx context.Context, runID string, seq int, r TurnRes
 			return err
 		}
 		if t.SetID != "" {
-			if err := tx.changeSet(ctx, t.SetID, `UPDATE question_sets SET state = ?, resumed_at = ? WHERE id = ? AND state = ?`,
+			if _, err := tx.ExecContext(ctx, `UPDATE question_sets SET state = ?, resumed_at = ? WHERE id = ? AND state = ?`,
 				SetResumed, nanos(now), t.SetID, SetResuming); err != nil {
 				return err
 			}
@@ -225,7 +222,7 @@ func (s *Store) AbandonTurn(ctx context.Context, runID string, seq int) error {
 			return err
 		}
 		if t.SetID != "" {
-			if err := tx.changeSet(ctx, t.SetID, `UPDATE question_sets SET state = ?, claimed_at = 0 WHERE id = ? AND state = ?`,
+			if _, err := tx.ExecContext(ctx, `UPDATE question_sets SET state = ?, claimed_at = 0 WHERE id = ? AND state = ?`,
 				SetAnswered, t.SetID, SetResuming); err != nil {
 				return err
 			}
