@@ -386,12 +386,18 @@ func seedWaitingRuns(tb testing.TB, s *Store, prefix string, n int) []string {
 		}
 	}
 	err = s.tx(ctx, func(tx *txn) error {
+		var head int64
+		if err := tx.QueryRowContext(ctx, setFeedHeadQuery).Scan(&head); err != nil {
+			return err
+		}
 		for _, step := range []func(*txn) error{
 			seed(numbers+`INSERT INTO runs (`+runColumns+`) SELECT `+id+`, 'spec-' || (i % 10), '', 'p', '', '[]', '{}', ?, '', '', '', 0, ?, ?, '' FROM `+from,
 				n, prefix, RunWaiting, now, now),
-			seed(numbers+`INSERT INTO question_sets (id, run_id, turn, state, body, surfaces, created_at, kind)
-				SELECT `+id+` || '-s1', `+id+`, 1, ?, replace(?, 'TEMPLATE', `+id+`), '["terminal"]', ?, 'marker' FROM `+from,
-				n, prefix, prefix, SetPending, body, prefix, now),
+			// With their positions, after the head (SQLite's trigger then
+			// leaves them; PostgreSQL's gives its own).
+			seed(numbers+`INSERT INTO question_sets (id, run_id, turn, state, body, surfaces, created_at, kind, seq)
+				SELECT `+id+` || '-s1', `+id+`, 1, ?, replace(?, 'TEMPLATE', `+id+`), '["terminal"]', ?, 'marker', ? + 1 + i FROM `+from,
+				n, prefix, prefix, SetPending, body, prefix, now, head),
 			seed(numbers+`INSERT INTO questions (id, set_id, position) SELECT 'qa', `+id+` || '-s1', 0 FROM `+from, n, prefix),
 		} {
 			if err := step(tx); err != nil {
@@ -417,11 +423,11 @@ func seedWaitingRuns(tb testing.TB, s *Store, prefix string, n int) []string {
 // wakes its set's waiter, and no other.
 func TestWaitSetWithMoreWaitersThanSQLiteParameters(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	dir := t.TempDir()
 	s := open(t, dir)
 	ids := seedWaitingRuns(t, s, "many-", 40000)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // generous: -race on a loaded machine
+	defer cancel()
 	chans := make([]chan struct{}, len(ids))
 	for i, id := range ids {
 		chans[i] = s.watch(id)

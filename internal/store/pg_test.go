@@ -110,6 +110,7 @@ var pgTests = []struct {
 	{"TestSetFeedMissesNothingUnderConcurrentWriters", TestSetFeedMissesNothingUnderConcurrentWriters},
 	{"TestWaitingSetsPages", TestWaitingSetsPages},
 	{"TestSetFeedQueriesUseIndexes", TestSetFeedQueriesUseIndexes},
+	{"TestAggregatesCountWithoutListing", TestAggregatesCountWithoutListing},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.

@@ -11,7 +11,9 @@ UPDATE question_sets SET seq = o.n
 	FROM (SELECT id, ROW_NUMBER() OVER (ORDER BY created_at, id) AS n FROM question_sets) o
 	WHERE o.id = question_sets.id;
 CREATE UNIQUE INDEX question_sets_seq ON question_sets(seq);
-CREATE TRIGGER question_sets_feed_insert AFTER INSERT ON question_sets BEGIN
+-- A set inserted with its position (a bulk load that counts them itself)
+-- keeps it.
+CREATE TRIGGER question_sets_feed_insert AFTER INSERT ON question_sets WHEN NEW.seq = 0 BEGIN
 	UPDATE question_sets SET seq = (SELECT MAX(seq) FROM question_sets) + 1 WHERE id = NEW.id;
 END;
 CREATE TRIGGER question_sets_feed_state AFTER UPDATE OF state ON question_sets WHEN OLD.state <> NEW.state BEGIN
