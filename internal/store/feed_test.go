@@ -185,6 +185,40 @@ func TestSetFeedReportsEveryChange(t *testing.T) {
 	}
 	r.expect("DropToolCall", dropped.ID, SetExpired, RunWaiting)
 
+	// Several sets of a run change at once: a position each.
+	newRunningRun(t, s, "r5")
+	var two []string
+	for _, id := range []string{"r5-a", "r5-b"} {
+		set := questions.Set{ID: id, RunID: "r5", Questions: []questions.Question{{ID: "q", Text: "Go?"}}}
+		if _, err := s.AskRun(ctx, set, nil); err != nil {
+			t.Fatal(err)
+		}
+		two = append(two, id)
+	}
+	r.next()
+	for _, change := range []struct {
+		what   string
+		do     func() error
+		state  SetState
+		status RunStatus
+	}{
+		{"the run interrupted", func() error { return s.UpdateRun(ctx, "r5", RunUpdate{Status: RunInterrupted}) }, SetPending, RunInterrupted},
+		{"ExpireSets", func() error { return s.ExpireSets(ctx, "r5") }, SetExpired, RunInterrupted},
+	} {
+		if err := change.do(); err != nil {
+			t.Fatal(err)
+		}
+		got := r.next()
+		if len(got) != 2 || got[0].Seq == got[1].Seq {
+			t.Fatalf("%s: %+v; want both sets of r5, at two positions", change.what, got)
+		}
+		for _, id := range two {
+			if c := r.seen[id]; c.State != change.state || c.RunStatus != change.status {
+				t.Fatalf("%s: %+v", change.what, c)
+			}
+		}
+	}
+
 	// Followed from the start, the feed holds each set once, as it is now.
 	all := &feedReader{t: t, s: s, page: 3, seen: map[string]SetChange{}}
 	all.next()
