@@ -317,7 +317,7 @@ func (s *Store) Poke() { s.changed(anyKey) }
 //
 // The query never reads every waiting run: the first part reads the runs
 // of the three statuses by the index on runs(status), the second the
-// answered sets by the index on question_sets(state, id) and their runs by
+// answered sets by an index on question_sets(state, …) and their runs by
 // ID (any number of runs waiting on a pending set cost nothing).
 func (s *Store) ClaimableRuns(ctx context.Context, host string, limit int) ([]Run, error) {
 	q, args := s.claimableQuery(host, limit)

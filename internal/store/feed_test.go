@@ -645,14 +645,18 @@ func BenchmarkSetFeedAt10000Waiting(b *testing.B) {
 	}
 	defer s.Close()
 	ids := seedWaitingRuns(b, s, "w-", 10000)
+	before, err := s.SetFeedHead(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
 	seedClaimable(b, s, ids, 20)
 	head, err := s.SetFeedHead(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run("SetFeed", func(b *testing.B) {
+	b.Run("SetFeed", func(b *testing.B) { // the 20 sets answered
 		for b.Loop() {
-			if c, err := s.SetFeed(ctx, head-20, 100); err != nil || len(c) != 20 {
+			if c, err := s.SetFeed(ctx, before, 100); err != nil || len(c) != 20 {
 				b.Fatal(len(c), err)
 			}
 		}
