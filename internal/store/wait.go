@@ -16,10 +16,12 @@ import (
 //     it is NOTIFY on the channel orchestrator_wake, which they LISTEN to;
 //   - a poke lost (another filesystem, no notification support, the
 //     listening connection lost): the slow poll every pollInterval catches
-//     it (of PRAGMA data_version on SQLite, of the waits on PostgreSQL).
+//     it (of PRAGMA data_version on SQLite, of the set feed on PostgreSQL).
 //
 // While nothing changes a waiting process does nothing but the slow poll:
-// one cheap query per pollInterval, whatever the number of waiters.
+// one cheap query per pollInterval, whatever the number of waiters; a
+// change costs one read of the set feed (feed.go), whatever the number of
+// sets waited on.
 
 // pollInterval is the slow fallback for changes made by other processes
 // whose poke was missed (Store.pollEvery; tests change it).
