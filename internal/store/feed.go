@@ -12,7 +12,11 @@ import (
 // new position, one higher than any before, in the statement that makes
 // the change. So a process watching many sets reads, at each change, the
 // sets above the last position it saw (one indexed query, SetFeed) instead
-// of re-reading every set it waits on.
+// of re-reading every set it waits on. To watch every waiting set: read
+// the head (SetFeedHead), then page through WaitingSets, then follow
+// SetFeed from that head: a change made while paging is in the feed above
+// it. A set is in the feed once, as it is now (its last change): a reader
+// learns where a set stands, not every step it went through.
 //
 // The database moves them (migrations …_set_feed.sql), by triggers on
 // question_sets (insert, update of state), answers (insert) and runs
