@@ -37,6 +37,9 @@ type Config struct {
 	Git         Git      `yaml:"git"` // git.go
 	// Approvals is the policy for the model's tool calls (approvals.go).
 	Approvals Approvals `yaml:"approvals"`
+	// Retention is how long gc keeps transcripts, finished runs and their
+	// local branches (retention.go).
+	Retention Retention `yaml:"retention"`
 
 	// source is the file the config came from ("" for defaults) and lines
 	// maps a dotted key to the line it was set on, so that Validate can
@@ -308,6 +311,7 @@ func DefaultEnv(lookup LookupFunc) Config {
 		DatabaseURL: defaultDatabaseURL(lookup),
 		Git:         Git{KeepWorktrees: DefaultKeepWorktrees, MaxFileSize: DefaultMaxFileSize},
 		Approvals:   Approvals{Hold: DefaultApprovalHold},
+		Retention:   Retention{Transcripts: DefaultRetainTranscripts, Runs: DefaultRetainRuns, Branches: DefaultRetainBranches},
 		Log:         Log{Level: "info", Format: "text"},
 		Agent: Agent{
 			Command:        DefaultCommand,

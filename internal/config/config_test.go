@@ -662,6 +662,14 @@ func TestParseDuration(t *testing.T) {
 		{"1.5", 0, false},
 		{"", 0, false},
 		{"fast", 0, false},
+		{"90d", 90 * 24 * time.Hour, true},
+		{"1d12h", 36 * time.Hour, true},
+		{"-2d", -48 * time.Hour, true},
+		{"d", 0, false},
+		{"1.5d", 0, false},
+		{"1d-2h", 0, false},
+		{"2h1d", 0, false},
+		{"99999999999d", 0, false},
 	} {
 		got, err := ParseDuration(tt.in)
 		if (err == nil) != tt.ok || got.Std() != tt.want {
@@ -920,5 +928,30 @@ func TestDecodeOverride(t *testing.T) {
 	}
 	if keys := OverrideKeys("terminal"); len(keys) != 0 {
 		t.Errorf("terminal override keys %v", keys)
+	}
+}
+
+// TestRetention checks retention's defaults, its days, and that a negative
+// one is refused by name.
+func TestRetention(t *testing.T) {
+	t.Parallel()
+	d := DefaultEnv(env("HOME", "/home/u"))
+	if d.Retention.Transcripts.Std() != 90*24*time.Hour || d.Retention.Runs.Std() != 90*24*time.Hour || d.Retention.Branches.Std() != 30*24*time.Hour {
+		t.Fatalf("default retention = %+v", d.Retention)
+	}
+	dir := t.TempDir()
+	p := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(p, []byte("state_dir: "+dir+"\nretention:\n  transcripts: 7d\n  runs: 0\n  branches: -1h\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadEnv(p, env("HOME", "/home/u"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Retention.Transcripts.Std() != 7*24*time.Hour || cfg.Retention.Runs != 0 {
+		t.Fatalf("retention = %+v", cfg.Retention)
+	}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "retention.branches") || !strings.Contains(err.Error(), "must not be negative") {
+		t.Fatalf("Validate = %v, want retention.branches: must not be negative", err)
 	}
 }

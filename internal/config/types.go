@@ -14,8 +14,8 @@ import (
 )
 
 // Duration is a time.Duration written with a unit in YAML: "15s", "2h",
-// "1h30m". A bare 0 is accepted; other bare numbers are not, since their
-// unit would be a guess.
+// "1h30m", or in whole days first: "90d", "1d12h". A bare 0 is accepted;
+// other bare numbers are not, since their unit would be a guess.
 type Duration time.Duration
 
 // Std returns d as a time.Duration.
@@ -49,11 +49,31 @@ func ParseDuration(s string) (Duration, error) {
 	if _, err := strconv.ParseFloat(s, 64); err == nil {
 		return 0, fmt.Errorf("duration %q has no unit (write %ss or %sm)", s, s, s)
 	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf(`invalid duration %q: want a number with a unit, such as "30s" or "2h"`, s)
+	bad := fmt.Errorf(`invalid duration %q: want a number with a unit, such as "30s", "2h" or "90d"`, s)
+	// Whole days first ("90d", "1d12h"): time.ParseDuration has no day.
+	rest, sign, days := s, time.Duration(1), int64(0)
+	if i := strings.IndexByte(s, 'd'); i >= 0 {
+		n := strings.TrimPrefix(s[:i], "-")
+		if n != s[:i] {
+			sign = -1
+		}
+		v, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || n == "" || n[0] == '+' || v > int64(math.MaxInt64/(24*time.Hour)) {
+			return 0, bad
+		}
+		days, rest = v, s[i+1:]
+		if rest == "" {
+			return Duration(sign * time.Duration(days) * 24 * time.Hour), nil
+		}
+		if rest[0] == '-' || rest[0] == '+' {
+			return 0, bad
+		}
 	}
-	return Duration(v), nil
+	v, err := time.ParseDuration(rest)
+	if err != nil {
+		return 0, bad
+	}
+	return Duration(sign * (time.Duration(days)*24*time.Hour + v)), nil
 }
 
 // ByteSize is a size in bytes, written in YAML as a number of bytes or with

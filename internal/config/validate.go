@@ -121,6 +121,7 @@ func (c *Config) Validate() error {
 	v.oneOf("serve.catch_up", s.CatchUp, CatchUpModes)
 	c.validateGit(v.add)       // git.go
 	c.validateApprovals(v.add) // approvals.go
+	c.validateRetention(v.add) // retention.go
 	if s.MinScheduleInterval < 0 {
 		v.add("serve.min_schedule_interval", "must not be negative")
 	}
