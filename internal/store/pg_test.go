@@ -111,6 +111,8 @@ var pgTests = []struct {
 	{"TestWaitingSetsPages", TestWaitingSetsPages},
 	{"TestSetFeedQueriesUseIndexes", TestSetFeedQueriesUseIndexes},
 	{"TestAggregatesCountWithoutListing", TestAggregatesCountWithoutListing},
+	{"TestPurgeRunsRemovesOnlyFinishedOldRuns", TestPurgeRunsRemovesOnlyFinishedOldRuns},
+	{"TestPurgeCoversEveryRunTable", TestPurgeCoversEveryRunTable},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.
