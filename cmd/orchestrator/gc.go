@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,13 +13,22 @@ import (
 
 func (m *Main) newGCCmd() *cobra.Command {
 	var olderThan string
+	var dry bool
 	cmd := &cobra.Command{
 		Use:   "gc",
-		Short: "Remove the git worktrees of runs that ended long enough ago",
-		Long: `gc removes the worktrees of runs that ended (done, failed or cancelled) longer
-ago than git.keep_worktrees (or --older-than), then runs 'git worktree prune'
-in each checkout they came from. A failed run's worktree is kept until then,
-for inspection; branches are left alone.`,
+		Short: "Remove what ended runs left behind, past the retention",
+		Long: `gc removes what runs that are over (done, failed, cancelled, stopped) left
+behind, once it is older than the configuration says:
+  - their git worktrees, after git.keep_worktrees (or --older-than), then
+    'git worktree prune' in each checkout they came from;
+  - their local branches in your checkout, after retention.branches, or as
+    soon as the worktree is gone when the branch was pushed; a branch that
+    moved past the run's commit, or is checked out, is left alone;
+  - transcripts (under <state_dir>/transcripts), after retention.transcripts;
+  - the runs' rows in the store, after retention.runs, with their turns,
+    questions and answers (the decision log), sessions and tool calls.
+Nothing of a run that is not over (queued, running, waiting, interrupted)
+is removed. serve runs gc once a day. --dry-run lists what would go.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			age := m.Config.Git.KeepWorktrees.Std()
@@ -31,33 +39,21 @@ for inspection; branches are left alone.`,
 				}
 				age = d.Std()
 			}
-			return m.runGC(cmd.Context(), age)
+			st, err := m.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			rep, err := m.collect(cmd.Context(), st, age, dry)
+			rep.print(m.Stdout, dry)
+			if err != nil {
+				return fmt.Errorf("gc: %w", err)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&olderThan, "older-than", "", "remove worktrees of runs that ended longer ago than this (default git.keep_worktrees)")
+	cmd.Flags().BoolVar(&dry, "dry-run", false, "list what would be removed, remove nothing")
 	return cmd
-}
-
-func (m *Main) runGC(ctx context.Context, age time.Duration) error {
-	st, err := m.openStore(ctx)
-	if err != nil {
-		return err
-	}
-	d, err := m.deliverer(st, nil)
-	if err != nil {
-		return err
-	}
-	removed, err := d.GC(ctx, age)
-	for _, r := range removed {
-		fmt.Fprintf(m.Stdout, "removed %s (run %s, %s)\n", r.Worktree, r.RunID, r.Status)
-	}
-	if err != nil {
-		return fmt.Errorf("gc: %w", err)
-	}
-	if len(removed) == 0 {
-		fmt.Fprintf(m.Stdout, "no worktree of a run that ended more than %s ago\n", age)
-	}
-	return nil
 }
 
 // statusWorktree is a worktree kept on disk (status lists them): a failed

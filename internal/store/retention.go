@@ -170,3 +170,37 @@ func purge(ctx context.Context, tx *txn, ids []string) (int64, error) {
 	}
 	return n, nil
 }
+
+// EndedDelivery is the delivery of a run that is over, whose worktree was
+// removed and whose push is not pending: its branch in the person's
+// checkout is all that is left of it there.
+type EndedDelivery struct {
+	Delivery
+	RunStatus RunStatus
+	EndedAt   time.Time // the run's last change
+}
+
+// EndedDeliveries lists the deliveries of runs that are over, with their
+// worktree removed and nothing pending, oldest run first.
+func (s *Store) EndedDeliveries(ctx context.Context) ([]EndedDelivery, error) {
+	cols := strings.ReplaceAll("d."+deliveryColumns, ", ", ", d.")
+	rows, err := s.db.QueryContext(ctx, `SELECT `+cols+`, r.status, r.updated_at FROM deliveries d JOIN runs r ON r.id = d.run_id
+		WHERE d.removed_at <> 0 AND d.pending = 0 AND r.status IN ('done', 'failed', 'cancelled', 'stopped')
+		ORDER BY r.updated_at, r.id`)
+	if err != nil {
+		return nil, fmt.Errorf("ended deliveries: %w", err)
+	}
+	defer rows.Close()
+	var out []EndedDelivery
+	for rows.Next() {
+		var x deliveryScan
+		var e EndedDelivery
+		var at int64
+		if err := rows.Scan(append(x.dest(), &e.RunStatus, &at)...); err != nil {
+			return nil, fmt.Errorf("ended deliveries: %w", err)
+		}
+		e.Delivery, e.EndedAt = x.delivery(), fromNanos(at)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}

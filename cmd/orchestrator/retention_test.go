@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orchestrator-dev/orchestrator/internal/clitest"
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/questions"
+)
+
+// TestGCRetention (issue 24, done-when 7): with a short retention, gc
+// removes the old transcripts, the rows of old finished runs and their
+// local branches (a pushed one, and one of a run that ended long ago),
+// and keeps everything of a waiting run and a running one, however old,
+// a branch someone moved on, and a recent run. --dry-run lists the same
+// and removes nothing.
+func TestGCRetention(t *testing.T) {
+	t.Parallel()
+	clitest.Git(t)
+	ctx := context.Background()
+	tm := newTestMain(t)
+	state := filepath.Join(tm.Dir, "state")
+	checkout := filepath.Join(tm.Dir, "checkout")
+	tm.write(t, DefaultConfigFile, fmt.Sprintf("state_dir: %q\nretention:\n  transcripts: 1h\n  runs: 1h\n  branches: 1h\n", state))
+	gitCmd(t, tm.Dir, "init", "--quiet", "--initial-branch=main", checkout)
+	os.WriteFile(filepath.Join(checkout, "README.md"), []byte("app\n"), 0o600)
+	gitCmd(t, checkout, "add", ".")
+	gitCmd(t, checkout, "commit", "--quiet", "-m", "first")
+	base := gitCmd(t, checkout, "rev-parse", "HEAD")
+
+	st, err := store.Open(ctx, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-3 * time.Hour)
+	// run makes a run in status with a transcript and, when branch is
+	// set, a branch of its own in the checkout at a commit of its own.
+	run := func(id string, status store.RunStatus, pushed bool) string {
+		if _, err := st.CreateRun(ctx, store.Run{ID: id, Prompt: "p"}); err != nil {
+			t.Fatal(err)
+		}
+		turn, err := st.BeginTurn(ctx, store.Turn{RunID: id, Kind: store.TurnStart, Prompt: "p", SessionID: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var set *questions.Set
+		if status == store.RunWaiting {
+			set = &questions.Set{ID: id + "-set", RunID: id, Turn: turn.Seq, Questions: []questions.Question{{ID: "q1", Text: "Which?",
+				Options: []questions.Option{{Label: "A"}, {Label: "B"}}}}}
+		}
+		if err := st.FinishTurn(ctx, id, turn.Seq, store.TurnResult{Status: "success", SessionID: "s"}, set, []string{"terminal"}); err != nil {
+			t.Fatal(err)
+		}
+		tr := filepath.Join(state, "transcripts", id, "001-start.ndjson")
+		os.MkdirAll(filepath.Dir(tr), 0o700)
+		if err := os.WriteFile(tr, []byte(strings.Repeat("{}\n", 1000)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		os.Chtimes(tr, old, old)
+		branch := "orchestrator/" + id
+		gitCmd(t, checkout, "branch", branch, base)
+		gitCmd(t, checkout, "commit", "--quiet", "--allow-empty", "-m", id) // the run's own commit, on main…
+		sha := gitCmd(t, checkout, "rev-parse", "HEAD")
+		gitCmd(t, checkout, "update-ref", "refs/heads/"+branch, sha) // …and its branch's
+		gitCmd(t, checkout, "reset", "--quiet", "--hard", base)
+		dl := store.Delivery{RunID: id, RepoDir: checkout, Worktree: filepath.Join(state, "worktrees", id), Branch: branch,
+			BaseCommit: base, State: store.DeliveryCommitted, CommitSHA: sha, Pushed: pushed}
+		if status.Final() {
+			dl.RemovedAt = old
+		}
+		if pushed {
+			dl.State = store.DeliveryPushed
+		}
+		if err := st.SaveDelivery(ctx, dl); err != nil {
+			t.Fatal(err)
+		}
+		if status != store.RunWaiting {
+			if err := st.UpdateRun(ctx, id, store.RunUpdate{Status: status}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return branch
+	}
+	pushedBr := run("old-pushed", store.RunDone, true)
+	endedBr := run("old-failed", store.RunFailed, false)
+	movedBr := run("old-moved", store.RunDone, true)
+	gitCmd(t, checkout, "update-ref", "refs/heads/"+movedBr, base) // someone moved it
+	waitingBr := run("waiting", store.RunWaiting, false)
+	runningBr := run("running", store.RunRunning, false)
+	recentBr := run("recent", store.RunCancelled, false)
+	st.Close()
+
+	// Age everything but the recent run, as a clock three hours on would.
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(state, store.FileName)+"?_pragma=busy_timeout(15000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE runs SET updated_at = ?, created_at = ? WHERE id <> 'recent'`, old.UnixNano(), old.UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	recentTr := filepath.Join(state, "transcripts", "recent", "001-start.ndjson")
+	now := time.Now()
+	os.Chtimes(recentTr, now, now)
+	stray := filepath.Join(state, "transcripts", "20200101T000000.000000000Z.ndjson")
+	os.WriteFile(stray, []byte("{}\n"), 0o600)
+	os.Chtimes(stray, old, old)
+
+	// gc runs as its own process each time: a Main of its own.
+	gc := func(args ...string) (int, string) {
+		g := newTestMain(t)
+		g.Dir, g.LookupEnv = tm.Dir, tm.LookupEnv
+		code := g.exec(append([]string{"gc"}, args...)...)
+		if code != 0 {
+			t.Logf("stderr: %s", g.stderr.String())
+		}
+		return code, g.stdout.String()
+	}
+	branches := func() string { return gitCmd(t, checkout, "for-each-ref", "--format=%(refname:short)", "refs/heads/") }
+	before := branches()
+	code, out := gc("--dry-run")
+	if code != 0 {
+		t.Fatalf("gc --dry-run: exit %d", code)
+	}
+	for _, want := range []string{"would remove branch " + pushedBr, "would remove branch " + endedBr, "would remove 4 transcript files (8.8 KiB)",
+		"would remove run old-pushed", "would remove run old-failed", "would remove run old-moved", "would free "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("gc --dry-run output lacks %q:\n%s", want, out)
+		}
+	}
+	if branches() != before {
+		t.Fatalf("gc --dry-run removed branches")
+	}
+	if _, err := os.Stat(stray); err != nil {
+		t.Fatalf("gc --dry-run removed a transcript: %v", err)
+	}
+
+	if code, out = gc(); code != 0 {
+		t.Fatalf("gc: exit %d", code)
+	}
+	for _, want := range []string{"removed branch " + pushedBr + " in " + checkout + " (run old-pushed, pushed)",
+		"removed branch " + endedBr + " in " + checkout + " (run old-failed, ended long ago)",
+		"removed 4 transcript files", "removed run old-pushed", "freed 8.8 KiB on disk", "3 runs and "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("gc output lacks %q:\n%s", want, out)
+		}
+	}
+	left := branches()
+	for _, b := range []string{pushedBr, endedBr} {
+		if strings.Contains(left, b) {
+			t.Errorf("branch %s left:\n%s", b, left)
+		}
+	}
+	for _, b := range []string{movedBr, waitingBr, runningBr, recentBr, "main"} {
+		if !strings.Contains(left, b) {
+			t.Errorf("branch %s removed:\n%s", b, left)
+		}
+	}
+	for _, id := range []string{"old-pushed", "old-failed"} {
+		if _, err := os.Stat(filepath.Join(state, "transcripts", id)); !os.IsNotExist(err) {
+			t.Errorf("transcripts of %s: %v, want gone", id, err)
+		}
+	}
+	for _, id := range []string{"waiting", "running", "recent"} {
+		if _, err := os.Stat(filepath.Join(state, "transcripts", id, "001-start.ndjson")); err != nil {
+			t.Errorf("transcript of %s: %v, want kept", id, err)
+		}
+	}
+	st, err = store.Open(ctx, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, id := range []string{"old-pushed", "old-failed", "old-moved"} {
+		if _, err := st.Run(ctx, id); err == nil {
+			t.Errorf("run %s kept, want removed", id)
+		}
+	}
+	for _, id := range []string{"waiting", "running", "recent"} {
+		if _, err := st.Run(ctx, id); err != nil {
+			t.Errorf("run %s: %v, want kept", id, err)
+		}
+	}
+	if sets, err := st.OpenSets(ctx, "waiting"); err != nil || len(sets) != 1 {
+		t.Errorf("the waiting run's open sets = %d, %v", len(sets), err)
+	}
+
+	if code, out := gc(); code != 0 || !strings.Contains(out, "nothing to remove") {
+		t.Fatalf("second gc: exit %d\n%s", code, out)
+	}
+}
