@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/internal/config"
 	"github.com/orchestrator-dev/orchestrator/internal/delivery"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 )
@@ -38,7 +39,9 @@ func (m *Main) collect(ctx context.Context, st *store.Store, age time.Duration, 
 	var errs []error
 	now := time.Now()
 	ret := m.Config.Retention
-	d, err := m.deliverer(st, nil)
+	// A Deliverer of gc's own: it only runs git and reads the store, and
+	// serve's (m.deliverer) is built by its first caller with the surfaces.
+	d, err := delivery.New(delivery.Config{Store: st, Logger: m.Logger.With("part", "gc"), AwayBase: config.DefaultStateDir(m.LookupEnv)})
 	if err != nil {
 		return rep, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/internal/clitest"
+	"github.com/orchestrator-dev/orchestrator/internal/config"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
@@ -194,5 +196,70 @@ func TestGCRetention(t *testing.T) {
 
 	if code, out := gc(); code != 0 || !strings.Contains(out, "nothing to remove") {
 		t.Fatalf("second gc: exit %d\n%s", code, out)
+	}
+}
+
+// TestServeGCLoopRunsAtOnceThenWaits: serve's gc runs when it starts (it
+// removes an old finished run and keeps an old waiting one), then waits
+// for its next day, and ends with its context.
+func TestServeGCLoopRunsAtOnceThenWaits(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tm := newTestMain(t)
+	tm.Config = config.DefaultEnv(tm.LookupEnv)
+	tm.Config.Retention.Runs = config.Duration(time.Hour)
+	tm.Logger = slog.New(slog.DiscardHandler)
+	state := filepath.Join(tm.Dir, "state")
+	st := openTestStore(t, state)
+	for _, id := range []string{"old-done", "old-waiting"} {
+		if _, err := st.CreateRun(ctx, store.Run{ID: id, Prompt: "p"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.UpdateRun(ctx, "old-done", store.RunUpdate{Status: store.RunDone}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpdateRun(ctx, "old-waiting", store.RunUpdate{Status: store.RunWaiting}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(state, store.FileName)+"?_pragma=busy_timeout(15000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE runs SET updated_at = ?`, time.Now().Add(-2*time.Hour).UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	ran := make(chan gcReport, 2)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tm.gcLoop(ctx, st, 24*time.Hour, func(rep gcReport, err error) {
+			if err != nil {
+				t.Errorf("gc: %v", err)
+			}
+			ran <- rep
+		})
+	}()
+	select {
+	case rep := <-ran:
+		if len(rep.Runs) != 1 || rep.Runs[0].ID != "old-done" {
+			t.Fatalf("gc removed %+v, want old-done", rep.Runs)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("serve's gc did not run at start")
+	}
+	if _, err := st.Run(ctx, "old-waiting"); err != nil {
+		t.Fatalf("the waiting run: %v", err)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the gc loop did not end with its context")
+	}
+	if len(ran) != 0 {
+		t.Fatal("gc ran again before its day")
 	}
 }

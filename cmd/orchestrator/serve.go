@@ -96,6 +96,7 @@ func (m *Main) runServe(ctx context.Context) error {
 	}
 	resumer.d = d
 	go m.retryDeliveries(ctx, st, r)
+	go m.serveGC(ctx, st) // serve_gc.go
 	go func() {
 		select {
 		case <-d.Ready():
