@@ -236,3 +236,25 @@ func (r gcReport) print(w io.Writer, dry bool) {
 	}
 	fmt.Fprintln(w)
 }
+
+// statusStateDir is the size of the state directory, as status shows it:
+// all of it, and its transcripts and worktrees (what gc removes).
+type statusStateDir struct {
+	Bytes            int64 `json:"bytes"`
+	TranscriptsBytes int64 `json:"transcripts_bytes"`
+	WorktreesBytes   int64 `json:"worktrees_bytes"`
+}
+
+// stateDirSize measures the state directory dir.
+func stateDirSize(dir string) *statusStateDir {
+	return &statusStateDir{Bytes: dirSize(dir), TranscriptsBytes: dirSize(filepath.Join(dir, "transcripts")),
+		WorktreesBytes: dirSize(filepath.Join(dir, "worktrees"))}
+}
+
+func printStateDir(w io.Writer, s *statusStateDir) {
+	if s == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nState directory: %s (transcripts %s, worktrees %s; orchestrator gc removes what is past the retention)\n",
+		humanBytes(s.Bytes), humanBytes(s.TranscriptsBytes), humanBytes(s.WorktreesBytes))
+}

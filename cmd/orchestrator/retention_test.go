@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -194,6 +195,26 @@ func TestGCRetention(t *testing.T) {
 		t.Errorf("the waiting run's open sets = %d, %v", len(sets), err)
 	}
 
+	// status shows the state directory's size: the transcripts left are
+	// the three kept runs' (3000 bytes each).
+	sm := newTestMain(t)
+	sm.Dir, sm.LookupEnv = tm.Dir, tm.LookupEnv
+	if code := sm.exec("status", "--json"); code != 0 {
+		t.Fatalf("status --json: exit %d\n%s", code, sm.stderr.String())
+	}
+	var rep struct {
+		StateDir *statusStateDir `json:"state_dir"`
+	}
+	if err := json.Unmarshal(sm.stdout.Bytes(), &rep); err != nil || rep.StateDir == nil ||
+		rep.StateDir.TranscriptsBytes != 9000 || rep.StateDir.Bytes <= rep.StateDir.TranscriptsBytes {
+		t.Fatalf("status --json state_dir = %+v, %v", rep.StateDir, err)
+	}
+	sm = newTestMain(t)
+	sm.Dir, sm.LookupEnv = tm.Dir, tm.LookupEnv
+	if code := sm.exec("status"); code != 0 || !strings.Contains(sm.stdout.String(), "State directory: ") ||
+		!strings.Contains(sm.stdout.String(), "(transcripts 8.8 KiB, worktrees 0 B;") {
+		t.Fatalf("status: exit %d\n%s", code, sm.stdout.String())
+	}
 	if code, out := gc(); code != 0 || !strings.Contains(out, "nothing to remove") {
 		t.Fatalf("second gc: exit %d\n%s", code, out)
 	}

@@ -123,6 +123,9 @@ type statusReport struct {
 	// many of them runs and question_sets do not list.
 	Counts statusCounts `json:"counts"`
 	More   statusMore   `json:"more"`
+	// StateDir is the size of the state directory (retention.go); absent
+	// with --waiting.
+	StateDir *statusStateDir `json:"state_dir,omitempty"`
 
 	shared  bool // the store is a shared PostgreSQL database
 	waiting bool // --waiting: only the questions
@@ -202,6 +205,7 @@ func (m *Main) gatherStatus(ctx context.Context, st *store.Store, q statusQuery)
 	if q.waiting {
 		return rep, nil
 	}
+	rep.StateDir = stateDirSize(st.Dir())
 	counts, err := st.RunCounts(ctx, store.AggFilter{Spec: q.spec})
 	if err != nil {
 		return rep, err

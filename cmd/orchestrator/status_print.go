@@ -36,6 +36,7 @@ func printStatus(out io.Writer, rep statusReport) {
 	}
 	printPendingDeliveries(out, rep.Deliveries)
 	printWorktrees(out, rep.Worktrees)
+	printStateDir(out, rep.StateDir) // retention.go
 }
 
 // newTable is the writer of status's tables.
