@@ -43,7 +43,7 @@ is removed. serve runs gc once a day. --dry-run lists what would go.`,
 			if err != nil {
 				return err
 			}
-			rep, err := m.collect(cmd.Context(), st, age, dry)
+			rep, err := m.collect(cmd.Context(), st, age, dry, gcAll)
 			rep.print(m.Stdout, dry)
 			if err != nil {
 				return fmt.Errorf("gc: %w", err)

@@ -30,11 +30,21 @@ type gcFile struct {
 	Bytes int64
 }
 
+// gcParts says which parts of gc to do: this machine's files (worktrees,
+// local branches, transcripts), the store's rows, or both. here removes
+// only the worktrees found on this machine (several instances share the
+// store: a worktree not here may be another machine's).
+type gcParts struct {
+	files, rows, here bool
+}
+
+var gcAll = gcParts{files: true, rows: true}
+
 // collect is one gc: worktrees past age, then the local branches, the
 // transcripts and the runs' rows past the retention (in that order: the
 // branches are found by the runs' delivery rows, the transcripts of a
 // live run by its status).
-func (m *Main) collect(ctx context.Context, st *store.Store, age time.Duration, dry bool) (gcReport, error) {
+func (m *Main) collect(ctx context.Context, st *store.Store, age time.Duration, dry bool, parts gcParts) (gcReport, error) {
 	var rep gcReport
 	var errs []error
 	now := time.Now()
@@ -46,10 +56,39 @@ func (m *Main) collect(ctx context.Context, st *store.Store, age time.Duration, 
 		return rep, err
 	}
 
+	if parts.files {
+		errs = append(errs, m.collectFiles(ctx, st, d, &rep, age, dry, parts.here))
+	}
+
+	// The runs' rows.
+	if parts.rows && ret.Runs > 0 {
+		before := now.Add(-ret.Runs.Std())
+		if dry {
+			rep.Runs, err = st.ExpiredRuns(ctx, before)
+			errs = append(errs, err)
+		} else {
+			var p store.Purged
+			p, err = st.PurgeRuns(ctx, before, 0)
+			errs = append(errs, err)
+			rep.Rows = p.Rows
+			for _, id := range p.Runs {
+				rep.Runs = append(rep.Runs, store.ExpiredRun{ID: id})
+			}
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+// collectFiles is gc's part on this machine: worktrees, local branches,
+// transcripts.
+func (m *Main) collectFiles(ctx context.Context, st *store.Store, d *delivery.Deliverer, rep *gcReport, age time.Duration, dry, here bool) error {
+	var errs []error
+	now := time.Now()
+	ret := m.Config.Retention
 	// Worktrees.
 	kept, err := st.KeptWorktrees(ctx)
 	if err != nil {
-		return rep, err
+		return err
 	}
 	sizes := map[string]int64{}
 	cutoff := now.Add(-age)
@@ -61,7 +100,10 @@ func (m *Main) collect(ctx context.Context, st *store.Store, age time.Duration, 
 			}
 		}
 	}
-	if !dry {
+	if !dry && here {
+		rep.Worktrees, err = d.GCHere(ctx, age)
+		errs = append(errs, err)
+	} else if !dry {
 		rep.Worktrees, err = d.GC(ctx, age)
 		errs = append(errs, err)
 	}
@@ -87,24 +129,7 @@ func (m *Main) collect(ctx context.Context, st *store.Store, age time.Duration, 
 			rep.Bytes += f.Bytes
 		}
 	}
-
-	// The runs' rows.
-	if ret.Runs > 0 {
-		before := now.Add(-ret.Runs.Std())
-		if dry {
-			rep.Runs, err = st.ExpiredRuns(ctx, before)
-			errs = append(errs, err)
-		} else {
-			var p store.Purged
-			p, err = st.PurgeRuns(ctx, before, 0)
-			errs = append(errs, err)
-			rep.Rows = p.Rows
-			for _, id := range p.Runs {
-				rep.Runs = append(rep.Runs, store.ExpiredRun{ID: id})
-			}
-		}
-	}
-	return rep, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // pruneTranscripts removes the transcript files under dir last written

@@ -256,7 +256,7 @@ func TestServeGCLoopRunsAtOnceThenWaits(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tm.gcLoop(ctx, st, 24*time.Hour, func(rep gcReport, err error) {
+		tm.gcLoop(ctx, st, 24*time.Hour, gcAll, func(rep gcReport, err error) {
 			if err != nil {
 				t.Errorf("gc: %v", err)
 			}
@@ -282,5 +282,48 @@ func TestServeGCLoopRunsAtOnceThenWaits(t *testing.T) {
 	}
 	if len(ran) != 0 {
 		t.Fatal("gc ran again before its day")
+	}
+}
+
+// TestGCHereLeavesOtherMachinesWorktrees: on a store several instances
+// share, serve's gc on each machine removes only the worktrees it finds
+// there: the record of one it does not find (another machine's) is left
+// for that machine, where plain gc takes a missing worktree as removed.
+func TestGCHereLeavesOtherMachinesWorktrees(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tm := newTestMain(t)
+	tm.Config = config.DefaultEnv(tm.LookupEnv)
+	tm.Logger = slog.New(slog.DiscardHandler)
+	state := filepath.Join(tm.Dir, "state")
+	st := openTestStore(t, state)
+	if _, err := st.CreateRun(ctx, store.Run{ID: "elsewhere", Prompt: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SaveDelivery(ctx, store.Delivery{RunID: "elsewhere", RepoDir: filepath.Join(tm.Dir, "repo"),
+		Worktree: filepath.Join(tm.Dir, "not-here"), Branch: "orchestrator/x", State: store.DeliveryCommitted}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpdateRun(ctx, "elsewhere", store.RunUpdate{Status: store.RunFailed}); err != nil {
+		t.Fatal(err)
+	}
+	kept := func() int {
+		k, err := st.KeptWorktrees(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(k)
+	}
+	if _, err := tm.collect(ctx, st, 0, false, gcParts{files: true, here: true}); err != nil {
+		t.Fatal(err)
+	}
+	if kept() != 1 {
+		t.Fatal("gc on one machine of several took another's worktree as removed")
+	}
+	if _, err := tm.collect(ctx, st, 0, false, gcAll); err != nil {
+		t.Fatal(err)
+	}
+	if kept() != 0 {
+		t.Fatal("plain gc kept the record of a missing worktree")
 	}
 }

@@ -66,6 +66,17 @@ type Removed struct {
 // more than olderThan ago, then runs `git worktree prune` in each checkout
 // they came from.
 func (d *Deliverer) GC(ctx context.Context, olderThan time.Duration) ([]Removed, error) {
+	return d.gc(ctx, olderThan, false)
+}
+
+// GCHere is GC for one of several instances sharing a store: it removes
+// only the worktrees on this machine, and leaves the record of one it
+// does not find alone (it may be another machine's).
+func (d *Deliverer) GCHere(ctx context.Context, olderThan time.Duration) ([]Removed, error) {
+	return d.gc(ctx, olderThan, true)
+}
+
+func (d *Deliverer) gc(ctx context.Context, olderThan time.Duration, here bool) ([]Removed, error) {
 	kept, err := d.cfg.Store.KeptWorktrees(ctx)
 	if err != nil {
 		return nil, err
@@ -77,6 +88,9 @@ func (d *Deliverer) GC(ctx context.Context, olderThan time.Duration) ([]Removed,
 	for _, k := range kept {
 		repos[k.Delivery.RepoDir] = true
 		if !k.Run.Status.Final() || k.Run.UpdatedAt.After(cutoff) || k.Delivery.Pending {
+			continue
+		}
+		if _, err := os.Lstat(k.Delivery.Worktree); here && err != nil {
 			continue
 		}
 		if err := d.remove(ctx, k.Delivery); err != nil {
