@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/orchestrator-dev/orchestrator/internal/config"
 )
@@ -18,6 +20,28 @@ const (
 	exitStopped   = 4   // a person chose Stop at the run's budget or turn limit, or at a delivery held back by secrets
 	exitCancelled = 130 // SIGINT/SIGTERM (128 + SIGINT)
 )
+
+// exitCodes are the exit codes as --help lists them: every one above.
+var exitCodes = []struct {
+	code int
+	what string
+}{
+	{exitOK, "done"},
+	{exitFailed, "the run failed, or another error"},
+	{exitUsage, "a usage or configuration error (nothing was run)"},
+	{exitWaiting, "the run is waiting on a question (resume it once answered)"},
+	{exitStopped, "stopped by a person at the run's budget or turn limit, or at a delivery held back"},
+	{exitCancelled, "cancelled (SIGINT or SIGTERM)"},
+}
+
+// exitCodesHelp lists exitCodes, one a line.
+func exitCodesHelp() string {
+	var b strings.Builder
+	for _, c := range exitCodes {
+		fmt.Fprintf(&b, "  %3d  %s\n", c.code, c.what)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
 
 // exitError carries the exit code an error ends the process with. A nil err
 // is a silent exit: the command has already said what there was to say.

@@ -33,8 +33,8 @@ when it exists, else the defaults. config.example.yaml documents every key.
 Surfaces, where questions are asked (turned on under surfaces.NAME; a spec's
 surfaces key or --surface picks among them):
 ` + surfacesHelp() + `
-Exit codes: 0 done, 1 failed, 2 usage or configuration error,
-3 waiting on a question, 130 cancelled.`,
+Exit codes:
+` + exitCodesHelp(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
