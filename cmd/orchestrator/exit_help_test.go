@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/orchestrator-dev/orchestrator/internal/store"
 )
 
 // TestHelpListsEveryExitCode: --help lists every exit code exit.go
@@ -45,5 +50,47 @@ func TestHelpListsEveryExitCode(t *testing.T) {
 		if !strings.Contains(tm.stdout.String(), fmt.Sprintf("\n  %3d  ", n)) {
 			t.Errorf("--help does not list exit code %s:\n%s", c, tm.stdout.String())
 		}
+	}
+}
+
+// TestRunMissingWorkdirExitsTwoBeforeARun: run --workdir naming no
+// directory (or a spec whose workdir is none) is a usage error, exit 2,
+// said by name, and no run is made.
+func TestRunMissingWorkdirExitsTwoBeforeARun(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args func(tm *testMain) []string
+		want string
+	}{
+		{"flag", func(tm *testMain) []string {
+			return []string{"run", "--workdir", filepath.Join(tm.Dir, "missing"), "--prompt", "hi"}
+		}, "--workdir " + "MISSING" + ": it does not exist"},
+		{"spec", func(tm *testMain) []string {
+			return []string{"run", tm.write(t, "s.md", "---\nname: s\nworkdir: ./missing\n---\nDo it\n")}
+		}, "workdir MISSING (the spec's workdir, else agent.workdir): it does not exist"},
+		{"a file", func(tm *testMain) []string {
+			return []string{"run", "--workdir", tm.write(t, "missing", "not a directory\n"), "--prompt", "hi"}
+		}, "--workdir MISSING: it is not a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tm := newTestMain(t)
+			state := filepath.Join(tm.Dir, "state")
+			tm.write(t, DefaultConfigFile, fmt.Sprintf("state_dir: %q\n", state))
+			if code := tm.exec(tc.args(tm)...); code != exitUsage {
+				t.Fatalf("exit %d, want %d; stderr %s", code, exitUsage, tm.stderr.String())
+			}
+			got := strings.ReplaceAll(tm.stderr.String(), filepath.Join(tm.Dir, "missing"), "MISSING")
+			if !strings.Contains(got, tc.want) {
+				t.Errorf("stderr = %q, want %q", got, tc.want)
+			}
+			if _, err := os.Stat(filepath.Join(state, store.FileName)); err == nil {
+				st := openTestStore(t, state)
+				if runs, err := st.ListRuns(context.Background(), store.RunFilter{}); err != nil || len(runs) != 0 {
+					t.Errorf("runs made: %v, %v", runs, err)
+				}
+			}
+		})
 	}
 }

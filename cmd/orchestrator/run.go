@@ -209,7 +209,31 @@ func (m *Main) runRun(ctx context.Context, specPath string, f runFlags) error {
 	if err != nil {
 		return err
 	}
+	if err := checkWorkDir(n.WorkDir, f.workdir != ""); err != nil {
+		return err
+	}
 	return m.startAndDrive(ctx, n, f.json)
+}
+
+// checkWorkDir refuses, before a run is made, a working directory that is
+// not a directory here (exit 2): a usage error when --workdir named it,
+// else one of the spec or the configuration. (submit does not check: the
+// serve that takes the run may be on another machine.)
+func checkWorkDir(dir string, fromFlag bool) error {
+	fi, err := os.Stat(dir)
+	if err == nil && fi.IsDir() {
+		return nil
+	}
+	why := "it is not a directory"
+	if errors.Is(err, fs.ErrNotExist) {
+		why = "it does not exist"
+	} else if err != nil {
+		why = err.Error()
+	}
+	if fromFlag {
+		return usageError(fmt.Errorf("--workdir %s: %s", dir, why))
+	}
+	return configError(fmt.Errorf("workdir %s (the spec's workdir, else agent.workdir): %s", dir, why))
 }
 
 // startAndDrive creates a run and drives it in the foreground.
