@@ -81,6 +81,8 @@ type Main struct {
 	// serving is set by serve: runs keep waiting for answers from other
 	// processes when no surface of this one can take them.
 	serving bool
+	// rehearsing is set by rehearse: the store goes when it ends.
+	rehearsing bool
 	// surfaceProblems are the problems of the surfaces' configuration a
 	// command that works on the store alone (noSurfaces) was loaded
 	// despite: such a command builds no surface they concern.

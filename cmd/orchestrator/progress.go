@@ -41,10 +41,12 @@ type progress struct {
 	turnText  strings.Builder
 	atPrompt  bool // the terminal surface left a prompt without its line's end
 	laterSaid bool // the terminal surface printed how to answer later
+	rehearsal bool // rehearse: the store goes when it ends, so no command to go on is suggested
 }
 
 func (m *Main) newProgress(asJSON bool) *progress {
-	p := &progress{out: m.stdout(), asJSON: asJSON, start: time.Now(), maxLine: m.Config.Agent.MaxLineBytes.Int(), textTurns: map[int]bool{}}
+	p := &progress{out: m.stdout(), asJSON: asJSON, start: time.Now(), maxLine: m.Config.Agent.MaxLineBytes.Int(), textTurns: map[int]bool{},
+		rehearsal: m.rehearsing}
 	p.term = tty.New(p.out, nil) // NDJSON: no status line
 	if !asJSON {
 		p.term = m.console()
@@ -443,7 +445,10 @@ func (p *progress) waiting(run store.Run) {
 	if p.asJSON {
 		return
 	}
-	if p.laterSaid {
+	if p.rehearsal {
+		// Its store goes with it: no command would find the run.
+		p.line("⏸ run %s is left waiting for an answer; the rehearsal ends here (rehearse again to answer it).", run.ID)
+	} else if p.laterSaid {
 		// The terminal surface has just said how to answer and resume.
 		p.line("⏸ run %s is waiting for an answer.", run.ID)
 	} else {
@@ -461,7 +466,9 @@ func (p *progress) interrupted(run store.Run) {
 	if p.asJSON {
 		return
 	}
-	if run.Status == store.RunWaiting {
+	if p.rehearsal {
+		p.line("■ rehearsal of run %s interrupted (%s); a rehearsal keeps nothing: rehearse again", run.ID, run.Status)
+	} else if run.Status == store.RunWaiting {
 		p.line("■ stopped waiting; the run is still waiting (orchestrator resume %s)", run.ID)
 	} else {
 		p.line("■ run %s interrupted (%s); continue it with 'orchestrator resume %s'", run.ID, run.Status, run.ID)

@@ -67,6 +67,7 @@ func (m *Main) runRehearse(ctx context.Context, specPath string, f runFlags) err
 	}
 	m.OnClose(fake.Close)
 	m.Config.StateDir = filepath.Join(tmp, "state")
+	m.rehearsing = true
 	var opts runOptions
 	if err := json.Unmarshal(n.Options, &opts); err != nil {
 		return err

@@ -209,7 +209,7 @@ func buildTerminal(m *Main, _ config.SurfaceConfig, _ *store.Store) (surfaces.Su
 	// serve's output is its log: its terminal surface never prompts there,
 	// it logs each question once with the command that answers it.
 	return m.foregroundTerminal(terminal.New(m.Stdin, out, terminal.Options{Logger: m.Logger, Pretty: pretty, Echo: !tty.IsTerminal(m.Stdin),
-		Command: "orchestrator", By: whoami(), Passive: m.serving})), nil
+		Command: "orchestrator", By: whoami(), Passive: m.serving, Ephemeral: m.rehearsing})), nil
 }
 
 // buildDiscord makes a Discord surface for the channel of its block. Its

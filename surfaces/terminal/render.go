@@ -115,6 +115,10 @@ func (s *Surface) renderInvalid(q questions.Question, err error) string {
 }
 
 func (s *Surface) renderLater(set questions.Set) string {
+	if s.opts.Ephemeral {
+		return fmt.Sprintf("\nInput closed; run %s ends here with its questions unanswered (a rehearsal keeps nothing):\n"+
+			"rehearse again at a terminal, or on a surface, to answer.\n", oneLine(set.RunID))
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nInput closed; the questions of run %s are still waiting for an answer.\n", oneLine(set.RunID))
 	b.WriteString("Answer them later with:\n")

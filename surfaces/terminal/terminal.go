@@ -53,6 +53,11 @@ type Options struct {
 	// may pass the operating system's user name).
 	By string
 
+	// Ephemeral says the store goes when the command ends (rehearse): when
+	// the input closes, no command to answer later is suggested, since it
+	// would find nothing.
+	Ephemeral bool
+
 	// Passive never prompts and never reads: each set is logged once, at
 	// Info, with the command that answers it, and Ask waits until ctx ends
 	// (the answer reaches the store through that command, and the caller's
