@@ -188,7 +188,8 @@ func TestValidate(t *testing.T) {
 		}
 		got := tm.stderr.String()
 		want := filepath.Join(tm.Dir, "bad.yaml") + `:5: surfaces.github.tokne: unknown key (did you mean "token"?)`
-		if !strings.Contains(got, want) || !strings.Contains(got, "orchestrator: 1 problem found") {
+		// The value problems are said too (issue 24: every problem at once).
+		if !strings.Contains(got, want) || !strings.Contains(got, `:2: log.level: want one of`) || !strings.Contains(got, "orchestrator: 2 problems found") {
 			t.Errorf("stderr = %q\nwant it to contain %q", got, want)
 		}
 	})

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -36,13 +37,16 @@ serve.min_schedule_interval. It exits with 2 when there is any.`,
 func (m *Main) runValidate(files []string) error {
 	var problems []error
 	cfg, path, readErr := m.readConfig()
-	// After a problem at a key of the file, the values are not checked
-	// (they may be the defaults the problem left), but the rest of the
-	// configuration is usable to find and read the specs.
+	// After problems at keys of the file, the rest of the configuration is
+	// usable: its values are checked too, but for the keys that had a
+	// problem (they hold the defaults it left), so that every problem is
+	// said at once; and the specs are found and read.
 	usable := readErr == nil || allConfigErrors(config.Errors(readErr))
 	err := readErr
 	if err == nil {
 		err = cfg.Validate()
+	} else if usable {
+		err = errors.Join(append(config.Errors(readErr), valuesBesides(cfg.Validate(), config.Errors(readErr))...)...)
 	}
 	problems = append(problems, config.Errors(err)...)
 	var command []error
@@ -256,6 +260,30 @@ func specFileProblems(sp specs.Spec) []error {
 		case json.Unmarshal(data, &doc) != nil:
 			bad("mcp_config", fmt.Errorf("%s is not a JSON document such as {\"mcpServers\": {...}}", sp.Agent.MCPConfig))
 		}
+	}
+	return out
+}
+
+// valuesBesides are the problems of Validate's err but those at, above or
+// under a key that had a problem when the file was read.
+func valuesBesides(err error, read []error) []error {
+	var bad []string
+	for _, e := range read {
+		var ce *config.Error
+		if errors.As(e, &ce) && ce.Key != "" {
+			bad = append(bad, ce.Key)
+		}
+	}
+	var out []error
+	for _, e := range config.Errors(err) {
+		var ce *config.Error
+		if errors.As(e, &ce) && slices.ContainsFunc(bad, func(k string) bool {
+			return ce.Key == k || strings.HasPrefix(ce.Key, k+".") || strings.HasPrefix(k, ce.Key+".") ||
+				strings.HasPrefix(ce.Key, k+"[") || strings.HasPrefix(k, ce.Key+"[")
+		}) {
+			continue
+		}
+		out = append(out, e)
 	}
 	return out
 }
