@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 
 	"github.com/spf13/cobra"
@@ -118,7 +119,11 @@ func logEvent(log *slog.Logger, ev runner.Event) {
 		log.Debug("tool use", "run", ev.RunID, "tool", ev.Tool, "input", ev.Text)
 	case runner.EventTurnFinished:
 		if o := ev.Outcome; o != nil {
-			log.Info("turn finished", "run", ev.RunID, "turn", ev.Turn, "status", o.Status, "category", o.Category, "cost_usd", o.TurnCostUSD)
+			attrs := []any{"run", ev.RunID, "turn", ev.Turn, "status", o.Status}
+			if o.Category != "" {
+				attrs = append(attrs, "category", o.Category)
+			}
+			log.Info("turn finished", append(attrs, "cost_usd", roundCost(o.TurnCostUSD))...)
 		}
 	case runner.EventQuestion:
 		if ev.Set != nil {
@@ -134,7 +139,15 @@ func logEvent(log *slog.Logger, ev runner.Event) {
 		log.Info("delivered", "run", ev.RunID, "delivery", ev.Text)
 	case runner.EventRunEnded:
 		if ev.Run != nil {
-			log.Info("run stopped", "run", ev.RunID, "status", ev.Run.Status, "err", ev.Err)
+			attrs := []any{"run", ev.RunID, "status", ev.Run.Status, "cost_usd", roundCost(ev.Run.CostUSD)}
+			if ev.Err != nil { // a run that ended well logs no err=<nil>
+				attrs = append(attrs, "err", ev.Err)
+			}
+			log.Info("run stopped", attrs...)
 		}
 	}
 }
+
+// roundCost rounds a cost in US dollars to the 1/10000 the progress lines
+// show, for logs.
+func roundCost(usd float64) float64 { return math.Round(usd*1e4) / 1e4 }
