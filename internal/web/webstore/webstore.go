@@ -233,7 +233,9 @@ func (b *Backend) Run(ctx context.Context, id string) (web.RunDetail, error) {
 		bySeq[s.Set.Turn] = append(bySeq[s.Set.Turn], s)
 	}
 	for _, t := range turns {
-		d.Items = append(d.Items, web.Item{Kind: web.ItemTurn, Turn: t.Seq, At: t.StartedAt, Text: string(t.Kind), Transcript: t.TranscriptPath != ""})
+		// A transcript gc removed (retention.transcripts) is not offered.
+		_, serr := os.Stat(t.TranscriptPath)
+		d.Items = append(d.Items, web.Item{Kind: web.ItemTurn, Turn: t.Seq, At: t.StartedAt, Text: string(t.Kind), Transcript: t.TranscriptPath != "" && serr == nil})
 		if t.TranscriptPath != "" {
 			d.Items = append(d.Items, b.transcriptItems(t.TranscriptPath, t.Seq)...)
 		}

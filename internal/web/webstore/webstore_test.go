@@ -255,3 +255,24 @@ func TestRunLinksTheIssueAndThePullRequest(t *testing.T) {
 		t.Fatalf("links = %+v, %v; want none", d.Links, err)
 	}
 }
+
+// TestRemovedTranscriptIsNotOffered: once gc removed a turn's transcript
+// (retention.transcripts), the run's page offers no download of it.
+func TestRemovedTranscriptIsNotOffered(t *testing.T) {
+	b, st := waitingRun(t)
+	ctx := context.Background()
+	turns, err := st.Turns(ctx, "r1")
+	if err != nil || len(turns) != 1 {
+		t.Fatal(turns, err)
+	}
+	if err := os.Remove(turns[0].TranscriptPath); err != nil {
+		t.Fatal(err)
+	}
+	d, err := b.Run(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Items[0].Kind != web.ItemTurn || d.Items[0].Transcript {
+		t.Fatalf("first item %+v: want a turn with no transcript to download", d.Items[0])
+	}
+}
