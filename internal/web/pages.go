@@ -229,9 +229,9 @@ func (s *Server) answerForm(w http.ResponseWriter, r *http.Request) {
 	status, res := s.offer(r, resp)
 	switch {
 	case res.Taken && res.Closed:
-		s.inboxWith(w, r, status, "Answer recorded for "+resp.SetID+": the run resumes.", resp.SetID, "")
+		s.inboxWith(w, r, status, "Answer recorded: the run resumes.", resp.SetID, "")
 	case res.Taken:
-		s.inboxWith(w, r, status, "Answer recorded for "+resp.SetID+"; its other questions still wait for an answer.", resp.SetID, "")
+		s.inboxWith(w, r, status, "Answer recorded; the other questions of this set still wait for an answer.", resp.SetID, "")
 	default:
 		s.inboxWith(w, r, status, "", resp.SetID, res.Error)
 	}
