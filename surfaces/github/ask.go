@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -173,10 +174,30 @@ func (s *Surface) post(ctx context.Context, p *poller, set questions.Set) (*aske
 	key := s.key(set.ID)
 	if s.c.refs != nil {
 		a := s.c.askedInfo(key)
+		var rec *setRecord
 		if a == nil || a.bodies == nil || a.at == 0 {
 			var err error
-			if a, _, err = s.recorded(ctx, set); err != nil {
+			if a, rec, err = s.recorded(ctx, set); err != nil {
 				return nil, nil, time.Time{}, fmt.Errorf("github: ask %s: %w", set.ID, err)
+			}
+		}
+		if a == nil && rec == nil {
+			// Never recorded: unless the issue's sets were never
+			// recorded either (asked before Refs), never posted.
+			issue, err := s.issueFor(ctx, set, true)
+			if err != nil {
+				return nil, nil, time.Time{}, err
+			}
+			indexed, err := s.c.indexed(ctx, s.repo(), issue)
+			if err != nil {
+				return nil, nil, time.Time{}, fmt.Errorf("github: ask %s: %w", set.ID, err)
+			}
+			if indexed {
+				a, date, err := s.postNew(ctx, set, issue)
+				if err != nil {
+					return nil, nil, time.Time{}, err
+				}
+				return a, nil, date.Add(-overlap), nil
 			}
 		}
 		if a != nil && a.bodies != nil {
@@ -205,8 +226,20 @@ func (s *Surface) post(ctx context.Context, p *poller, set questions.Set) (*aske
 	if err != nil {
 		return nil, nil, time.Time{}, fmt.Errorf("github: ask %s: %w", set.ID, err)
 	}
+	if s.c.refs != nil {
+		// Read once: from now on, the sets asked on the issue are known
+		// without reading it.
+		if err := s.indexIssue(ctx, issue, me.ownOnly(comments), date); err != nil {
+			return nil, nil, time.Time{}, fmt.Errorf("github: ask %s: %w", set.ID, err)
+		}
+	}
 	bodies := renderParts(set)
 	found := findParts(me.ownOnly(comments), set.ID, len(bodies))
+	if s.c.refs != nil && slices.Contains(found, nil) {
+		if err := s.recordPosting(ctx, set.ID, issue); err != nil {
+			return nil, nil, time.Time{}, err
+		}
+	}
 	for i, body := range bodies {
 		if found[i] != nil {
 			continue
@@ -419,6 +452,18 @@ func (s *Surface) Remind(ctx context.Context, set questions.Set) error {
 	if a == nil {
 		return fmt.Errorf("github: remind %s in %s: %w", set.ID, s.repo(), surfaces.ErrNotAsked)
 	}
+	if s.c.refs != nil {
+		// Found by its record, without reading the issue: the question
+		// may have been deleted since. Then it is posted again, which
+		// reminds.
+		reposted, err := s.ensurePosted(ctx, set, a)
+		if err != nil {
+			return fmt.Errorf("github: remind %s: %w", set.ID, err)
+		}
+		if reposted {
+			return nil
+		}
+	}
 	link := "the question above"
 	if a.htmlURL != "" {
 		link = "[this question](" + a.htmlURL + ")"
@@ -432,6 +477,41 @@ func (s *Surface) Remind(ctx context.Context, set questions.Set) error {
 	body := fmt.Sprintf("⏰ Still waiting for an answer to %s (%s).\n\n%s", link, strings.Join(ids, ", "), marker)
 	if _, err := s.createComment(ctx, a.issue, body, marker); err != nil {
 		return fmt.Errorf("github: remind %s on %s#%d: %w", set.ID, s.repo(), a.issue, err)
+	}
+	return nil
+}
+
+// ensurePosted checks, in one request, that the first question comment of
+// set is still there, and posts the set again if it was deleted (true).
+func (s *Surface) ensurePosted(ctx context.Context, set questions.Set, a *asked) (bool, error) {
+	s.c.mu.Lock()
+	id := a.partIDs[0]
+	s.c.mu.Unlock()
+	_, _, err := s.c.api.Issues.GetComment(ctx, s.owner, s.name, id)
+	if err == nil {
+		return false, nil
+	}
+	var er *gh.ErrorResponse
+	if !errors.As(err, &er) || er.Response == nil || er.Response.StatusCode != http.StatusNotFound {
+		return false, fmt.Errorf("read question comment %d of %s: %w", id, s.repo(), err)
+	}
+	return true, s.repost(ctx, set, a)
+}
+
+// repost posts set again on its issue, its question comment having been
+// deleted: the new comments take the place of the old in the set's record,
+// and the answer is looked for after the old ones still.
+func (s *Surface) repost(ctx context.Context, set questions.Set, old *asked) error {
+	defer s.c.lock(s.key(set.ID))()
+	s.c.mu.Lock()
+	issue, answered := old.issue, old.answered
+	s.c.mu.Unlock()
+	if answered || s.c.refs == nil {
+		return nil
+	}
+	s.c.log.Info("github: question comment deleted; posting it again", "set", set.ID, "repo", s.repo(), "issue", issue)
+	if _, _, err := s.postNew(ctx, set, issue); err != nil {
+		return err
 	}
 	return nil
 }

@@ -556,7 +556,9 @@ func (p *poller) poll(ctx context.Context) error {
 		p.owner, p.name, perPage, since.UTC().Format(time.RFC3339))
 	var all []*gh.IssueComment
 	newest := since
-	read := 0 // pages listed (200 or 304)
+	read := 0          // pages listed (200 or 304)
+	var date time.Time // the server's time of the first page
+	complete := false  // every page was read
 	for page := 1; page <= maxPages; page++ {
 		pu := u
 		if page > 1 {
@@ -575,6 +577,9 @@ func (p *poller) poll(ctx context.Context) error {
 		var cs []*gh.IssueComment
 		resp, err := p.c.api.Do(ctx, req, &cs)
 		read++
+		if page == 1 && resp != nil {
+			date = serverTime(resp, p.c.now())
+		}
 		if known && resp != nil && resp.StatusCode == http.StatusNotModified {
 			// Unchanged since it was read: its comments were handled
 			// then. The pages after it may have changed.
@@ -582,6 +587,7 @@ func (p *poller) poll(ctx context.Context) error {
 				newest = last.newest
 			}
 			if !last.next {
+				complete = true
 				break
 			}
 			continue
@@ -605,6 +611,7 @@ func (p *poller) poll(ctx context.Context) error {
 		p.mu.Unlock()
 		all = append(all, cs...)
 		if !lp.next {
+			complete = true
 			break
 		}
 	}
@@ -625,7 +632,13 @@ func (p *poller) poll(ctx context.Context) error {
 	// The cursor moves in steps: each move changes the query, so the next
 	// poll cannot be conditional; a few minutes of comments listed again
 	// cost less than that. Past a full page it moves as soon as it can:
-	// every page costs a request each poll.
+	// every page costs a request each poll. Every page read, it can move
+	// up to the time of the listing (less the overlap) even though nothing
+	// newer was listed: the pages of a thousand questions asked at once
+	// are not read again and again.
+	if read > 1 && complete && date.After(newest) {
+		newest = date
+	}
 	next := newest.Add(-overlap).UTC().Truncate(time.Second)
 	if step := next.Sub(p.cursor); since.Equal(p.cursor) && (step >= cursorStep || (read > 1 && step > 0)) {
 		p.cursor = next
@@ -656,4 +669,33 @@ func issueNumber(issueURL string) int {
 		return 0
 	}
 	return n
+}
+
+// deleted posts again the set whose question comment id was deleted, if
+// one waits here.
+func (p *poller) deleted(ctx context.Context, id int64) {
+	p.mu.Lock()
+	ws := make([]*waiter, 0, len(p.waiters))
+	for w := range p.waiters {
+		ws = append(ws, w)
+	}
+	p.mu.Unlock()
+	for _, w := range ws {
+		a := p.c.askedInfo(w.s.key(w.set.ID))
+		if a == nil || w.finished() {
+			continue
+		}
+		p.c.mu.Lock()
+		mine := slices.Contains(a.partIDs, id)
+		p.c.mu.Unlock()
+		if !mine {
+			continue
+		}
+		actx, done := p.c.ackContext(ctx)
+		if err := w.s.repost(actx, w.set, a); err != nil {
+			p.c.log.Warn("github: post a deleted question again", "set", w.set.ID, "err", err)
+		}
+		done()
+		return
+	}
 }

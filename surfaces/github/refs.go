@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	gh "github.com/google/go-github/v60/github"
 
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
@@ -40,6 +43,9 @@ type setRecord struct {
 	// its answer, or that it is closed.
 	Answer int64 `json:"answer,omitempty"`
 	Done   bool  `json:"done,omitempty"`
+	// Posting: its question comments were being posted on Issue (none
+	// are known): the issue must be read to find those that were.
+	Posting bool `json:"posting,omitempty"`
 }
 
 // issueEntry is a set waiting on an issue, as Refs keep it.
@@ -58,27 +64,136 @@ func noticeRefKey(repo string, n int, key string) string {
 	return "notice/" + strings.ToLower(repo) + "/" + strconv.Itoa(n) + "/" + key
 }
 
-// recorded returns what Refs say of where set was asked, nil if they say
-// nothing (or there are no Refs), and the time it was asked. Its bodies are
-// set's rendering: nil when that no longer has as many parts as were
-// posted (the comments must then be read).
-func (s *Surface) recorded(ctx context.Context, set questions.Set) (*asked, time.Time, error) {
+// recorded returns what Refs say of where set was asked: nil, nil if they
+// say nothing (or there are no Refs); nil and the record while it was
+// being posted. Its bodies are set's rendering: nil when that no longer
+// has as many parts as were posted (the comments must then be read).
+func (s *Surface) recorded(ctx context.Context, set questions.Set) (*asked, *setRecord, error) {
 	if s.c.refs == nil {
-		return nil, time.Time{}, nil
+		return nil, nil, nil
 	}
 	v, ok, err := s.c.refs.Ref(ctx, setRefKey(s.repo(), set.ID))
 	if err != nil || !ok {
-		return nil, time.Time{}, err
+		return nil, nil, err
 	}
 	var r setRecord
-	if err := json.Unmarshal([]byte(v), &r); err != nil || r.Issue <= 0 || len(r.Parts) == 0 || slices.Contains(r.Parts, 0) {
-		return nil, time.Time{}, fmt.Errorf("github: the record of set %s in %s is not one: %q", set.ID, s.repo(), v)
+	if err := json.Unmarshal([]byte(v), &r); err != nil || r.Issue <= 0 || (!r.Posting && (len(r.Parts) == 0 || slices.Contains(r.Parts, 0))) {
+		return nil, nil, fmt.Errorf("github: the record of set %s in %s is not one: %q", set.ID, s.repo(), v)
 	}
-	a := &asked{issue: r.Issue, partIDs: r.Parts, htmlURL: r.URL, answerID: r.Answer, answered: r.Done}
+	if r.Posting {
+		return nil, &r, nil
+	}
+	a := &asked{issue: r.Issue, partIDs: r.Parts, htmlURL: r.URL, answerID: r.Answer, answered: r.Done, at: r.At}
 	if bodies := renderParts(set); len(bodies) == len(r.Parts) {
 		a.bodies = bodies
 	}
-	return a, time.Unix(r.At, 0), nil
+	return a, &r, nil
+}
+
+// indexed reports whether Refs know the sets asked on the issue: every
+// set asked there since has a record, so a set with none was never posted
+// there.
+func (c *Client) indexed(ctx context.Context, repo string, issue int) (bool, error) {
+	_, ok, err := c.refs.Ref(ctx, issueRefKey(repo, issue))
+	return ok, err
+}
+
+// postNew posts set on issue, where Refs say it was never posted: no
+// listing of the issue. A record says it is being posted first, so that a
+// failure half way (or a crash) has the next Watch read the issue.
+func (s *Surface) postNew(ctx context.Context, set questions.Set, issue int) (*asked, time.Time, error) {
+	if err := s.recordPosting(ctx, set.ID, issue); err != nil {
+		return nil, time.Time{}, err
+	}
+	bodies := renderParts(set)
+	found := make([]*gh.IssueComment, len(bodies))
+	for i, body := range bodies {
+		c, err := s.createComment(ctx, issue, body, questionMarker(set, i+1, len(bodies)))
+		if err != nil {
+			return nil, time.Time{}, fmt.Errorf("github: ask %s: post question on %s#%d: %w", set.ID, s.repo(), issue, err)
+		}
+		s.c.log.Info("github: question posted", "set", set.ID, "repo", s.repo(), "issue", issue, "comment", c.GetID())
+		found[i] = c
+	}
+	date := found[0].GetCreatedAt().Time
+	if date.IsZero() {
+		date = s.c.now()
+	}
+	a := askedFrom(issue, set.ID, found)
+	a.at = date.Unix()
+	s.c.mu.Lock()
+	s.c.rememberLocked(s.key(set.ID), a)
+	s.c.mu.Unlock()
+	if err := s.record(ctx, set.ID, a, date); err != nil {
+		return nil, time.Time{}, err
+	}
+	if err := s.addWaiting(ctx, set, a); err != nil {
+		return nil, time.Time{}, err
+	}
+	return a, date, nil
+}
+
+// recordPosting records that set's question comments are being posted on
+// issue: until they are recorded, asking again reads the issue.
+func (s *Surface) recordPosting(ctx context.Context, setID string, issue int) error {
+	b, err := json.Marshal(setRecord{Issue: issue, Posting: true})
+	if err != nil {
+		return err
+	}
+	if err := s.c.refs.SetRef(ctx, setRefKey(s.repo(), setID), string(b)); err != nil {
+		return fmt.Errorf("github: ask %s: record it being posted: %w", setID, err)
+	}
+	return nil
+}
+
+// indexIssue records every set whose question comments own (the
+// orchestrator's comments on the issue, read at date) show, and those of
+// them still waiting: from then on the issue is indexed.
+func (s *Surface) indexIssue(ctx context.Context, issue int, own []*gh.IssueComment, date time.Time) error {
+	seen := make(map[string]bool)
+	var open []issueEntry
+	for _, c := range own {
+		qp, ok := parseQuestionMarker(c.GetBody())
+		if !ok || seen[qp.setID] {
+			continue
+		}
+		seen[qp.setID] = true
+		id, err := url.PathUnescape(qp.setID)
+		if err != nil {
+			continue
+		}
+		parts := findParts(own, id, 0)
+		if len(parts) == 0 || slices.Contains(parts, nil) {
+			continue
+		}
+		a := askedFrom(issue, id, parts)
+		at := parts[0].GetCreatedAt().Time
+		if at.IsZero() {
+			at = date
+		}
+		if err := s.record(ctx, id, a, at); err != nil {
+			return err
+		}
+		if !a.answered {
+			first, _ := parseQuestionMarker(parts[0].GetBody())
+			open = append(open, issueEntry{ID: id, QIDs: first.qids, After: a.partIDs[len(a.partIDs)-1]})
+		}
+	}
+	err := s.c.updateWaiting(ctx, s.repo(), issue, func(es []issueEntry) []issueEntry {
+		for _, e := range open {
+			if !slices.ContainsFunc(es, func(x issueEntry) bool { return x.ID == e.ID }) {
+				es = append(es, e)
+			}
+		}
+		if es == nil {
+			es = []issueEntry{}
+		}
+		return es
+	})
+	if err != nil {
+		return fmt.Errorf("github: record the sets waiting on %s#%d: %w", s.repo(), issue, err)
+	}
+	return nil
 }
 
 // record keeps a in Refs (nothing without Refs). at is when set was asked.
