@@ -271,7 +271,8 @@ func TestRestartWithAThousandQuestionsListsNoIssue(t *testing.T) {
 // BenchmarkRestartRequests has sets wait on one issue, restarts (a new
 // process Watches every set again, after an answer and a page and a half
 // of other comments were posted while down) and lets an hour of polling
-// pass at the default interval. It reports the requests of the restart
+// pass at the default interval. It reports the requests of asking every
+// set the first time (and one poll), those of the restart
 // (until the answer given while down is taken and acknowledged) and those
 // of the hour per waiting question, with Refs (the store) and without
 // (every set's issue listed again). Without Refs it asks 400 sets only:
@@ -288,13 +289,14 @@ func BenchmarkRestartRequests(b *testing.B) {
 		{"NoRefs/400", 400, false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			var restart, hour, notModified int
+			var asking, restart, hour, notModified int
 			for b.Loop() {
 				var refs Refs
 				if bc.refs {
 					refs = newMemRefs()
 				}
 				w := seedWaitingIssue(b, bc.n, refs)
+				asking = len(w.srv.Requests())
 				watching, polling, _, _ := w.restart(b, 2)
 				restart = len(watching) + len(polling)
 				w.srv.ResetRequests()
@@ -307,6 +309,7 @@ func BenchmarkRestartRequests(b *testing.B) {
 					}
 				}
 			}
+			b.ReportMetric(float64(asking), "requests-to-ask-all")
 			b.ReportMetric(float64(restart), "requests/restart")
 			b.ReportMetric(float64(hour)/float64(bc.n), "requests/question/hour")
 			b.ReportMetric(float64(hour-notModified)/float64(bc.n), "rate-limited-requests/question/hour")
@@ -406,5 +409,76 @@ func TestDeletedQuestionPostedAgain(t *testing.T) {
 				return ok && strings.Contains(c.Body, "orchestrator:answered")
 			})
 		})
+	}
+}
+
+// TestWatchTwiceAndUnwatch: Watching a set watched already makes no
+// request; Unwatch lets it go (no waiter, nothing kept of it once it is
+// answered) and makes no request either; Watching it again after a
+// restart makes none (its record).
+func TestWatchTwiceAndUnwatch(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	s := f.surface(t, f.config(1))
+	set := surfacetest.SingleChoice("twice")
+	answers := pending(set)
+	if err := s.Watch(ctxTimeout(t), set, answers); err != nil {
+		t.Fatal(err)
+	}
+	f.waitAsked(t, set)
+	p := s.c.lookupPoller(testRepo)
+	eventually(t, "the poller's ID", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.id != 0
+	})
+	before := len(f.srv.Requests())
+	if err := s.Watch(ctxTimeout(t), set, answers); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range f.srv.Requests()[before:] {
+		if r.Path != "/repos/"+testRepo+"/issues/comments" { // the poller's
+			t.Errorf("second Watch made a request: %s %s", r.Method, r.Path)
+		}
+	}
+	if n := len(p.waitersFor(1)); n != 1 {
+		t.Fatalf("%d waiters after two Watches, want 1", n)
+	}
+
+	want := []questions.Answer{surfacetest.Choose(set.Questions[0], "Postgres")}
+	f.srv.AddComment(testRepo, 1, "alice", answerBody(set, want, false))
+	if _, err := answers.WaitFinal(ctxTimeout(t), set.ID); err != nil {
+		t.Fatal(err)
+	}
+	f.srv.WaitFor(t, waitLong, "the question shows the answer", func() bool {
+		return strings.Contains(f.shown(set), "orchestrator:answered")
+	})
+	s.Unwatch(set.ID)
+	s.Unwatch(set.ID) // idempotent
+	p.mu.Lock()
+	waiters, watched := len(p.waiters), len(p.watched)
+	p.mu.Unlock()
+	if waiters != 0 || watched != 0 {
+		t.Errorf("after Unwatch: %d waiters, %d watched, want none", waiters, watched)
+	}
+	if a := s.c.askedInfo(s.key(set.ID)); a != nil {
+		t.Errorf("after Unwatch the client still keeps where the set was asked")
+	}
+	p.proc.Lock()
+	st := p.issues[1]
+	p.proc.Unlock()
+	if st != nil {
+		t.Errorf("after the last Unwatch on the issue its state is kept")
+	}
+
+	// Resumed after the Unwatch finds the answer by the set's record.
+	f.srv.ResetRequests()
+	if err := s.Resumed(ctxTimeout(t), set); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range f.srv.Requests() {
+		if r.Method == http.MethodGet && strings.HasPrefix(r.Path, "/repos/"+testRepo+"/issues/1") {
+			t.Errorf("Resumed read the issue: %s %s", r.Method, r.Path)
+		}
 	}
 }
