@@ -118,16 +118,36 @@ func checkAsk(set questions.Set, answers surfaces.Answers) error {
 // The replies found on the issue when it was read are handled before it
 // returns, Ask's under its ctx, Watch's whatever becomes of ctx.
 func (s *Surface) watch(ctx context.Context, set questions.Set, answers surfaces.Answers, watched bool) (*waiter, error) {
+	if s.c.ctx.Err() != nil {
+		return nil, fmt.Errorf("github: ask %s: client closed: %w", set.ID, surfaces.ErrUnavailable)
+	}
 	key := s.key(set.ID)
 	p := s.c.poller(s.owner, s.name)
 	unlock := s.c.lock(key)
-	if watched && p.watchedSet(key) {
-		unlock()
-		return nil, nil
+	var stale *waiter
+	if watched {
+		if old := p.watchedSet(key); old != nil {
+			if !old.finished() || old.err == nil {
+				unlock()
+				return nil, nil
+			}
+			// Its poller gave up on it (the repository refused a poll):
+			// watched anew.
+			p.unwatch(key)
+			stale = old
+		}
+	}
+	// Outside the set's lock, as what takes the poller's (deciding a
+	// reply takes the set's).
+	drop := func() {
+		if stale != nil {
+			p.remove(stale)
+		}
 	}
 	a, comments, since, err := s.post(ctx, p, set)
 	if err != nil {
 		unlock()
+		drop()
 		return nil, err
 	}
 	w := &waiter{
@@ -143,6 +163,7 @@ func (s *Surface) watch(ctx context.Context, set questions.Set, answers surfaces
 		p.watch(key, w)
 	}
 	unlock()
+	drop()
 	// The issue's state learns of the set before its waiter takes
 	// answers (outside the set's lock: deciding a reply takes it).
 	if err := p.seed(ctx, a.issue, set, a); err != nil {

@@ -215,11 +215,12 @@ func (p *poller) remove(w *waiter) {
 	}
 }
 
-// watchedSet reports whether the set of key is watched (Watch).
-func (p *poller) watchedSet(key string) bool {
+// watchedSet returns the waiter of the Watch of the set of key, nil if
+// it is not watched.
+func (p *poller) watchedSet(key string) *waiter {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.watched[key] != nil
+	return p.watched[key]
 }
 
 // watch records w as the Watch of the set of key.
@@ -633,13 +634,13 @@ func (p *poller) poll(ctx context.Context) error {
 	// poll cannot be conditional; a few minutes of comments listed again
 	// cost less than that. Past a full page it moves as soon as it can:
 	// every page costs a request each poll. Every page read, it can move
-	// up to the time of the listing (less the overlap) even though nothing
-	// newer was listed: the pages of a thousand questions asked at once
-	// are not read again and again.
-	if read > 1 && complete && date.After(newest) {
-		newest = date
-	}
+	// a step up to the time of the listing (less the overlap) even though
+	// nothing newer was listed: the pages of a thousand questions asked at
+	// once are not read again and again, nor after a restart.
 	next := newest.Add(-overlap).UTC().Truncate(time.Second)
+	if byDate := date.Add(-overlap).UTC().Truncate(time.Second); read > 1 && complete && byDate.After(next) && byDate.Sub(p.cursor) >= cursorStep {
+		next = byDate
+	}
 	if step := next.Sub(p.cursor); since.Equal(p.cursor) && (step >= cursorStep || (read > 1 && step > 0)) {
 		p.cursor = next
 	}

@@ -482,3 +482,35 @@ func TestWatchTwiceAndUnwatch(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchAgainAfterThePollerGaveUp: a poll refused for good (the
+// repository answers 404) ends the Watch; Watching the set again once the
+// repository is back takes its answer.
+func TestWatchAgainAfterThePollerGaveUp(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	s := f.surface(t, f.config(1))
+	set := surfacetest.SingleChoice("gave-up")
+	answers := pending(set)
+	f.srv.FailAlways(http.MethodGet, "/repos/"+testRepo+"/issues/comments", http.StatusNotFound, nil, `{"message":"Not Found"}`)
+	if err := s.Watch(ctxTimeout(t), set, answers); err != nil {
+		t.Fatal(err)
+	}
+	p := s.c.lookupPoller(testRepo)
+	eventually(t, "the poller giving up", func() bool {
+		w := p.watchedSet(s.key(set.ID))
+		return w != nil && w.finished()
+	})
+	f.srv.ClearFaults()
+	if err := s.Watch(ctxTimeout(t), set, answers); err != nil {
+		t.Fatal(err)
+	}
+	want := []questions.Answer{surfacetest.Choose(set.Questions[0], "Postgres")}
+	f.srv.AddComment(testRepo, 1, "alice", answerBody(set, want, false))
+	if _, err := answers.WaitFinal(ctxTimeout(t), set.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.questionComments(set)); n != 1 {
+		t.Errorf("question posted %d times, want once", n)
+	}
+}
