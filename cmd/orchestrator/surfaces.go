@@ -272,6 +272,9 @@ func buildGitHub(m *Main, block config.SurfaceConfig, st *store.Store) (surfaces
 		}
 		if st != nil {
 			cc.Ledger = st // decisions about comments outlive the process; the answers taken tell a crash's
+			// Where each set was asked and the poll cursors: a restart
+			// finds the questions without listing their issues.
+			cc.Refs = st.RefsFor("github")
 		}
 		nudges := m.serving && st != nil && st.Shared()
 		if nudges {
