@@ -158,7 +158,7 @@ func TestDoctorDiscord(t *testing.T) {
 	claude, _ := stubClaude(t, executor.TestedCLINewest)
 	dc := discordtest.NewServer(t)
 	conf := func(channel string) string {
-		return fmt.Sprintf("surfaces:\n  discord:\n    enabled: true\n    api_url: %q\n    channel_id: %q\n    token: ${DC}\n", dc.URL, channel)
+		return fmt.Sprintf("surfaces:\n  discord:\n    enabled: true\n    api_url: %q\n    channel_id: %q\n    allow_users: [\"42\"]\n    token: ${DC}\n", dc.URL, channel)
 	}
 	env := map[string]string{"DC": dc.Token()}
 	code, out, _ := inDir(t, doctorDir(t, claude, conf("999")), env, "", "doctor")
@@ -169,8 +169,15 @@ func TestDoctorDiscord(t *testing.T) {
 	if code != exitFailed || !strings.Contains(out, "surfaces.discord.token is refused") {
 		t.Errorf("wrong token: exit %d:\n%s", code, out)
 	}
-	code, out, _ = inDir(t, doctorDir(t, claude, conf(discordtest.ChannelID)), env, "", "doctor")
-	if !strings.Contains(out, "sees the channel "+discordtest.ChannelID) && !strings.Contains(out, "can see and post in the channel") {
+	dir := doctorDir(t, claude, conf(discordtest.ChannelID))
+	code, out, _ = inDir(t, dir, env, "", "doctor")
+	if code != 0 || !strings.Contains(out, "ok       discord: the bot orchestrator-bot can see and post in the channel "+discordtest.ChannelID) {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+	// The bot's role may view the channel but not post in it.
+	dc.SetEveryonePermissions(1 << 10) // View Channel
+	code, out, _ = inDir(t, dir, env, "", "doctor")
+	if code != exitFailed || !strings.Contains(out, "lacks Send Messages, Read Message History, Create Public Threads, Send Messages in Threads in the channel") {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
 }
