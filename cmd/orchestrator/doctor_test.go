@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"log/slog"
 	"os"
@@ -223,5 +227,37 @@ func TestCLIVersionCheckedOncePerBinary(t *testing.T) {
 	m.checkCLIVersion(executor.Config{Command: ok})
 	if log.Len() != 0 {
 		t.Errorf("a tested CLI warns: %s", log.String())
+	}
+}
+
+// TestDoctorGitHubApp: an App's installation is checked by its permissions
+// (GET /app/installations/{id}), each one missing named.
+func TestDoctorGitHubApp(t *testing.T) {
+	t.Parallel()
+	claude, _ := stubClaude(t, executor.TestedCLIOldest)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	pemFile := filepath.Join(dir, "app.pem")
+	if err := os.WriteFile(pemFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gh := githubtest.NewServer(t)
+	gh.AddApp(12, 34, &key.PublicKey)
+	gh.SetAppPermissions(34, map[string]string{"issues": "write", "contents": "read", "metadata": "read"})
+	conf := fmt.Sprintf("surfaces:\n  github:\n    enabled: true\n    base_url: %q\n    repo: acme/app\n    app:\n      id: 12\n      installation_id: 34\n      private_key_file: %q\n"+
+		"git:\n  enabled: true\n  pull_request:\n    enabled: true\n", gh.URL(), pemFile)
+	d := doctorDir(t, claude, conf)
+	code, out, _ := inDir(t, d, nil, "", "doctor")
+	if code != exitFailed || !strings.Contains(out, "installation 34 has pull_requests: none") || !strings.Contains(out, "has contents: read") ||
+		strings.Contains(out, "has issues:") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+	gh.SetAppPermissions(34, map[string]string{"issues": "write", "contents": "write", "pull_requests": "write", "metadata": "read"})
+	code, out, _ = inDir(t, d, nil, "", "doctor")
+	if code != 0 || !strings.Contains(out, "ok       github: the app 12 (installation 34)") {
+		t.Errorf("exit %d:\n%s", code, out)
 	}
 }
