@@ -257,7 +257,13 @@ func (o *initOptions) next() string {
 	}
 	fmt.Fprintf(&b, "  orchestrator validate                          # check the files\n")
 	fmt.Fprintf(&b, "  orchestrator doctor                            # check the CLI, tokens and store\n")
-	fmt.Fprintf(&b, "  orchestrator rehearse specs/%s.md   # the whole loop, no API key\n", o.name)
+	if o.deliver {
+		// Delivery works in a git checkout: the rehearsal's own empty
+		// directory is none, so it rehearses on a branch of this one.
+		fmt.Fprintf(&b, "  orchestrator rehearse --workdir . specs/%s.md   # the whole loop on a branch of this git checkout, no API key\n", o.name)
+	} else {
+		fmt.Fprintf(&b, "  orchestrator rehearse specs/%s.md   # the whole loop, no API key\n", o.name)
+	}
 	fmt.Fprintf(&b, "  orchestrator run specs/%s.md        # for real\n", o.name)
 	return b.String()
 }

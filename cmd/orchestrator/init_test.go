@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +64,38 @@ func TestInitThenValidateAndRehearse(t *testing.T) {
 	}
 	if !strings.Contains(out, "Rehearsal") {
 		t.Errorf("rehearse output:\n%s", out)
+	}
+}
+
+// TestInitDeliverRehearses: with delivery, the rehearse command init
+// suggests runs in the git checkout init was run in.
+func TestInitDeliverRehearses(t *testing.T) {
+	t.Parallel()
+	claude := clitest.Claude(t)
+	git := clitest.Git(t)
+	dir := t.TempDir()
+	code, out, _ := inDir(t, dir, nil, "", "init", "--surface", "terminal", "--deliver", "--agent-command", claude)
+	if code != 0 {
+		t.Fatalf("init: exit %d", code)
+	}
+	for _, args := range [][]string{{"init", "-q", "."}, {"add", "-A"}, {"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "init"}} {
+		cmd := exec.Command(git, args...)
+		cmd.Dir = dir
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, b)
+		}
+	}
+	var rehearse []string
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "orchestrator" && f[1] == "rehearse" {
+			rehearse = f[1:slices.Index(f, "#")]
+		}
+	}
+	if len(rehearse) == 0 {
+		t.Fatalf("init suggests no rehearse:\n%s", out)
+	}
+	if code, _, _ := inDir(t, dir, nil, "1\n", rehearse...); code != 0 {
+		t.Fatalf("%v: exit %d", rehearse, code)
 	}
 }
 
