@@ -418,7 +418,13 @@ func (m *Main) doctorGitHubToken(ctx context.Context, d *doctor, c *ghCall, n gh
 		return false
 	}
 	problems := d.problems
+	// A classic token's responses name its scopes (X-OAuth-Scopes, empty
+	// when it has none); a fine-grained token's ("github_pat_…") may carry
+	// the header empty, and says nothing by it.
 	scopes, classic := resp.header["X-Oauth-Scopes"]
+	if classic && strings.TrimSpace(strings.Join(scopes, "")) == "" && strings.HasPrefix(strings.TrimPrefix(c.auth, "Bearer "), "github_pat_") {
+		classic = false
+	}
 	if classic {
 		// A classic token: its scopes. repo covers issues, pull requests,
 		// contents and webhooks; public_repo the same on public
