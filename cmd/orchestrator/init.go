@@ -39,6 +39,10 @@ var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // specNameRE is a spec name init accepts: it names the file too.
 var specNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 
+// initFlags are init's own flags.
+var initFlags = []string{"dir", "surface", "repo", "github-token-env", "discord-token-env", "discord-channel",
+	"deliver", "no-deliver", "name", "agent-command", "force"}
+
 func (m *Main) newInitCmd() *cobra.Command {
 	o := initOptions{githubTokenEnv: "GITHUB_TOKEN", discordTokenEnv: "DISCORD_TOKEN", name: "first-task", dir: "."}
 	var noDeliver bool
@@ -62,7 +66,9 @@ It never replaces an existing file unless --force is given (exit 2 naming it).`,
 				}
 				o.deliver = !noDeliver
 			}
-			ask := cmd.Flags().NFlag() == 0 && tty.IsTerminal(m.Stdin)
+			// Any flag of init's own says what to write: nothing is asked
+			// (--config or --log-level, the root's, do not count).
+			ask := tty.IsTerminal(m.Stdin) && !slices.ContainsFunc(initFlags, cmd.Flags().Changed)
 			return m.runInit(o, ask)
 		},
 	}

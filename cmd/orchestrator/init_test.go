@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -192,6 +193,18 @@ func TestInitUsageErrors(t *testing.T) {
 				t.Error("a refused init wrote the config")
 			}
 		})
+	}
+}
+
+// TestInitFlagsListed: every flag of init is in initFlags, so that giving
+// it means nothing is asked.
+func TestInitFlagsListed(t *testing.T) {
+	t.Parallel()
+	cmd := (&Main{}).newInitCmd()
+	for _, m := range regexp.MustCompile(`--([a-z-]+)`).FindAllStringSubmatch(cmd.LocalFlags().FlagUsages(), -1) {
+		if !slices.Contains(initFlags, m[1]) && m[1] != "help" {
+			t.Errorf("--%s is not in initFlags", m[1])
+		}
 	}
 }
 
