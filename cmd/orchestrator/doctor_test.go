@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/executor"
+	"github.com/orchestrator-dev/orchestrator/internal/clitest"
 	"github.com/orchestrator-dev/orchestrator/internal/config"
 	"github.com/orchestrator-dev/orchestrator/surfaces/discord/discordtest"
 	"github.com/orchestrator-dev/orchestrator/surfaces/github/githubtest"
@@ -259,5 +260,34 @@ func TestDoctorGitHubApp(t *testing.T) {
 	code, out, _ = inDir(t, d, nil, "", "doctor")
 	if code != 0 || !strings.Contains(out, "ok       github: the app 12 (installation 34)") {
 		t.Errorf("exit %d:\n%s", code, out)
+	}
+}
+
+// TestRunWarnsOfAnUntestedCLIOnce: a run checks the agent CLI's version and
+// warns, naming the tested versions, when it is outside them; the next run
+// of the same binary does not ask it again (the warning stays).
+func TestRunWarnsOfAnUntestedCLIOnce(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, standardRules(0)...)
+	claude := clitest.Claude(t)
+	dir := t.TempDir()
+	wrapper, calls := filepath.Join(dir, "claude"), filepath.Join(dir, "calls")
+	body := fmt.Sprintf("#!/bin/sh\nif [ \"$1\" = --version ]; then echo x >> '%s'; echo '2.0.1 (Claude Code)'; exit 0; fi\nexec '%s' \"$@\"\n", calls, claude)
+	if err := os.WriteFile(wrapper, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.base = strings.Replace(e.base, fmt.Sprintf("command: %q", claude), fmt.Sprintf("command: %q", wrapper), 1)
+	e.writeConfig("")
+	for i := range 2 {
+		code, _, errs := e.run("2\n", "run", "--prompt", "Implement spec X")
+		if code != 0 {
+			t.Fatalf("run %d: exit %d", i+1, code)
+		}
+		if !strings.Contains(errs, "agent CLI version is not tested") || !strings.Contains(errs, executor.TestedCLIRange()) || !strings.Contains(errs, "version=2.0.1") {
+			t.Errorf("run %d: no warning naming the tested versions:\n%s", i+1, errs)
+		}
+	}
+	if n := countCalls(t, calls); n != 1 {
+		t.Errorf("--version ran %d times over two runs of one binary, want 1", n)
 	}
 }
