@@ -395,16 +395,17 @@ const answerRounds = 10
 
 // spawnLog is the wrapper script the agent command is replaced with: it
 // appends the time it started to a file, then execs the real CLI. bash's
-// EPOCHREALTIME costs no extra process; without bash, date(1) does.
+// EPOCHREALTIME costs no extra process; without bash, date(1) does. The
+// version check a run makes of a new binary (--version) is no spawn.
 func spawnLog(tb testing.TB, claude string) (script, log string) {
 	tb.Helper()
 	dir := tb.TempDir()
 	script, log = filepath.Join(dir, "claude-wrapper"), filepath.Join(dir, "spawns")
 	var body string
 	if bash, err := exec.LookPath("bash"); err == nil {
-		body = fmt.Sprintf("#!%s\necho \"$EPOCHREALTIME\" >> %s\nexec %s \"$@\"\n", bash, shellQuote(log), shellQuote(claude))
+		body = fmt.Sprintf("#!%s\n[ \"$1\" = --version ] || echo \"$EPOCHREALTIME\" >> %s\nexec %s \"$@\"\n", bash, shellQuote(log), shellQuote(claude))
 	} else {
-		body = fmt.Sprintf("#!/bin/sh\ndate +%%s.%%N >> %s\nexec %s \"$@\"\n", shellQuote(log), shellQuote(claude))
+		body = fmt.Sprintf("#!/bin/sh\n[ \"$1\" = --version ] || date +%%s.%%N >> %s\nexec %s \"$@\"\n", shellQuote(log), shellQuote(claude))
 	}
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		tb.Fatal(err)

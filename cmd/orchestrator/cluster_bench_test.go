@@ -206,7 +206,8 @@ type clusterSpawn struct {
 }
 
 // clusterSpawnLog is spawnLog's wrapper that also logs the process that
-// started the CLI and whether the CLI resumes a session.
+// started the CLI and whether the CLI resumes a session (a run's version
+// check, --version, is no spawn).
 func clusterSpawnLog(tb testing.TB, claude string) (script, log string) {
 	tb.Helper()
 	bash, err := exec.LookPath("bash")
@@ -216,7 +217,7 @@ func clusterSpawnLog(tb testing.TB, claude string) (script, log string) {
 	dir := tb.TempDir()
 	script, log = filepath.Join(dir, "claude-wrapper"), filepath.Join(dir, "spawns")
 	body := fmt.Sprintf("#!%s\nk=start\ncase \" $* \" in *\" --resume \"*) k=resume ;; esac\n"+
-		"echo \"$EPOCHREALTIME $PPID $k\" >> %s\nexec %s \"$@\"\n", bash, shellQuote(log), shellQuote(claude))
+		"[ \"$1\" = --version ] || echo \"$EPOCHREALTIME $PPID $k\" >> %s\nexec %s \"$@\"\n", bash, shellQuote(log), shellQuote(claude))
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		tb.Fatal(err)
 	}

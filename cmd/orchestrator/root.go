@@ -63,8 +63,10 @@ Exit codes:
 		m.newShowCmd(), // show.go
 		m.newGCCmd(),   // gc.go
 		m.newWebCmd(),
-		m.newHookCmd(),  // hook.go
-		m.newGuardCmd(), // guard.go
+		m.newHookCmd(),   // hook.go
+		m.newGuardCmd(),  // guard.go
+		m.newInitCmd(),   // init.go
+		m.newDoctorCmd(), // doctor.go
 	)
 
 	markRunning(root, &m.running)

@@ -186,6 +186,7 @@ func (m *Main) newRunner(st *store.Store, observe func(runner.Event)) (*runner.R
 			if err != nil {
 				return runner.Resolved{}, err
 			}
+			m.checkCLIVersion(c) // doctor.go: a warning, once per binary
 			surfs, err := ss.surfacesFor(run, sp)
 			if err != nil {
 				return runner.Resolved{}, fmt.Errorf("surfaces: %w", err)

@@ -77,6 +77,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		out, aerr = s.getChannelLocked(seg[1])
 	case len(seg) == 2 && seg[0] == "channels" && r.Method == http.MethodPatch:
 		out, aerr = s.editChannelLocked(seg[1], body)
+	case len(seg) == 3 && seg[0] == "guilds" && seg[2] == "roles" && r.Method == http.MethodGet:
+		out, aerr = s.rolesLocked(seg[1]) // guild.go
 	case len(seg) == 4 && seg[0] == "guilds" && seg[2] == "members" && r.Method == http.MethodGet:
 		out, aerr = s.getMemberLocked(seg[1], seg[3])
 	case len(seg) == 3 && seg[0] == "channels" && seg[2] == "messages" && r.Method == http.MethodPost:
@@ -361,6 +363,9 @@ func (s *Server) Archived(id string) bool {
 
 func (s *Server) getMemberLocked(guildID, userID string) (any, *apiError) {
 	u, ok := s.members[userID]
+	if userID == BotUserID && guildID == GuildID {
+		u, ok = User{ID: BotUserID, Name: BotName}, true // the bot is in its guild
+	}
 	if guildID != GuildID || !ok {
 		return nil, &apiError{http.StatusNotFound, 10007, "Unknown Member"}
 	}

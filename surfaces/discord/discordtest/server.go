@@ -155,6 +155,7 @@ type Server struct {
 	hangs        []*hang
 	closed       bool
 	skew         time.Duration // added to the clock by Advance
+	everyone     *int64        // the @everyone role's permissions (guild.go)
 }
 
 // Discord's deadlines for interactions.

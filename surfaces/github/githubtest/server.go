@@ -107,6 +107,9 @@ type Server struct {
 	botLogin string
 	as       string                    // the login the request being served acts as (authLocked)
 	pulls    map[string][]*PullRequest // by lower-case repository name (pulls.go)
+	auth     tokenAuth                 // the static token's grants (tokens.go)
+	appPerms map[int64]map[string]string
+	hooks    map[string][]hook // by lower-case repository name (tokens.go)
 }
 
 type repo struct {
@@ -884,7 +887,13 @@ func (s *Server) serveLocked(w http.ResponseWriter, r *http.Request) int {
 	if r.Method == http.MethodGet && len(segs) == 1 && segs[0] == "app" {
 		return s.getApp(w, r)
 	}
+	if r.Method == http.MethodGet && len(segs) == 3 && segs[0] == "app" && segs[1] == "installations" {
+		return s.getInstallation(w, r, segs[2]) // tokens.go
+	}
 	if err := s.authLocked(r); err != nil {
+		return writeError(w, err)
+	}
+	if err := s.grantsLocked(h, r, segs); err != nil { // tokens.go
 		return writeError(w, err)
 	}
 	s.rateHeaders(h)
@@ -1033,7 +1042,7 @@ func (s *Server) accessToken(w http.ResponseWriter, r *http.Request, inst string
 	data, _ := json.Marshal(map[string]any{
 		"token":                tok,
 		"expires_at":           ts(s.now().Add(time.Hour)),
-		"permissions":          map[string]string{"issues": "write", "metadata": "read"},
+		"permissions":          s.appPermsLocked(id),
 		"repository_selection": "all",
 	})
 	w.WriteHeader(http.StatusCreated)
@@ -1096,7 +1105,9 @@ func (s *Server) route(h http.Header, r *http.Request, segs []string) (any, erro
 		return s.userJSON(segs[1]), nil
 	// GET /repos/{owner}/{name}: the repository (its ID).
 	case len(segs) == 3 && segs[0] == "repos" && r.Method == http.MethodGet:
-		return s.repoJSON(s.repoLocked(segs[1] + "/" + segs[2])), nil
+		out := s.repoJSON(s.repoLocked(segs[1] + "/" + segs[2]))
+		out["permissions"] = s.repoPermissions(s.as) // tokens.go
+		return out, nil
 	}
 	if len(segs) < 4 || segs[0] != "repos" {
 		return nil, notFound
@@ -1104,6 +1115,9 @@ func (s *Server) route(h http.Header, r *http.Request, segs []string) (any, erro
 	rp := s.repoLocked(segs[1] + "/" + segs[2])
 	rest := segs[3:]
 	if out, err, ok := s.routePulls(r, rp, rest); ok { // pulls.go
+		return out, err
+	}
+	if out, err, ok := s.routeHooks(r, rp, rest); ok { // tokens.go
 		return out, err
 	}
 	q := r.URL.Query()

@@ -1,7 +1,9 @@
 package githubtest_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"testing"
@@ -173,5 +175,55 @@ func TestServerPaginatesAsGitHub(t *testing.T) {
 	var cs []*gh.IssueComment
 	if _, err := c.Do(ctx, req, &cs); err != nil || len(cs) == 0 || cs[0].GetUpdatedAt().Before(last) {
 		t.Errorf("since %s: %d comments, %v; want those updated at or after it", last, len(cs), err)
+	}
+}
+
+// TestTokenGrants: what the fake tells of a token is what GitHub tells: a
+// classic token's scopes on every response, a fine-grained token's refusal
+// naming the permission, the account's role on the repository.
+func TestTokenGrants(t *testing.T) {
+	t.Parallel()
+	srv := githubtest.NewServer(t)
+	srv.RequireToken("tok")
+	get := func(path string) (*http.Response, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, srv.URL()+path, nil)
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		return resp, b.Bytes()
+	}
+	srv.SetTokenScopes("repo", "read:org")
+	if resp, _ := get("/user"); resp.Header.Get("X-OAuth-Scopes") != "repo, read:org" {
+		t.Errorf("X-OAuth-Scopes = %q", resp.Header.Get("X-OAuth-Scopes"))
+	}
+	srv.SetTokenPermissions(map[string]string{"issues": "read"})
+	if resp, _ := get("/user"); resp.Header.Get("X-OAuth-Scopes") != "" || resp.StatusCode != http.StatusOK {
+		t.Errorf("a fine-grained token: %d, scopes %q", resp.StatusCode, resp.Header.Get("X-OAuth-Scopes"))
+	}
+	if resp, _ := get("/repos/acme/app/issues"); resp.StatusCode != http.StatusOK {
+		t.Errorf("issues: %d", resp.StatusCode)
+	}
+	if resp, _ := get("/repos/acme/app/pulls"); resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Accepted-GitHub-Permissions") != "pull_requests=read" {
+		t.Errorf("pulls: %d, accepted %q", resp.StatusCode, resp.Header.Get("X-Accepted-GitHub-Permissions"))
+	}
+	if resp, _ := get("/repos/acme/app/hooks"); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("hooks without repository_hooks: %d", resp.StatusCode)
+	}
+	srv.SetPermission("orchestrator-bot", "write")
+	_, body := get("/repos/acme/app")
+	var repo struct {
+		Permissions map[string]bool `json:"permissions"`
+	}
+	if err := json.Unmarshal(body, &repo); err != nil {
+		t.Fatal(err)
+	}
+	if !repo.Permissions["push"] || repo.Permissions["admin"] || !repo.Permissions["pull"] {
+		t.Errorf("permissions = %v, want push and pull, not admin", repo.Permissions)
 	}
 }
