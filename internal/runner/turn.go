@@ -237,7 +237,9 @@ func (r *Runner) turnEnded(ctx, tctx context.Context, d *drive, run store.Run, t
 func (r *Runner) finish(ctx context.Context, d *drive, run store.Run, t store.Turn, workdir string, out executor.Outcome, col *questions.TurnCollector) error {
 	// The turn happened: record it whatever else is going on.
 	ctx = context.WithoutCancel(ctx)
-	r.saveSession(ctx, d.Agent, run, t, workdir) // sessions.go
+	// The copy commits lazily: FinishTurn, below, makes it durable
+	// (store.Lazy).
+	r.saveSession(store.Lazy(ctx), d.Agent, run, t, workdir) // sessions.go
 	if r.cfg.Park {
 		// On a shared store another instance may take the run up after
 		// this turn (this one dies, or the run parks): the turn's work goes

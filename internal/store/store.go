@@ -239,6 +239,9 @@ func (s *Store) Dir() string { return s.dir }
 // tx runs fn in a write transaction that runs alone (dialect.begin: BEGIN
 // IMMEDIATE on SQLite), committing when fn returns nil.
 func (s *Store) tx(ctx context.Context, fn func(*txn) error) error {
+	if s.db.lazy(ctx) {
+		return s.lazyTx(ctx, fn) // sqlite.go
+	}
 	sqlTx, err := s.d.begin(ctx, s.db.DB)
 	if err != nil {
 		return err
