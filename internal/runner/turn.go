@@ -147,15 +147,66 @@ func (r *Runner) turnRequest(ctx context.Context, d *drive, run store.Run, t sto
 	return req, native, nil
 }
 
+// How often a turn on SQLite looks whether its run was cancelled
+// (stopWhenCancelled): the wake file's stamp every cancelPollEvery, the run
+// itself when the stamp changed, and at least every cancelReadEvery should
+// a poke be missed (a file system with coarse modification times).
+const (
+	cancelPollEvery = 100 * time.Millisecond
+	cancelReadEvery = 5 * time.Second
+)
+
 // stopWhenCancelled stops the turn (stopTurn with errRunCancelled) once the
 // run is cancelled, from any process, until tctx ends. The returned channel
 // is closed when it no longer watches.
+//
+// On PostgreSQL it waits for the run to be final (Store.WaitRunFinal, woken
+// by NOTIFY). On SQLite it stats the wake file every cancelPollEvery
+// instead (Store.WakeStamp), and reads the run when it changed: waiting
+// with WaitRunFinal would have the store watch the state directory
+// (inotify), and Linux takes 10–20 ms to tear such a watch down, which the
+// process pays when it exits — a run with no question, the common
+// `orchestrator run`, spent more on that one watch than on all its store
+// writes. A cancel (which pokes) stops the turn within cancelPollEvery.
 func (r *Runner) stopWhenCancelled(tctx context.Context, stopTurn context.CancelCauseFunc, runID string) <-chan struct{} {
 	watched := make(chan struct{})
+	stamp, sqlite := r.cfg.Store.WakeStamp()
 	go func() {
 		defer close(watched)
-		if got, err := r.cfg.Store.WaitRunFinal(tctx, runID); err == nil && got.Status == store.RunCancelled {
-			stopTurn(errRunCancelled)
+		if !sqlite {
+			if got, err := r.cfg.Store.WaitRunFinal(tctx, runID); err == nil && got.Status == store.RunCancelled {
+				stopTurn(errRunCancelled)
+			}
+			return
+		}
+		tick := time.NewTicker(cancelPollEvery)
+		defer tick.Stop()
+		var readAt time.Time
+		for first := true; ; first = false {
+			if !first {
+				select {
+				case <-tctx.Done():
+					return
+				case <-tick.C:
+				}
+				now, _ := r.cfg.Store.WakeStamp()
+				if now == stamp && time.Since(readAt) < cancelReadEvery {
+					continue
+				}
+				stamp = now
+			}
+			readAt = time.Now()
+			got, err := r.cfg.Store.Run(tctx, runID)
+			if err != nil {
+				continue // tctx ended, or the store failed for now: look again
+			}
+			if got.Status == store.RunCancelled {
+				stopTurn(errRunCancelled)
+				return
+			}
+			if got.Status.Final() {
+				return
+			}
 		}
 	}()
 	return watched

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"fmt"
 	"os"
 	"path/filepath"
 )
@@ -142,4 +143,22 @@ func (d *db) lazyExec(ctx context.Context, q string, args ...any) (sql.Result, e
 	}
 	defer release()
 	return conn.ExecContext(ctx, d.rebind(q), args...)
+}
+
+// WakeStamp returns a value that changes whenever a process of this SQLite
+// store pokes the others (a commit that may end a wait or cancel a run:
+// Store.changed writes the wake file): the file's modification time and
+// size. It lets a watcher that needs no answer within milliseconds look
+// with a stat now and then instead of watching the directory, whose watch
+// (inotify) Linux takes 10–20 ms to tear down when the process exits. ok is
+// false on PostgreSQL, where there is no such file.
+func (s *Store) WakeStamp() (stamp string, ok bool) {
+	if _, sqlite := s.d.(sqliteDialect); !sqlite {
+		return "", false
+	}
+	fi, err := os.Stat(filepath.Join(s.dir, wakeDir, "poke"))
+	if err != nil {
+		return "", true // no poke yet
+	}
+	return fmt.Sprintf("%d/%d", fi.ModTime().UnixNano(), fi.Size()), true
 }
