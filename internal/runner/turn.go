@@ -148,12 +148,12 @@ func (r *Runner) turnRequest(ctx context.Context, d *drive, run store.Run, t sto
 }
 
 // How often a turn on SQLite looks whether its run was cancelled
-// (stopWhenCancelled): the wake file's stamp every cancelPollEvery, the run
-// itself when the stamp changed, and at least every cancelReadEvery should
-// a poke be missed (a file system with coarse modification times).
+// (stopWhenCancelled): the store's wake stamp every cancelPollEvery, the
+// run itself when the stamp changed, and at least every cancelReadEvery
+// should a poke go unseen (Store.WakeStamp).
 const (
 	cancelPollEvery = 100 * time.Millisecond
-	cancelReadEvery = 5 * time.Second
+	cancelReadEvery = 10 * time.Second
 )
 
 // stopWhenCancelled stops the turn (stopTurn with errRunCancelled) once the
@@ -161,13 +161,14 @@ const (
 // is closed when it no longer watches.
 //
 // On PostgreSQL it waits for the run to be final (Store.WaitRunFinal, woken
-// by NOTIFY). On SQLite it stats the wake file every cancelPollEvery
-// instead (Store.WakeStamp), and reads the run when it changed: waiting
-// with WaitRunFinal would have the store watch the state directory
-// (inotify), and Linux takes 10–20 ms to tear such a watch down, which the
-// process pays when it exits — a run with no question, the common
-// `orchestrator run`, spent more on that one watch than on all its store
-// writes. A cancel (which pokes) stops the turn within cancelPollEvery.
+// by NOTIFY). On SQLite it looks at the store's wake stamp every
+// cancelPollEvery instead (a stat of the wake file: Store.WakeStamp), and
+// reads the run when it changed: waiting with WaitRunFinal would have the
+// store watch the state directory (inotify), and Linux takes 10–20 ms to
+// tear such a watch down, which the process pays when it exits — a run
+// with no question, the common `orchestrator run`, spent more on that one
+// watch than on all its store writes. A cancel, from this process or
+// another, stops the turn within cancelPollEvery.
 func (r *Runner) stopWhenCancelled(tctx context.Context, stopTurn context.CancelCauseFunc, runID string) <-chan struct{} {
 	watched := make(chan struct{})
 	stamp, sqlite := r.cfg.Store.WakeStamp()

@@ -58,7 +58,8 @@ func TestLazyCommitsLeaveThePoolFull(t *testing.T) {
 }
 
 // TestWakeStampChangesWithAPoke: the stamp a turn watches for a cancel
-// changes when a process pokes (another process's commit), on SQLite only.
+// changes when another process pokes and when this one cancels a run, not
+// with this process's own pokes; on SQLite only.
 func TestWakeStampChangesWithAPoke(t *testing.T) {
 	t.Parallel()
 	s := open(t, t.TempDir())
@@ -74,7 +75,23 @@ func TestWakeStampChangesWithAPoke(t *testing.T) {
 	}
 	other := open(t, s.Dir()) // another process's store on the same state
 	other.poke()
-	if after, _ := s.WakeStamp(); after == before {
-		t.Errorf("stamp %q unchanged after a poke", after)
+	after, _ := s.WakeStamp()
+	if after == before {
+		t.Errorf("stamp %q unchanged after another process's poke", after)
+	}
+	s.poke() // the file goes from the other's poke to this one's: a change once
+	own, _ := s.WakeStamp()
+	s.poke()
+	if again, _ := s.WakeStamp(); again != own {
+		t.Errorf("stamp %q changed to %q with this process's own poke", own, again)
+	}
+	if _, err := s.CreateRun(context.Background(), Run{ID: "r1", Prompt: "do it"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CancelRun(context.Background(), "r1", "stop"); err != nil {
+		t.Fatal(err)
+	}
+	if cancelled, _ := s.WakeStamp(); cancelled == own {
+		t.Errorf("stamp %q unchanged after this process cancelled a run", cancelled)
 	}
 }

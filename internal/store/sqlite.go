@@ -29,7 +29,10 @@ func (sqliteDialect) poke(s *Store) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return
 	}
-	_ = os.WriteFile(filepath.Join(dir, "poke"), []byte{'.'}, 0o600)
+	p := filepath.Join(dir, "poke")
+	if os.WriteFile(p, []byte{'.'}, 0o600) == nil {
+		s.ownPoke.Store(fileStamp(p)) // WakeStamp
+	}
 }
 
 // listen watches the wake directory of the state directory.
@@ -145,20 +148,34 @@ func (d *db) lazyExec(ctx context.Context, q string, args ...any) (sql.Result, e
 	return conn.ExecContext(ctx, d.rebind(q), args...)
 }
 
-// WakeStamp returns a value that changes whenever a process of this SQLite
-// store pokes the others (a commit that may end a wait or cancel a run:
-// Store.changed writes the wake file): the file's modification time and
-// size. It lets a watcher that needs no answer within milliseconds look
-// with a stat now and then instead of watching the directory, whose watch
-// (inotify) Linux takes 10–20 ms to tear down when the process exits. ok is
-// false on PostgreSQL, where there is no such file.
+// WakeStamp returns a value that changes when this process cancels a run
+// (CancelRun) or another process pokes (a commit that may end a wait or
+// cancel a run writes the wake file: Store.changed), for a watcher that
+// needs no answer within milliseconds and looks now and then instead of
+// watching the directory, whose watch (inotify) Linux takes 10–20 ms to
+// tear down when the process exits. The file is known by its modification
+// time and size; this process's own pokes do not change the stamp (its
+// other commits are not news to it). A poke of another process followed,
+// within the file system's timestamp granularity, by one of this process
+// can go unseen: such a watcher looks anyway now and then. ok is false on
+// PostgreSQL, where there is no such file.
 func (s *Store) WakeStamp() (stamp string, ok bool) {
 	if _, sqlite := s.d.(sqliteDialect); !sqlite {
 		return "", false
 	}
-	fi, err := os.Stat(filepath.Join(s.dir, wakeDir, "poke"))
-	if err != nil {
-		return "", true // no poke yet
+	file := fileStamp(filepath.Join(s.dir, wakeDir, "poke"))
+	if own, _ := s.ownPoke.Load().(string); own != "" && file == own {
+		file = "own"
 	}
-	return fmt.Sprintf("%d/%d", fi.ModTime().UnixNano(), fi.Size()), true
+	return fmt.Sprintf("%d %s", s.cancels.Load(), file), true
+}
+
+// fileStamp is a file's modification time and size ("" when it cannot be
+// read).
+func fileStamp(path string) string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%d/%d", fi.ModTime().UnixNano(), fi.Size())
 }
