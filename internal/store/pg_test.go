@@ -106,6 +106,8 @@ var pgTests = []struct {
 	{"TestOpenStoreOfBefore", TestOpenStoreOfBefore},
 	{"TestOpenStoreOfBeforeConcurrently", TestOpenStoreOfBeforeConcurrently},
 	{"TestBulkReadsMatchTheOneByOne", TestBulkReadsMatchTheOneByOne},
+	{"TestLazyCommitsLeaveThePoolFull", TestLazyCommitsLeaveThePoolFull},
+	{"TestWakeStampChangesWithAPoke", TestWakeStampChangesWithAPoke},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.
