@@ -76,12 +76,17 @@ func (sqliteDialect) version(ctx context.Context, conn *sql.Conn) (int64, bool, 
 // person asks for. PostgreSQL ignores the mark.
 //
 // The lazy writes are the runner's own bookkeeping of a turn (see their
-// callers): the copy of the CLI's session file saved at the end of a turn
-// (FinishTurn, FULL, follows), the approvals policy written before the CLI
-// starts (written again before every turn), and on SQLite the fencing
-// token rows of a run's lock (every process of a SQLite store runs on this
-// machine: a power loss ends them all, and the file lock decides who
-// drives).
+// callers): the run a foreground `orchestrator run` creates (its first
+// turn's BeginTurn, FULL, follows before the CLI starts), the copy of the
+// CLI's session file saved at the end of a turn (FinishTurn, FULL,
+// follows), the approvals policy written before the CLI starts (written
+// again before every turn; a power loss that loses it ends that CLI too),
+// and the fencing token rows of a run's lock (every process of a SQLite
+// store runs on this machine: a power loss ends them all with their CLIs
+// and hooks, and the file lock decides who drives). One turn with no
+// question so syncs 5 times (2 of them the new WAL file of the process's
+// first commit), and twice more at the close's checkpoint,
+// where it took 11 and 2.
 
 type lazyKey struct{}
 
