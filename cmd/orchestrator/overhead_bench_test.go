@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -206,7 +205,11 @@ func (e *benchEnv) wall(cmd *exec.Cmd) time.Duration {
 func buildOrchestrator(b *testing.B) string {
 	b.Helper()
 	out := filepath.Join(b.TempDir(), "orchestrator")
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", out, ".")
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		b.Fatalf("build the orchestrator: %v", err)
+	}
+	cmd := exec.Command(gobin, "build", "-o", out, ".")
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, msg)
 	}
