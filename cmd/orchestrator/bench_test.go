@@ -60,7 +60,9 @@ type benchEnv struct {
 	work   string // the agent's working directory
 	// shellEnv and claude are the bare CLI's environment and path (bareCLI).
 	shellEnv []string
-	claude   string
+	// exec is the executor of the configuration (sameCLICmd).
+	exec   *executor.Executor
+	claude string
 }
 
 // benchEnvOptions are the knobs of newBenchEnv.

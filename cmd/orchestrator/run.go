@@ -250,7 +250,12 @@ func (m *Main) startAndDrive(ctx context.Context, n runner.NewRun, asJSON bool) 
 	if err != nil {
 		return err
 	}
-	run, err := r.Create(ctx, n)
+	// The run is driven at once, here: its first turn's claim (BeginTurn,
+	// which waits for the disk) comes before the agent starts and makes
+	// this commit durable too, so it need not wait for the disk itself
+	// (store.Lazy). A power loss before that loses a run nothing was done
+	// for yet, along with this process.
+	run, err := r.Create(store.Lazy(ctx), n)
 	if err != nil {
 		return err
 	}

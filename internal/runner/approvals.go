@@ -40,7 +40,9 @@ func (r *Runner) approvalsOn(ctx context.Context, d *drive, run store.Run, workd
 	if abs, err := filepath.Abs(workdir); err == nil {
 		p.Workdir = abs
 	}
-	if err := r.cfg.Store.SetRunPolicy(ctx, run.ID, p.Encode()); err != nil {
+	// Written again before every turn, so it needs no fsync of its own
+	// (store.Lazy): a power loss that loses it ends the CLI too.
+	if err := r.cfg.Store.SetRunPolicy(store.Lazy(ctx), run.ID, p.Encode()); err != nil {
 		return false, err
 	}
 	return true, nil

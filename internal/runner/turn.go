@@ -147,15 +147,67 @@ func (r *Runner) turnRequest(ctx context.Context, d *drive, run store.Run, t sto
 	return req, native, nil
 }
 
+// How often a turn on SQLite looks whether its run was cancelled
+// (stopWhenCancelled): the store's wake stamp every cancelPollEvery, the
+// run itself when the stamp changed, and at least every cancelReadEvery
+// should a poke go unseen (Store.WakeStamp).
+const (
+	cancelPollEvery = 100 * time.Millisecond
+	cancelReadEvery = 10 * time.Second
+)
+
 // stopWhenCancelled stops the turn (stopTurn with errRunCancelled) once the
 // run is cancelled, from any process, until tctx ends. The returned channel
 // is closed when it no longer watches.
+//
+// On PostgreSQL it waits for the run to be final (Store.WaitRunFinal, woken
+// by NOTIFY). On SQLite it looks at the store's wake stamp every
+// cancelPollEvery instead (a stat of the wake file: Store.WakeStamp), and
+// reads the run when it changed: waiting with WaitRunFinal would have the
+// store watch the state directory (inotify), and Linux takes 10–20 ms to
+// tear such a watch down, which the process pays when it exits — a run
+// with no question, the common `orchestrator run`, spent more on that one
+// watch than on all its store writes. A cancel, from this process or
+// another, stops the turn within cancelPollEvery.
 func (r *Runner) stopWhenCancelled(tctx context.Context, stopTurn context.CancelCauseFunc, runID string) <-chan struct{} {
 	watched := make(chan struct{})
+	stamp, sqlite := r.cfg.Store.WakeStamp()
 	go func() {
 		defer close(watched)
-		if got, err := r.cfg.Store.WaitRunFinal(tctx, runID); err == nil && got.Status == store.RunCancelled {
-			stopTurn(errRunCancelled)
+		if !sqlite {
+			if got, err := r.cfg.Store.WaitRunFinal(tctx, runID); err == nil && got.Status == store.RunCancelled {
+				stopTurn(errRunCancelled)
+			}
+			return
+		}
+		tick := time.NewTicker(cancelPollEvery)
+		defer tick.Stop()
+		var readAt time.Time
+		for first := true; ; first = false {
+			if !first {
+				select {
+				case <-tctx.Done():
+					return
+				case <-tick.C:
+				}
+				now, _ := r.cfg.Store.WakeStamp()
+				if now == stamp && time.Since(readAt) < cancelReadEvery {
+					continue
+				}
+				stamp = now
+			}
+			readAt = time.Now()
+			got, err := r.cfg.Store.Run(tctx, runID)
+			if err != nil {
+				continue // tctx ended, or the store failed for now: look again
+			}
+			if got.Status == store.RunCancelled {
+				stopTurn(errRunCancelled)
+				return
+			}
+			if got.Status.Final() {
+				return
+			}
 		}
 	}()
 	return watched
@@ -237,7 +289,9 @@ func (r *Runner) turnEnded(ctx, tctx context.Context, d *drive, run store.Run, t
 func (r *Runner) finish(ctx context.Context, d *drive, run store.Run, t store.Turn, workdir string, out executor.Outcome, col *questions.TurnCollector) error {
 	// The turn happened: record it whatever else is going on.
 	ctx = context.WithoutCancel(ctx)
-	r.saveSession(ctx, d.Agent, run, t, workdir) // sessions.go
+	// The copy commits lazily: FinishTurn, below, makes it durable
+	// (store.Lazy).
+	r.saveSession(store.Lazy(ctx), d.Agent, run, t, workdir) // sessions.go
 	if r.cfg.Park && r.cfg.Store.Shared() {
 		// On a shared store another instance may take the run up after
 		// this turn (this one dies, or the run parks): the turn's work goes

@@ -54,6 +54,9 @@ func (d *db) rebind(q string) string {
 }
 
 func (d *db) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if d.lazy(ctx) {
+		return d.lazyExec(ctx, q, args...) // sqlite.go
+	}
 	return d.DB.ExecContext(ctx, d.rebind(q), args...)
 }
 

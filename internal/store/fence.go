@@ -116,6 +116,7 @@ func (s *Store) RunLeaseState(ctx context.Context, runID string) (LeaseState, er
 // (the file lock decides; the row only carries the token) and returns the
 // take's token (0 for a run not in the store).
 func (s *Store) takeToken(ctx context.Context, runID string) (int64, error) {
+	ctx = Lazy(ctx) // every process of a SQLite store is on this machine (sqlite.go)
 	var token int64
 	err := s.tx(ctx, func(tx *txn) error {
 		err := tx.QueryRowContext(ctx, `INSERT INTO run_leases (run_id, owner, expires_at, token)
@@ -210,7 +211,7 @@ func (s *Store) ToolCallsOf(ctx context.Context, runID string) ([]ToolCallRecord
 // giveBackToken marks this process's take token of run runID's lock given
 // back (SQLite): its token fences nothing in any more.
 func (s *Store) giveBackToken(runID string, token int64) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(Lazy(context.Background()), 15*time.Second)
 	defer cancel()
 	_, err := s.db.ExecContext(ctx, `UPDATE run_leases SET owner = '' WHERE run_id = ? AND owner = ? AND token = ?`, runID, s.instance, token)
 	if err != nil {

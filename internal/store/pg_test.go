@@ -113,6 +113,8 @@ var pgTests = []struct {
 	{"TestAggregatesCountWithoutListing", TestAggregatesCountWithoutListing},
 	{"TestPurgeRunsRemovesOnlyFinishedOldRuns", TestPurgeRunsRemovesOnlyFinishedOldRuns},
 	{"TestPurgeCoversEveryRunTable", TestPurgeCoversEveryRunTable},
+	{"TestLazyCommitsLeaveThePoolFull", TestLazyCommitsLeaveThePoolFull},
+	{"TestWakeStampChangesWithAPoke", TestWakeStampChangesWithAPoke},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.

@@ -338,6 +338,7 @@ func (s *Store) CancelRun(ctx context.Context, id, reason string) error {
 	if err != nil {
 		return fmt.Errorf("cancel run %s: %w", id, err)
 	}
+	s.cancels.Add(1) // WakeStamp
 	s.changed()
 	return nil
 }

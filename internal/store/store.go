@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
@@ -59,6 +60,10 @@ type Store struct {
 	// held maps the ID of each run whose lock this process holds to the
 	// take's fencing token (fence.go: HeldToken).
 	held sync.Map
+	// cancels counts this process's CancelRun commits, and ownPoke is the
+	// wake file's stamp after this process's last poke (WakeStamp).
+	cancels atomic.Int64
+	ownPoke atomic.Value // string
 }
 
 // ignoreDir writes a .gitignore that ignores everything into the state
@@ -239,6 +244,9 @@ func (s *Store) Dir() string { return s.dir }
 // tx runs fn in a write transaction that runs alone (dialect.begin: BEGIN
 // IMMEDIATE on SQLite), committing when fn returns nil.
 func (s *Store) tx(ctx context.Context, fn func(*txn) error) error {
+	if s.db.lazy(ctx) {
+		return s.lazyTx(ctx, fn) // sqlite.go
+	}
 	sqlTx, err := s.d.begin(ctx, s.db.DB)
 	if err != nil {
 		return err
