@@ -16,7 +16,7 @@ import (
 // names a surface: every row has its configuration block (config.Surfaces),
 // is turned on by its block's enabled key, has its block checked by
 // Validate, is built by buildSurface, and is documented in --help,
-// config.example.yaml and the README.
+// config.example.yaml and docs/surfaces.md.
 func TestSurfaceKinds(t *testing.T) {
 	t.Parallel()
 	var names []string
@@ -30,7 +30,7 @@ func TestSurfaceKinds(t *testing.T) {
 		t.Fatalf("table %v, config.Surfaces %v: a surface is one row and one block, in the same order", names, config.SurfaceNames())
 	}
 
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "surfaces.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestSurfaceKinds(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			// Documented.
 			if !strings.Contains(string(readme), "surfaces."+k.name) {
-				t.Errorf("README.md does not mention surfaces.%s", k.name)
+				t.Errorf("docs/surfaces.md does not mention surfaces.%s", k.name)
 			}
 			if !strings.Contains(string(example), "\n  "+k.name+":\n") {
 				t.Errorf("config.example.yaml has no surfaces.%s block", k.name)
