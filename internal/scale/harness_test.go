@@ -149,10 +149,9 @@ func (w *world) seed(from, n, workers int) time.Duration {
 	w.tb.Helper()
 	_, seed := binaries(w.tb)
 	args := []string{"-n", strconv.Itoa(n), "-from", strconv.Itoa(from), "-spec", w.spec, "-workdir", w.workdir, "-workers", strconv.Itoa(workers)}
+	args = append(args, "-state", w.state("a"))
 	if w.dbURL != "" {
 		args = append(args, "-database-url", w.dbURL)
-	} else {
-		args = append(args, "-state", w.state("a"))
 	}
 	start := time.Now()
 	out, err := exec.Command(seed, args...).CombinedOutput()

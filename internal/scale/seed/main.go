@@ -4,7 +4,7 @@
 // scale benchmarks (package scale). It is built by them; it is not a part
 // of the program.
 //
-//	seed -state DIR | -database-url URL  -n N -spec FILE -workdir DIR [-from I] [-workers W]
+//	seed -state DIR [-database-url URL] -n N -spec FILE -workdir DIR [-from I] [-workers W]
 package main
 
 import (
@@ -32,17 +32,17 @@ func main() {
 }
 
 func seed() error {
-	state := flag.String("state", "", "the state directory (SQLite store)")
-	dbURL := flag.String("database-url", "", "the PostgreSQL store (instead of -state)")
+	state := flag.String("state", "", "the state directory (its SQLite store, unless -database-url)")
+	dbURL := flag.String("database-url", "", "the PostgreSQL store")
 	n := flag.Int("n", 0, "how many runs to store")
 	from := flag.Int("from", 0, "the index of the first run (runs from, from+1, …, from+n-1)")
 	specPath := flag.String("spec", "", "the spec file the runs were made from")
 	workdir := flag.String("workdir", "", "the runs' working directory")
 	workers := flag.Int("workers", 1, "how many runs are stored at once")
 	flag.Parse()
-	if *n <= 0 || *specPath == "" || *workdir == "" || (*state == "") == (*dbURL == "") || *workers < 1 {
+	if *n <= 0 || *specPath == "" || *workdir == "" || *state == "" || *workers < 1 {
 		flag.Usage()
-		return errors.New("give -n > 0, -spec, -workdir, and -state or -database-url")
+		return errors.New("give -n > 0, -spec, -workdir and -state")
 	}
 	abs, err := filepath.Abs(*specPath)
 	if err != nil {
