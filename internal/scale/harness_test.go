@@ -51,7 +51,8 @@ func binaries(tb testing.TB) (orchestrator, seed string) {
 	binOnce.Do(func() {
 		goBin, err := exec.LookPath("go")
 		if err != nil {
-			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+			binErr = fmt.Errorf("the scale harness builds the program with go, which is not on PATH: %w", err)
+			return
 		}
 		if binDir, binErr = os.MkdirTemp("", "orchestrator-scale-bin-"); binErr != nil {
 			return
