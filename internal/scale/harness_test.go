@@ -418,20 +418,22 @@ func readUsage(pid int) (usage, error) {
 }
 
 // settle waits until serve has taken up the waiting runs: its goroutines
-// and open files hold still over three looks a second apart (and
-// /metrics answers). It returns the goroutines then.
+// and open files hold still (within 1%, or 5) over four looks a second
+// apart, and /metrics answers. It returns the goroutines then.
 func (s *server) settle(tb testing.TB, timeout time.Duration) float64 {
 	tb.Helper()
 	deadline := time.Now().Add(timeout)
-	var last [3]string
-	for i := 0; ; i++ {
+	type look struct{ g, fds float64 }
+	var looks []look
+	near := func(a, b float64) bool { return a-b <= max(5, b/100) && b-a <= max(5, a/100) }
+	for {
 		select {
 		case <-s.done:
 			tb.Fatalf("serve %s exited: %v\n%s", s.name, s.cmd.ProcessState, tail(s.log, 40))
 		case <-time.After(time.Second):
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("serve %s did not settle in %s (goroutines and open files over the last looks: %v)", s.name, timeout, last)
+			tb.Fatalf("serve %s did not settle in %s (goroutines and open files at the last looks: %v)", s.name, timeout, looks)
 		}
 		code, body, _, err := s.get("/metrics", time.Minute)
 		if err != nil || code != http.StatusOK {
@@ -442,9 +444,11 @@ func (s *server) settle(tb testing.TB, timeout time.Duration) float64 {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		copy(last[:], last[1:])
-		last[2] = fmt.Sprintf("%.0f/%d", g, u.fds)
-		if i >= 3 && last[0] == last[1] && last[1] == last[2] {
+		looks = append(looks, look{g, float64(u.fds)})
+		if len(looks) > 4 {
+			looks = looks[1:]
+		}
+		if len(looks) == 4 && !slices.ContainsFunc(looks, func(l look) bool { return !near(l.g, g) || !near(l.fds, float64(u.fds)) }) {
 			return g
 		}
 	}
