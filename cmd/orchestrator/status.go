@@ -15,29 +15,67 @@ import (
 )
 
 func (m *Main) newStatusCmd() *cobra.Command {
-	var asJSON, all bool
-	var spec string
+	var asJSON bool
+	var q statusQuery
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "List runs and the questions waiting for an answer",
-		Long: `status says whether a serve is running on this state directory, lists the
-active runs (running, waiting, interrupted) — every run with --all — the
-questions waiting for an answer with their IDs and surfaces, and when the
-scheduled specs in specs.dir run next: a spec whose previous run still runs
-or waits is skipped by the scheduler, and status says so instead of a time.
-Each spec's runs are summed up: how many, what they cost, how the newest
-ended.
---spec NAME shows only that spec's runs, questions and schedule.`,
+		Long: `status says whether a serve is running on this state directory, counts the
+runs by status and the question sets waiting for an answer, lists the newest
+active runs (running, waiting, interrupted) and the newest questions waiting
+for an answer with their IDs and surfaces (20 of each; "and N more" says
+how many are not listed), and when the scheduled specs in specs.dir run
+next: a spec whose previous run still runs or waits is skipped by the
+scheduler, and status says so instead of a time. Each spec's runs are summed
+up: how many, what they cost, how the newest ended.
+--spec NAME shows only that spec's runs, questions and schedule; --kind
+only the questions of that kind (marker, ask_tool, approval, secrets,
+limit); --limit N lists N of each; --all lists every one, finished runs
+too; --waiting shows only the questions waiting.`,
 		Annotations: noSurfacesAnnotation(),
 		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return m.runStatus(cmd.Context(), asJSON, all, spec)
+			if q.limit < 0 {
+				return usageError(fmt.Errorf("--limit %d: want 0 or more", q.limit))
+			}
+			for _, k := range q.kinds {
+				if !slices.Contains(statusKinds, k) {
+					return usageError(fmt.Errorf("--kind %s: want one of %s", k, strings.Join(statusKinds, ", ")))
+				}
+			}
+			if q.all && !cmd.Flags().Changed("limit") {
+				q.limit = 0
+			}
+			return m.runStatus(cmd.Context(), asJSON, q)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().BoolVar(&all, "all", false, "list finished runs too")
-	cmd.Flags().StringVar(&spec, "spec", "", "only this spec's runs, questions and schedule")
+	cmd.Flags().BoolVar(&q.all, "all", false, "list every run, finished ones too, and every question waiting")
+	cmd.Flags().StringVar(&q.spec, "spec", "", "only this spec's runs, questions and schedule")
+	cmd.Flags().IntVar(&q.limit, "limit", defaultStatusLimit, "list at most this many runs and question sets, newest first (0: every one)")
+	cmd.Flags().BoolVar(&q.waiting, "waiting", false, "show only the questions waiting for an answer")
+	cmd.Flags().StringSliceVar(&q.kinds, "kind", nil, "only the questions of this kind (marker, ask_tool, approval, secrets, limit)")
 	return cmd
+}
+
+// defaultStatusLimit is how many runs and question sets status lists.
+const defaultStatusLimit = 20
+
+// statusKinds are the kinds of question set --kind takes.
+var statusKinds = []string{questions.KindMarker, questions.KindAskTool, questions.KindApproval, questions.KindSecrets, questions.KindLimit}
+
+// statusCounts are the totals of what status selects, read as sums from
+// the store: the runs by status, the question sets waiting.
+type statusCounts struct {
+	Runs         map[string]int `json:"runs"`
+	QuestionSets int            `json:"question_sets"`
+}
+
+// statusMore is how many runs and question sets status selects but does
+// not list (--limit).
+type statusMore struct {
+	Runs         int `json:"runs"`
+	QuestionSets int `json:"question_sets"`
 }
 
 // statusNext is a scheduled spec's next run time, or, when the scheduler
@@ -81,8 +119,13 @@ type statusReport struct {
 	// Instances are the serve instances of a shared database whose
 	// heartbeat is recent (two lease TTLs).
 	Instances []statusInstance `json:"instances,omitempty"`
+	// Counts are the totals of runs and waiting question sets, More how
+	// many of them runs and question_sets do not list.
+	Counts statusCounts `json:"counts"`
+	More   statusMore   `json:"more"`
 
-	shared bool // the store is a shared PostgreSQL database
+	shared  bool // the store is a shared PostgreSQL database
+	waiting bool // --waiting: only the questions
 }
 
 type statusDelivery struct {
@@ -111,18 +154,21 @@ type statusInstance struct {
 }
 
 // statusQuery is what status was asked: the active runs or all, of every
-// spec or one.
+// spec or one, how many to list, the questions of which kinds.
 type statusQuery struct {
-	all  bool
-	spec string
+	all     bool
+	spec    string
+	limit   int // 0: every one
+	waiting bool
+	kinds   []string
 }
 
-func (m *Main) runStatus(ctx context.Context, asJSON, all bool, spec string) error {
+func (m *Main) runStatus(ctx context.Context, asJSON bool, q statusQuery) error {
 	st, err := m.openStore(ctx)
 	if err != nil {
 		return err
 	}
-	rep, err := m.gatherStatus(ctx, st, statusQuery{all: all, spec: spec})
+	rep, err := m.gatherStatus(ctx, st, q)
 	if err != nil {
 		return err
 	}
@@ -138,17 +184,39 @@ func (m *Main) runStatus(ctx context.Context, asJSON, all bool, spec string) err
 // number of runs (TestStatusReadsDoNotGrowWithRuns).
 func (m *Main) gatherStatus(ctx context.Context, st *store.Store, q statusQuery) (statusReport, error) {
 	rep := statusReport{V: jsonVersion, Serve: probeServe(st.Dir()), Runs: []jsonRun{}, QuestionSets: []jsonSet{}, Schedule: []statusNext{},
-		Specs: []statusSpec{}, shared: st.Shared()}
+		Specs: []statusSpec{}, Worktrees: []statusWorktree{}, Deliveries: []statusDelivery{}, shared: st.Shared(), waiting: q.waiting,
+		Counts: statusCounts{Runs: map[string]int{}}}
 	var err error
 	if rep.Instances, err = statusInstances(ctx, st); err != nil {
 		return rep, err
 	}
+	var sets []store.SetRecord
+	sets, rep.Counts.QuestionSets, err = st.NewestWaitingSets(ctx, store.WaitingFilter{Spec: q.spec, Kind: q.kinds, Limit: q.limit})
+	if err != nil {
+		return rep, err
+	}
+	for _, s := range sets {
+		rep.QuestionSets = append(rep.QuestionSets, newJSONSetRecord(s))
+	}
+	rep.More.QuestionSets = rep.Counts.QuestionSets - len(rep.QuestionSets)
+	if q.waiting {
+		return rep, nil
+	}
+	counts, err := st.RunCounts(ctx, store.AggFilter{Spec: q.spec})
+	if err != nil {
+		return rep, err
+	}
+	listed := 0 // of the counted runs, those status lists
+	for _, c := range counts {
+		rep.Counts.Runs[string(c.Status)] += c.Runs
+		if q.all || slices.Contains(activeStatuses, c.Status) {
+			listed += c.Runs
+		}
+	}
 	if rep.Runs, err = statusRuns(ctx, st, q); err != nil {
 		return rep, err
 	}
-	if rep.QuestionSets, err = statusSets(ctx, st, q.spec); err != nil {
-		return rep, err
-	}
+	rep.More.Runs = max(0, listed-len(rep.Runs))
 	list, _ := specs.LoadDir(m.Config.Specs.Dir) // validate reports bad specs; status lists the good ones
 	if rep.Schedule, err = statusSchedule(ctx, st, list, q.spec, time.Now()); err != nil {
 		return rep, err
@@ -203,12 +271,15 @@ func statusInstances(ctx context.Context, st *store.Store) ([]statusInstance, er
 	return out, nil
 }
 
-// statusRuns are the runs status lists, each with the instance that
-// drives it on a shared store.
+// activeStatuses are the statuses of the runs status lists without --all.
+var activeStatuses = []store.RunStatus{store.RunQueued, store.RunRunning, store.RunWaiting, store.RunInterrupted}
+
+// statusRuns are the runs status lists, newest first (at most q.limit),
+// each with the instance that drives it on a shared store.
 func statusRuns(ctx context.Context, st *store.Store, q statusQuery) ([]jsonRun, error) {
-	f := store.RunFilter{Status: []store.RunStatus{store.RunQueued, store.RunRunning, store.RunWaiting, store.RunInterrupted}, Spec: q.spec}
+	f := store.RunFilter{Status: activeStatuses, Spec: q.spec, Limit: q.limit}
 	if q.all {
-		f = store.RunFilter{Limit: 100, Spec: q.spec}
+		f.Status = nil
 	}
 	runs, err := st.ListRuns(ctx, f)
 	if err != nil {
@@ -229,38 +300,11 @@ func statusRuns(ctx context.Context, st *store.Store, q statusQuery) ([]jsonRun,
 	return out, nil
 }
 
-// statusSets are the question sets waiting for an answer, of spec's runs
-// when spec is not "".
-func statusSets(ctx context.Context, st *store.Store, spec string) ([]jsonSet, error) {
-	sets, err := st.QuestionSets(ctx, store.SetFilter{State: []store.SetState{store.SetPending}})
-	if err != nil {
-		return nil, err
-	}
-	var runs map[string]store.Run // by ID, for --spec
-	if spec != "" && len(sets) > 0 {
-		ids := make([]string, 0, len(sets))
-		for _, s := range sets {
-			ids = append(ids, s.Set.RunID)
-		}
-		if runs, err = st.RunsByID(ctx, ids); err != nil {
-			return nil, err
-		}
-	}
-	out := []jsonSet{}
-	for _, s := range sets {
-		if spec != "" && runs[s.Set.RunID].Spec != spec {
-			continue
-		}
-		out = append(out, newJSONSetRecord(s))
-	}
-	return out, nil
-}
-
 // statusSchedule says when the scheduled specs of list (spec's alone when
 // it is not "") run next, after now.
 func statusSchedule(ctx context.Context, st *store.Store, list []specs.Spec, spec string, now time.Time) ([]statusNext, error) {
 	out := []statusNext{}
-	var busy map[string]store.Run // spec → its newest run that runs or waits
+	var busy map[string]store.ActiveRun // spec → its newest run that runs or waits
 	for _, sp := range list {
 		if sp.Schedule == "" || (spec != "" && sp.Name != spec) {
 			continue
@@ -272,19 +316,12 @@ func statusSchedule(ctx context.Context, st *store.Store, list []specs.Spec, spe
 		if busy == nil {
 			// The scheduler's rule (internal/daemon: busy): a tick is
 			// skipped while a run of the spec runs or waits.
-			active, err := st.ListRuns(ctx, store.RunFilter{Spec: spec, Status: []store.RunStatus{store.RunRunning, store.RunWaiting}, Brief: true})
-			if err != nil {
+			if busy, err = st.NewestActive(ctx, spec); err != nil {
 				return nil, err
-			}
-			busy = map[string]store.Run{}
-			for _, r := range active { // newest first
-				if _, ok := busy[r.Spec]; !ok {
-					busy[r.Spec] = r
-				}
 			}
 		}
 		if r, ok := busy[sp.Name]; ok {
-			out = append(out, statusNext{Spec: sp.Name, SkippedWhile: &statusSkipped{RunID: r.ID, Status: string(r.Status)}})
+			out = append(out, statusNext{Spec: sp.Name, SkippedWhile: &statusSkipped{RunID: r.RunID, Status: string(r.Status)}})
 			continue
 		}
 		next := sched.Next(now).UTC()

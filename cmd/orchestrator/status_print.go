@@ -13,9 +13,17 @@ import (
 
 // printStatus prints what gatherStatus read, for people.
 func printStatus(out io.Writer, rep statusReport) {
+	if rep.waiting {
+		if rep.Counts.QuestionSets == 0 {
+			fmt.Fprintln(out, "No questions waiting for an answer.")
+		}
+		printPendingQuestions(out, rep)
+		return
+	}
 	printServe(out, rep)
+	printCounts(out, rep.Counts)
 	printStatusRuns(out, rep)
-	printPendingQuestions(out, rep.QuestionSets)
+	printPendingQuestions(out, rep)
 	printSchedule(out, rep.Schedule)
 	if len(rep.Specs) > 0 {
 		fmt.Fprintln(out)
@@ -61,6 +69,22 @@ func printServe(out io.Writer, rep statusReport) {
 	}
 }
 
+// printCounts says how many runs there are in each status, and how many
+// question sets wait for an answer.
+func printCounts(out io.Writer, c statusCounts) {
+	if len(c.Runs) == 0 {
+		return
+	}
+	var parts []string
+	for _, st := range []store.RunStatus{store.RunQueued, store.RunRunning, store.RunWaiting, store.RunInterrupted,
+		store.RunDone, store.RunFailed, store.RunCancelled, store.RunStopped} {
+		if n := c.Runs[string(st)]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	fmt.Fprintf(out, "Runs: %s; question sets waiting for an answer: %d\n\n", strings.Join(parts, ", "), c.QuestionSets)
+}
+
 // printStatusRuns lists the runs, then where each stays when several
 // instances share the store.
 func printStatusRuns(out io.Writer, rep statusReport) {
@@ -74,6 +98,9 @@ func printStatusRuns(out io.Writer, rep statusReport) {
 		}
 	}
 	w.Flush()
+	if rep.More.Runs > 0 {
+		fmt.Fprintf(out, "… and %d more runs (orchestrator status --all, or --spec S, or --limit N)\n", rep.More.Runs)
+	}
 	wip := map[string]statusDelivery{}
 	for _, d := range rep.Deliveries {
 		if d.What == "work_in_progress" {
@@ -95,9 +122,10 @@ func printStatusRuns(out io.Writer, rep statusReport) {
 	}
 }
 
-// printPendingQuestions lists the questions not answered yet.
-func printPendingQuestions(out io.Writer, sets []jsonSet) {
-	pending := pendingQuestions(sets)
+// printPendingQuestions lists the questions not answered yet, and how many
+// more sets wait.
+func printPendingQuestions(out io.Writer, rep statusReport) {
+	pending := pendingQuestions(rep.QuestionSets)
 	if len(pending) == 0 {
 		return
 	}
@@ -124,6 +152,9 @@ func printPendingQuestions(out io.Writer, sets []jsonSet) {
 			pq.set.CreatedAt.Local().Format(time.RFC3339), clip(text, 90))
 	}
 	w.Flush()
+	if rep.More.QuestionSets > 0 {
+		fmt.Fprintf(out, "… and %d more waiting question sets (orchestrator status --waiting --all, or --spec S)\n", rep.More.QuestionSets)
+	}
 	fmt.Fprintln(out, "\nAnswer with: orchestrator answer QUESTION TEXT")
 }
 

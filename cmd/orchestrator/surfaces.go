@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/orchestrator-dev/orchestrator/internal/daemon"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/internal/tty"
+	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/specs"
 	"github.com/orchestrator-dev/orchestrator/surfaces"
 	"github.com/orchestrator-dev/orchestrator/surfaces/discord"
@@ -226,6 +228,18 @@ func buildDiscord(m *Main, block config.SurfaceConfig, st *store.Store) (surface
 		GatewayURL:    dc.GatewayURL,
 		Refs:          st.RefsFor("discord"),
 		Logger:        m.Logger.With("surface", "discord"),
+		// A click on a set this process does not watch (a restart, a new
+		// leader not yet watching it) goes to the store, which decides.
+		Lookup: func(ctx context.Context, setID string) (questions.Set, surfaces.Answers, bool, error) {
+			rec, err := st.QuestionSet(ctx, setID)
+			if errors.Is(err, store.ErrNotFound) {
+				return questions.Set{}, nil, false, nil
+			}
+			if err != nil {
+				return questions.Set{}, nil, false, err
+			}
+			return rec.Set, runOffers{st: st, runID: rec.Set.RunID}, rec.State == store.SetPending, nil
+		},
 	}
 	if m.metrics != nil {
 		cfg.HTTPClient = &http.Client{Transport: m.metrics.InstrumentTransport("discord", http.DefaultTransport)}
@@ -258,6 +272,9 @@ func buildGitHub(m *Main, block config.SurfaceConfig, st *store.Store) (surfaces
 		}
 		if st != nil {
 			cc.Ledger = st // decisions about comments outlive the process; the answers taken tell a crash's
+			// Where each set was asked and the poll cursors: a restart
+			// finds the questions without listing their issues.
+			cc.Refs = st.RefsFor("github")
 		}
 		nudges := m.serving && st != nil && st.Shared()
 		if nudges {
@@ -288,4 +305,15 @@ func buildGitHub(m *Main, block config.SurfaceConfig, st *store.Store) (surfaces
 	}
 	return m.github.Surface(github.SurfaceConfig{Repo: gc.Repo, Issue: gc.Issue, Labels: gc.Labels, Allow: gc.Allow, AllowOnly: gc.AllowOnly,
 		MaxAnswerBytes: m.Config.Run.AnswerMaxBytes.Int(), Progress: gc.Progress, LeaveIssueOpen: !gc.CloseIssue})
+}
+
+// runOffers is the surfaces.Answers of one run's sets: the store decides
+// (store.OfferFor), as it does for the runner's surfaces.
+type runOffers struct {
+	st    *store.Store
+	runID string
+}
+
+func (o runOffers) Offer(ctx context.Context, resp questions.Response) (surfaces.Decision, error) {
+	return o.st.OfferFor(ctx, o.runID, resp)
 }

@@ -204,9 +204,9 @@ func (m *Main) newRunner(st *store.Store, observe func(runner.Event)) (*runner.R
 		// serve keeps waiting when its terminal has no input; run and
 		// resume exit 3 instead.
 		KeepWaiting: m.serving,
-		// Several instances on one database: a waiting run holds no lease
-		// and no process; the leading instance asks (daemon/cluster.go).
-		Park: m.serving && st.Shared(),
+		// serve: a waiting run holds no lock, goroutine or process; the
+		// (leading) instance asks its questions (runner/room.go).
+		Park: m.serving,
 		// serve.max_concurrent_runs bounds every CLI a serve starts.
 		CLISlots: m.cliSlots(),
 		Limits: runner.Limits{

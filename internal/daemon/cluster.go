@@ -2,16 +2,17 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/internal/retry"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 )
 
-// On a shared store (PostgreSQL) several daemons, on several machines, drive
-// the runs of one database. Each run is driven by at most one instance at a
-// time (the runner's Drive holds the run's lease), and:
+// How serve drives the runs of its store. On SQLite there is one serve per
+// state directory, which leads; on a shared store (PostgreSQL) several
+// daemons, on several machines, drive the runs of one database, each run by
+// at most one instance at a time (the runner's Drive holds the run's lease,
+// or on SQLite its lock file), and:
 //
 //   - a run's lease is renewed every quarter of its TTL; the instance that
 //     cannot renew it for half of it kills the run's CLI, and so does the
@@ -26,17 +27,21 @@ import (
 //     MaxConcurrent driven here, when the store changes (LISTEN/NOTIFY) and
 //     every AdoptEvery. Losing a race for a run is ErrLocked, and fine;
 //   - a drive that reaches a pending question parks the run (the runner's
-//     ErrParked): a waiting run holds no lease and no process;
-//   - one instance leads (Store.Lead): it asks the waiting runs' questions
-//     (Asker), so that it alone polls GitHub and holds the Discord gateway;
-//     when it dies another takes the lead within a few seconds;
+//     ErrParked): a waiting run holds no lease, no lock file, no goroutine
+//     and no process;
+//   - one instance leads (Store.Lead; on SQLite the one serve): it asks the
+//     waiting runs' questions (Asker: one loop over the store's set feed),
+//     so that it alone polls GitHub and holds the Discord gateway; when it
+//     dies another takes the lead within a few seconds;
 //   - every instance runs the schedules; a tick's run is made once, by the
 //     instance whose insert wins (store.ErrTickTaken for the others).
 
-// Asker asks a waiting run's pending questions on its surfaces until they
-// are answered (*runner.Runner's Ask). The leading instance calls it.
+// Asker asks the pending questions of every waiting run on their surfaces,
+// until ctx ends (*runner.Runner's AskWaiting: one loop over the store's
+// set feed and one timer heap, no goroutine per run). The leading instance
+// calls it; health is told how its reads of the store went.
 type Asker interface {
-	Ask(ctx context.Context, runID string) error
+	AskWaiting(ctx context.Context, health func(error)) error
 }
 
 // leadRetry is how often an instance tries to take the lead, and checks
@@ -54,7 +59,7 @@ func (d *Daemon) clusterLoops(ctx context.Context) {
 			defer d.setLeader(false)
 			d.log.Info("leading: asking the waiting runs' questions")
 			d.askLoop(lctx)
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && d.cfg.Store.Shared() {
 				d.log.Warn("lost the lead; another instance asks the questions now")
 			}
 		})
@@ -62,7 +67,9 @@ func (d *Daemon) clusterLoops(ctx context.Context) {
 	beating := make(chan struct{})
 	go func() {
 		defer close(beating)
-		d.heartbeat(ctx)
+		if d.cfg.Store.Shared() {
+			d.heartbeat(ctx)
+		}
 	}()
 	d.workLoop(ctx)
 	<-done
@@ -138,7 +145,10 @@ func (d *Daemon) workLoop(ctx context.Context) {
 func (d *Daemon) claim(ctx context.Context) bool {
 	d.mu.Lock()
 	room := -1
-	if d.cfg.MaxConcurrent > 0 {
+	// On SQLite the runs taken up and resumed do not count against
+	// MaxConcurrent (it bounds the scheduled runs; serve's CLI slots bound
+	// every CLI).
+	if d.cfg.MaxConcurrent > 0 && d.cfg.Store.Shared() {
 		room = d.cfg.MaxConcurrent - len(d.driving)
 	}
 	stopping := d.stopping
@@ -154,108 +164,58 @@ func (d *Daemon) claim(ctx context.Context) bool {
 		return false
 	}
 	d.store.ok()
-	d.take(ctx, runs, room, "claim", "claiming a run", func(store.Run) bool { return false })
+	trigger, msg, skip := "claim", "claiming a run", func(store.Run) bool { return false }
+	if !d.cfg.Store.Shared() {
+		trigger, msg, skip = d.adoptable()
+	}
+	d.take(ctx, runs, room, trigger, msg, skip)
 	return true
 }
 
-// askLoop, while this instance leads, asks the questions of every waiting
-// run, each in its own goroutine, until lctx ends (the lead is lost, or
-// serve stops).
-func (d *Daemon) askLoop(lctx context.Context) {
-	asking := map[string]bool{}
-	retryAt := map[string]time.Time{} // runs whose asking failed: when to ask again
-	type askEnded struct {
-		runID  string
-		failed bool
+// adoptable is, on SQLite, how the claim loop leaves out the runs another
+// process drives (a foreground `run`: its lock file is held; a run leases
+// nothing there) and the runs just created by one that has not locked them
+// yet (running, updated within orphanGrace). Its first look takes up what
+// the previous serve left.
+func (d *Daemon) adoptable() (trigger, msg string, skip func(store.Run) bool) {
+	d.mu.Lock()
+	first := !d.lookedUp
+	d.lookedUp = true
+	d.mu.Unlock()
+	trigger, msg = "adopt", "adopting a run no process drives"
+	if first {
+		trigger, msg = "take-up", "taking up run"
 	}
-	ended := make(chan askEnded)
-	defer func() {
-		for len(asking) > 0 {
-			delete(asking, (<-ended).runID)
+	now := time.Now()
+	return trigger, msg, func(run store.Run) bool {
+		if !first && run.Status == store.RunRunning && now.Sub(run.UpdatedAt) < orphanGrace {
+			return true
 		}
-	}()
-	look := func() bool {
-		runs, err := d.cfg.Store.ListRuns(lctx, store.RunFilter{Status: []store.RunStatus{store.RunWaiting}, Brief: true})
+		driven, err := d.cfg.Store.RunDriven(run.ID)
 		if err != nil {
-			if lctx.Err() == nil {
-				d.store.failed("ask: list waiting runs", err) // one line an outage (outage.go)
-			}
-			return false
+			d.log.Error("adopt runs: is the run driven", "run", run.ID, "err", err)
+			return true
 		}
-		d.store.ok()
-		now := time.Now()
-		for _, run := range runs {
-			if asking[run.ID] || now.Before(retryAt[run.ID]) {
-				continue
-			}
-			// A run some process drives (a foreground `run` or `resume`
-			// waiting at its terminal) is asked by that process.
-			if driven, err := d.cfg.Store.RunDriven(run.ID); err != nil || driven {
-				continue
-			}
-			asking[run.ID] = true
-			go func() {
-				err := d.cfg.Asks.Ask(lctx, run.ID)
-				switch {
-				case err == nil, lctx.Err() != nil:
-				case d.storeDown():
-					// The outage is logged once (outage.go); the run is
-					// asked again after AdoptEvery.
-				default:
-					d.log.Error("ask the questions of a waiting run", "run", run.ID, "spec", run.Spec, "err", err)
-				}
-				ended <- askEnded{run.ID, err != nil && lctx.Err() == nil}
-			}()
-		}
-		return true
+		return driven
 	}
-	// A change is handed over only when the loop takes it: while the loop
-	// backs off from a store it cannot read, the watcher waits too (a
-	// store that is down wakes every wait at once).
-	changes := make(chan struct{})
-	go func() {
-		for lctx.Err() == nil {
-			wctx, cancel := context.WithTimeout(lctx, d.cfg.AdoptEvery)
-			err := d.cfg.Store.WaitChange(wctx)
-			cancel()
-			if err == nil || errors.Is(err, context.DeadlineExceeded) {
-				select {
-				case changes <- struct{}{}:
-				case <-lctx.Done():
-				}
-			}
-		}
-	}()
-	b := retryBackoff()
-	var retry <-chan time.Time // set while backing off
-	lookNow := func() {
-		if look() {
-			b.Reset()
-			retry = nil
-		} else {
-			retry = time.After(b.Next())
-		}
+}
+
+// askLoop, while this instance leads, asks the questions of every waiting
+// run (the runner's ask room: no goroutine per run) until lctx ends (the
+// lead is lost, or serve stops).
+func (d *Daemon) askLoop(lctx context.Context) {
+	if d.cfg.Asks == nil {
+		return
 	}
-	lookNow()
-	for {
-		wake := changes
-		if retry != nil {
-			wake = nil
+	err := d.cfg.Asks.AskWaiting(lctx, func(err error) {
+		switch {
+		case err == nil:
+			d.store.ok()
+		case lctx.Err() == nil:
+			d.store.failed("ask: read the waiting questions", err) // one line an outage (outage.go)
 		}
-		select {
-		case <-lctx.Done():
-			return
-		case e := <-ended:
-			delete(asking, e.runID)
-			if e.failed {
-				retryAt[e.runID] = time.Now().Add(d.cfg.AdoptEvery)
-			} else {
-				delete(retryAt, e.runID)
-			}
-		case <-wake:
-			lookNow()
-		case <-retry:
-			lookNow()
-		}
+	})
+	if err != nil && lctx.Err() == nil {
+		d.log.Error("ask the waiting runs' questions", "err", err)
 	}
 }

@@ -2,9 +2,7 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +13,10 @@ import (
 // noAsks is the Asker of daemons whose runs never wait.
 type noAsks struct{}
 
-func (noAsks) Ask(context.Context, string) error { return nil }
+func (noAsks) AskWaiting(ctx context.Context, _ func(error)) error {
+	<-ctx.Done()
+	return nil
+}
 
 // TestClusterInstancesShareTheQueue: two daemons on one PostgreSQL database
 // take the queued runs between them, each up to its max_concurrent_runs,
@@ -101,72 +102,65 @@ func TestClusterInstancesShareTheQueue(t *testing.T) {
 	}
 }
 
-// recordingAsks records the runs asked and fails the first ask of each.
+// recordingAsks records the calls of AskWaiting: the ask room of the
+// runner (runner/room_test.go tests what it asks).
 type recordingAsks struct {
-	mu    sync.Mutex
-	asked map[string]int
-	calls chan string
+	calls chan struct{}
 }
 
-func (a *recordingAsks) Ask(ctx context.Context, runID string) error {
-	a.mu.Lock()
-	a.asked[runID]++
-	n := a.asked[runID]
-	a.mu.Unlock()
-	a.calls <- runID
-	if n == 1 {
-		return errors.New("every surface failed")
-	}
+func (a *recordingAsks) AskWaiting(ctx context.Context, health func(error)) error {
+	health(nil)
+	a.calls <- struct{}{}
 	<-ctx.Done() // asks until the lead ends
-	return ctx.Err()
+	return nil
 }
 
-// TestClusterLeaderAsksWaitingRuns: the leading instance asks every
-// waiting run's questions, a run whose asking failed again after a while,
-// and leaves alone a waiting run some process drives.
+// TestClusterLeaderAsksWaitingRuns: the leading instance, and it alone,
+// runs the ask room while it leads.
 func TestClusterLeaderAsksWaitingRuns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := store.OpenDatabase(ctx, t.TempDir(), pgtest.Schema(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	for _, id := range []string{"w1", "held"} {
-		if _, err := st.CreateRun(ctx, store.Run{ID: id, Prompt: "p", Status: store.RunWaiting}); err != nil {
+	url := pgtest.Schema(t)
+	asks := &recordingAsks{calls: make(chan struct{}, 4)}
+	var daemons []*Daemon
+	for i := 0; i < 2; i++ {
+		st, err := store.OpenDatabase(ctx, t.TempDir(), url)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	lock, err := st.LockRun("held") // a foreground `run` waits at its terminal
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Unlock()
-	asks := &recordingAsks{asked: map[string]int{}, calls: make(chan string, 16)}
-	d, err := New(Config{Runs: newFakeRuns(st, ""), Asks: asks, Store: st, AdoptEvery: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- d.Run(dctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
+		t.Cleanup(func() { st.Close() })
+		d, err := New(Config{Runs: newFakeRuns(st, ""), Asks: asks, Store: st, AdoptEvery: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
-	for i := 0; i < 2; i++ { // asked, failed, asked again
-		select {
-		case id := <-asks.calls:
-			if id != "w1" {
-				t.Fatalf("asked %s; want only w1 (held is driven by another process)", id)
+		dctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- d.Run(dctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("daemon: %v", err)
 			}
-		case <-time.After(wait):
-			t.Fatalf("w1 asked %d times, want 2 (again after its asking failed)", i)
+		})
+		daemons = append(daemons, d)
+	}
+	select {
+	case <-asks.calls:
+	case <-time.After(wait):
+		t.Fatal("no instance runs the ask room")
+	}
+	select {
+	case <-asks.calls:
+		t.Fatal("two instances run the ask room at once")
+	case <-time.After(500 * time.Millisecond):
+	}
+	leaders := 0
+	for _, d := range daemons {
+		if d.Leader() {
+			leaders++
 		}
 	}
-	if !d.Leader() {
-		t.Error("the one instance does not lead")
+	if leaders != 1 {
+		t.Errorf("%d instances lead, want 1", leaders)
 	}
 }

@@ -90,8 +90,9 @@ type Config struct {
 	RescanEvery time.Duration
 	Runs        Runs
 	Store       Store
-	// Asks asks the waiting runs' questions on a shared store, on the
-	// instance that leads (cluster.go); required when Store is shared.
+	// Asks asks the waiting runs' questions, on the instance that leads
+	// (cluster.go); required when Store is shared. Default: Runs, when it
+	// is an Asker (the runner is); without it nobody is asked.
 	Asks Asker
 	// NewRun maps a spec to the run to create when it is due; text is the
 	// spec file's content the spec was parsed from (nil for Specs).
@@ -159,6 +160,7 @@ type Daemon struct {
 	failed   map[string]again  // run ID → when to drive again a run whose drive failed
 	undriven []string          // active runs no process drove at the last look
 	leader   bool              // this instance leads (cluster.go)
+	lookedUp bool              // the claim loop looked once (SQLite: took up what was left)
 	store    *storeHealth      // the store's reachability as the loops find it (outage.go)
 
 	specDir      *specDir              // nil without SpecsDir; used by New, then by the rescan loop
@@ -180,6 +182,9 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	if cfg.Store == nil {
 		errs = append(errs, errors.New("no Store"))
+	}
+	if a, ok := cfg.Runs.(Asker); ok && cfg.Asks == nil {
+		cfg.Asks = a // the runner asks the waiting runs' questions too
 	}
 	if cfg.Store != nil && cfg.Store.Shared() && cfg.Asks == nil {
 		errs = append(errs, errors.New("a shared store and no Asks"))
@@ -317,25 +322,17 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	runsCtx, cancelRuns := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRuns()
 
-	shared := d.cfg.Store.Shared()
-	if !shared {
-		if err := d.takeUpRuns(runsCtx); err != nil {
-			if ln != nil {
-				ln.Close()
-			}
-			return err
-		}
-		d.setLeader(true) // the one daemon of the state directory
+	if !d.cfg.Store.Shared() {
+		// The one daemon of the state directory: it takes up what the
+		// previous one left before it schedules anything.
+		d.claim(runsCtx)
+		d.setLeader(true)
 	}
 	d.sched.Start(runsCtx)
 	adopting := make(chan struct{})
 	go func() {
 		defer close(adopting)
-		if shared {
-			d.clusterLoops(runsCtx)
-		} else {
-			d.adoptLoop(runsCtx)
-		}
+		d.clusterLoops(runsCtx)
 	}()
 	defer func() { <-adopting }()
 	if d.specDir != nil {

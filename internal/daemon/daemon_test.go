@@ -429,18 +429,19 @@ func TestTakesUpStoredRuns(t *testing.T) {
 	}
 	s := start(t, d)
 	var got []string
-	for range 3 {
+	for range 2 {
 		got = append(got, f.next(t).runID)
 	}
 	slices.Sort(got)
-	if want := []string{"interrupted", "orphan", "waiting"}; !slices.Equal(got, want) {
+	// A run waiting on a question is parked: the ask room asks it, and
+	// it is driven once answered.
+	if want := []string{"interrupted", "orphan"}; !slices.Equal(got, want) {
 		t.Fatalf("taken up %v, want %v", got, want)
 	}
-	logs.waitFor(t, "another process drives it", 1)
-	if want := []string{"interrupted", "orphan", "waiting"}; !slices.Equal(d.Running(), want) {
+	if want := []string{"interrupted", "orphan"}; !slices.Equal(d.Running(), want) {
 		t.Fatalf("Running() = %v, want %v", d.Running(), want)
 	}
-	// The spec's waiting run, taken up, makes its ticks skip.
+	// The spec's waiting run makes its ticks skip.
 	logs.waitFor(t, "run skipped: a run of the spec is active or waiting on a question", 2)
 	if n := f.creates.Load(); n != 0 {
 		t.Fatalf("%d runs of the busy spec created", n)
@@ -548,7 +549,7 @@ func TestShutdownCancelsRunsAndKeepsThemResumable(t *testing.T) {
 func TestShutdownIsBounded(t *testing.T) {
 	t.Parallel()
 	st := openStore(t, t.TempDir())
-	createRun(t, st, "stuck", "", store.RunWaiting)
+	createRun(t, st, "stuck", "", store.RunInterrupted)
 	f := newFakeRuns(st, "")
 	f.hold = make(chan struct{}) // Drive ignores the cancel until released
 	d, err := New(Config{Runs: f, Store: st, ShutdownTimeout: 50 * time.Millisecond})
@@ -599,10 +600,10 @@ func TestHealthzAndMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	start(t, d)
-	f.next(t) // "rq" is taken up and waits
+	// "rq" waits parked: nothing drives it.
 
 	code, h := health(t, d)
-	if code != http.StatusOK || h.Status != "ok" || h.Waiting != 1 || h.Driving != 1 {
+	if code != http.StatusOK || h.Status != "ok" || h.Waiting != 1 || h.Driving != 0 {
 		t.Fatalf("healthz = %d %+v", code, h)
 	}
 	resp, err := http.Post("http://"+d.Addr()+"/webhooks/github", "application/json", strings.NewReader("{}"))
@@ -632,7 +633,7 @@ func TestHealthzAndMetrics(t *testing.T) {
 		{"orchestrator_question_reminders_total", nil, 1},
 		{"orchestrator_agent_errors_total", []string{"category", "rate_limit"}, 1},
 		{"orchestrator_agent_cost_usd_total", nil, 0.25},
-		{"orchestrator_runs_in_progress", nil, 1},
+		{"orchestrator_runs_in_progress", nil, 0},
 		{"orchestrator_runs_total", []string{"outcome", "done"}, 0},
 		{"orchestrator_surface_api_requests_total", []string{"surface", "github", "code", "200"}, 2},
 		{"orchestrator_surface_api_requests_total", []string{"surface", "github", "code", "404"}, 1},
@@ -810,13 +811,15 @@ func TestAdoptsRunsNoProcessDrives(t *testing.T) {
 	createRun(t, st, "left-waiting", "", store.RunWaiting)
 	createRun(t, st, "left-interrupted", "", store.RunInterrupted)
 	createRun(t, st, "submitted", "", store.RunQueued) // `orchestrator submit`
-	got := []string{f.next(t).runID, f.next(t).runID, f.next(t).runID}
+	got := []string{f.next(t).runID, f.next(t).runID}
 	slices.Sort(got)
-	if want := []string{"left-interrupted", "left-waiting", "submitted"}; !slices.Equal(got, want) {
+	// left-waiting is parked: the ask room asks it; it is driven once
+	// answered (TestAnswerResumesARunLeftWaitingWhileServing).
+	if want := []string{"left-interrupted", "submitted"}; !slices.Equal(got, want) {
 		t.Fatalf("adopted %v, want %v", got, want)
 	}
 	time.Sleep(100 * time.Millisecond) // a few more looks
-	if want := []string{"left-interrupted", "left-waiting", "submitted"}; !slices.Equal(d.Running(), want) {
+	if want := []string{"left-interrupted", "submitted"}; !slices.Equal(d.Running(), want) {
 		t.Fatalf("Running() = %v, want %v", d.Running(), want)
 	}
 }
@@ -839,7 +842,7 @@ func (f *failingRuns) Drive(ctx context.Context, runID string) (store.Run, error
 func TestHealthzReportsUndrivenRuns(t *testing.T) {
 	t.Parallel()
 	st := openStore(t, t.TempDir())
-	createRun(t, st, "stuck", "", store.RunWaiting)
+	createRun(t, st, "stuck", "", store.RunInterrupted)
 	f := &failingRuns{fakeRuns: *newFakeRuns(st, "")}
 	d, err := New(Config{Runs: f, Store: st, Listen: "127.0.0.1:0", AdoptEvery: 20 * time.Millisecond})
 	if err != nil {

@@ -73,6 +73,10 @@ func (e *cliEnv) runner(t *testing.T) *runner.Runner {
 			}
 		},
 		Logger: slog.New(e.logs),
+		// serve's runner: a waiting run is parked, and the daemon's ask
+		// room asks it.
+		Park:        true,
+		KeepWaiting: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +131,7 @@ func TestRealRunnerScheduledSpec(t *testing.T) {
 	s := start(t, d)
 
 	q1 := e.next(t, runner.EventQuestion, "")
-	e.logs.waitFor(t, "run skipped: the previous run of the spec is still active", 2)
+	e.logs.waitFor(t, "run skipped: ", 2) // the first run drives, then waits parked
 	runs, err := e.st.ListRuns(context.Background(), store.RunFilter{Spec: "rehearse"})
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +165,7 @@ func TestRealRunnerScheduledSpec(t *testing.T) {
 		{"orchestrator_answers_total", []string{"surface", "cli"}, 1},
 		{"orchestrator_answer_latency_seconds", []string{"surface", "cli"}, 1},
 		{"orchestrator_agent_turns_total", nil, 3},
-		{"orchestrator_runs_in_progress", nil, 1},
+		{"orchestrator_runs_in_progress", nil, 0}, // the second run waits parked
 	} {
 		if got := value(fams, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
@@ -297,8 +301,8 @@ func (gone) Ask(_ context.Context, set questions.Set, _ surfaces.Answers) error 
 
 // TestAnswerResumesARunLeftWaitingWhileServing: a foreground `run` exits
 // with its question waiting (its terminal's input ended) while a daemon
-// serves; the daemon adopts the run, and the answer given then with
-// `orchestrator answer` resumes it.
+// serves; the daemon's ask room asks it once no process drives it, and the
+// answer given then with `orchestrator answer` resumes it.
 func TestAnswerResumesARunLeftWaitingWhileServing(t *testing.T) {
 	t.Parallel()
 	e := newCLIEnv(t, fakeapi.Rehearsal()...)
@@ -321,7 +325,7 @@ func TestAnswerResumesARunLeftWaitingWhileServing(t *testing.T) {
 	if got, err := fg.Drive(ctx, run.ID); !errors.Is(err, runner.ErrWaiting) || got.Status != store.RunWaiting {
 		t.Fatalf("foreground drive = %s, %v; want waiting", got.Status, err)
 	}
-	q := e.next(t, runner.EventQuestion, run.ID) // the daemon adopted it and waits
+	q := e.next(t, runner.EventQuestion, run.ID) // the daemon's ask room asks it
 	e.answer(t, q.Set, "GitHub OAuth")
 	end := e.next(t, runner.EventRunEnded, run.ID)
 	if end.Run.Status != store.RunDone || end.Run.FinalText != "Done. Implemented using GitHub OAuth." {

@@ -16,17 +16,15 @@ import (
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
 
-// QuestionStore is what Metrics reads from the store: the pending question
-// sets (for orchestrator_questions_pending) and when a set was asked (for
-// the answer latency, also across restarts). *store.Store satisfies it.
-//
-// ListRuns and Run give the per-spec metrics their spec: a run's spec for
-// its cost, the last successful run of each spec, the spec of a pending
-// question's run.
+// QuestionStore is what Metrics reads from the store: the aggregates of
+// runs and pending questions (for the gauges of every process's runs, by
+// spec), and when a set was asked and a run's spec (for the answer latency
+// and the per-spec cost of the runs this process drives). *store.Store
+// satisfies it.
 type QuestionStore interface {
-	QuestionSets(ctx context.Context, f store.SetFilter) ([]store.SetRecord, error)
+	RunCounts(ctx context.Context, f store.AggFilter) ([]store.RunCount, error)
+	PendingCounts(ctx context.Context, f store.AggFilter) ([]store.PendingCount, error)
 	QuestionSet(ctx context.Context, id string) (store.SetRecord, error)
-	ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, error)
 	Run(ctx context.Context, id string) (store.Run, error)
 }
 
@@ -63,6 +61,8 @@ type Metrics struct {
 
 	surfaceHealth surfaceHealth // orchestrator_surface_up
 
+	agg *aggCache // the store's aggregates, nil without a store (storeCollector)
+
 	mu       sync.Mutex
 	sets     map[string]*seenSet // question sets of runs this process drives, by set ID
 	runSpecs map[string]string   // run ID → spec name, for the runs seen until they end
@@ -87,6 +87,9 @@ func NewMetrics(st QuestionStore) *Metrics {
 		st:       st,
 		sets:     map[string]*seenSet{},
 		runSpecs: map[string]string{},
+	}
+	if st != nil {
+		m.agg = newAggCache(st)
 	}
 	m.newRunMetrics()
 	m.newQuestionMetrics()
@@ -114,7 +117,7 @@ func (m *Metrics) newRunMetrics() {
 	}, []string{"outcome"})
 	m.inProgress = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "orchestrator_runs_in_progress",
-		Help: "Runs this daemon is driving now (running a turn or waiting on a question).",
+		Help: "Runs this daemon is driving now; a run waiting on a question is parked, not driven (orchestrator_questions_pending counts those).",
 	})
 	m.undriven = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "orchestrator_runs_undriven",
@@ -196,14 +199,10 @@ func (m *Metrics) newSurfaceMetrics() {
 	}, []string{"surface"})
 }
 
-// register puts every metric made above in m.Registry, with the pending
-// questions gauge (read from the store when scraped), the per-spec and
-// surface health collectors, and the Go runtime and process collectors.
+// register puts every metric made above in m.Registry, with the store's
+// aggregates (storeCollector: the pending questions, the per-spec gauges),
+// the surface health collector, and the Go runtime and process collectors.
 func (m *Metrics) register() {
-	pending := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "orchestrator_questions_pending",
-		Help: "Questions asked and not answered yet.",
-	}, m.pendingQuestions)
 	m.Registry.MustRegister(
 		// go_memstats_*, and the live heap as of the last GC
 		// (go_gc_heap_live_bytes): what a leak makes grow.
@@ -211,8 +210,8 @@ func (m *Metrics) register() {
 			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.runs, m.inProgress, m.undriven, m.leader, m.specProbs, m.asked, m.askedKind, m.answers, m.answersKind, m.latency, m.reminders, m.escalations,
-		m.agentErrors, m.turns, m.cost, m.apiRequests, m.apiDuration, pending,
-		m.specRuns, m.specCost, specCollector{m}, &m.surfaceHealth,
+		m.agentErrors, m.turns, m.cost, m.apiRequests, m.apiDuration,
+		m.specRuns, m.specCost, storeCollector{m}, &m.surfaceHealth,
 	)
 }
 
@@ -246,21 +245,21 @@ func (m *Metrics) InstrumentTransport(surface string, rt http.RoundTripper) http
 		promhttp.InstrumentRoundTripperDuration(m.apiDuration.MustCurryWith(l), rt))
 }
 
-// pendingQuestions is the value of orchestrator_questions_pending.
+// pendingQuestions is the value of orchestrator_questions_pending: the
+// store's count (every process's questions) when it has one, else the
+// questions this process asked and saw no answer to.
 func (m *Metrics) pendingQuestions() float64 {
-	if m.st != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		sets, err := m.st.QuestionSets(ctx, store.SetFilter{State: []store.SetState{store.SetPending}})
-		if err == nil {
-			n := 0
-			for _, rec := range sets {
-				n += len(unansweredIDs(rec.Set, rec.Response))
-			}
-			return float64(n)
+	if m.agg != nil {
+		if a := m.agg.get(); a != nil {
+			return float64(a.pendingQuestions())
 		}
-		// The store is unavailable: fall back to what this process saw.
+		// The store never answered: fall back to what this process saw.
 	}
+	return m.seenPending()
+}
+
+// seenPending counts the sets this process asked and saw no answer to.
+func (m *Metrics) seenPending() float64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
@@ -418,6 +417,14 @@ func (m *Metrics) specOf(runID string) string {
 	return run.Spec
 }
 
+// The gauges read from the store: what every process's runs and questions
+// add up to, by spec. A scrape never walks the runs: the store sums them
+// (store.RunCounts, store.PendingCounts: three GROUP BY statements on
+// indexes, whatever the number waiting), and the sums are kept between
+// scrapes (aggCache). Counters kept as runs change state would be cheaper
+// still, but each instance of a cluster sees only its own events, and
+// restarts lose them: the store's sums are the same for every instance and
+// every restart.
 var (
 	specLastSuccessDesc = prometheus.NewDesc("orchestrator_spec_last_success_timestamp_seconds",
 		"When the last run of the spec that ended done (in the store, by any process) ended, as a Unix time; absent for a spec with no such run.",
@@ -425,58 +432,202 @@ var (
 	specPendingDesc = prometheus.NewDesc("orchestrator_spec_questions_pending",
 		"Questions asked and not answered yet (in the store, by any process), by the spec of their run (empty for a run of a prompt).",
 		[]string{"spec"}, nil)
+	pendingDesc = prometheus.NewDesc("orchestrator_questions_pending",
+		"Questions asked and not answered yet (in the store, by any process; without a store, those this process asked).",
+		nil, nil)
+	storeRunsDesc = prometheus.NewDesc("orchestrator_store_runs",
+		"Runs in the store (of every process), by spec (empty for a run of a prompt) and status.",
+		[]string{"spec", "status"}, nil)
+	storeCostDesc = prometheus.NewDesc("orchestrator_store_cost_usd",
+		"What the runs in the store (of every process) cost, in USD, by spec (empty for a run of a prompt).",
+		[]string{"spec"}, nil)
+	storeSetsDesc = prometheus.NewDesc("orchestrator_store_question_sets_pending",
+		"Question sets waiting for an answer (in the store, by any process), by the spec of their run and their kind.",
+		[]string{"spec", "kind"}, nil)
+	oldestPendingDesc = prometheus.NewDesc("orchestrator_spec_oldest_pending_age_seconds",
+		"How long the oldest question set of the spec's runs still waiting for an answer has waited, in seconds.",
+		[]string{"spec"}, nil)
+	aggAgeDesc = prometheus.NewDesc("orchestrator_store_aggregates_age_seconds",
+		"How old the store's sums this scrape shows are (the gauges of orchestrator_store_*, orchestrator_spec_* and orchestrator_questions_pending): near 0 when read for this scrape, growing while the store is slow or down.",
+		nil, nil)
+	aggUpDesc = prometheus.NewDesc("orchestrator_store_aggregates_up",
+		"1 when the last read of the store's sums succeeded, 0 when it failed or timed out (the gauges then keep their last values).",
+		nil, nil)
+	aggErrorsDesc = prometheus.NewDesc("orchestrator_store_aggregates_errors_total",
+		"Reads of the store's sums that failed or timed out.",
+		nil, nil)
+	aggDurationDesc = prometheus.NewDesc("orchestrator_store_aggregates_read_seconds",
+		"How long the last read of the store's sums took.",
+		nil, nil)
 )
 
-// specCollector reads the per-spec gauges from the store at each scrape, so
-// that they survive restarts and count the runs of every process. Their
-// labels are the spec names of the store's runs ("" for a prompt): bounded
-// by the specs there are, never by runs or questions.
-type specCollector struct{ m *Metrics }
+// storeCollector collects the gauges read from the store at each scrape
+// (aggCache): they survive restarts and count the runs of every process.
+// Their labels are spec names, statuses and kinds: bounded by the specs
+// there are, never by runs or questions. A store that is slow or down does
+// not make them vanish: they keep their last values, and
+// orchestrator_store_aggregates_age_seconds and _up say so.
+type storeCollector struct{ m *Metrics }
 
-func (c specCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- specLastSuccessDesc
-	ch <- specPendingDesc
+func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{specLastSuccessDesc, specPendingDesc, pendingDesc, storeRunsDesc, storeCostDesc,
+		storeSetsDesc, oldestPendingDesc, aggAgeDesc, aggUpDesc, aggErrorsDesc, aggDurationDesc} {
+		ch <- d
+	}
 }
 
-func (c specCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.m.st
-	if st == nil {
+func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
+	agg := c.m.agg
+	if agg == nil {
+		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, c.m.seenPending())
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	a := agg.get()
+	now := time.Now()
+	st := agg.state()
+	up := 0.0
+	if st.ok {
+		up = 1
+	}
+	ch <- prometheus.MustNewConstMetric(aggUpDesc, prometheus.GaugeValue, up)
+	ch <- prometheus.MustNewConstMetric(aggErrorsDesc, prometheus.CounterValue, float64(st.errors))
+	if a == nil { // the store never answered
+		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, c.m.seenPending())
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(aggAgeDesc, prometheus.GaugeValue, max(0, now.Sub(a.at).Seconds()))
+	ch <- prometheus.MustNewConstMetric(aggDurationDesc, prometheus.GaugeValue, a.took.Seconds())
+	ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(a.pendingQuestions()))
+	cost := map[string]float64{}
+	for _, r := range a.runs {
+		ch <- prometheus.MustNewConstMetric(storeRunsDesc, prometheus.GaugeValue, float64(r.Runs), r.Spec, string(r.Status))
+		cost[r.Spec] += r.CostUSD
+		if r.Status == store.RunDone && !r.LastUpdated.IsZero() {
+			ch <- prometheus.MustNewConstMetric(specLastSuccessDesc, prometheus.GaugeValue, float64(r.LastUpdated.UnixNano())/1e9, r.Spec)
+		}
+	}
+	for spec, usd := range cost {
+		ch <- prometheus.MustNewConstMetric(storeCostDesc, prometheus.GaugeValue, usd, spec)
+	}
+	questions, oldest := map[string]int{}, map[string]time.Time{}
+	for _, p := range a.pending {
+		ch <- prometheus.MustNewConstMetric(storeSetsDesc, prometheus.GaugeValue, float64(p.Sets), p.Spec, p.Kind)
+		questions[p.Spec] += p.Questions
+		if o, ok := oldest[p.Spec]; !ok || p.Oldest.Before(o) {
+			oldest[p.Spec] = p.Oldest
+		}
+	}
+	for spec, n := range questions {
+		if n > 0 {
+			ch <- prometheus.MustNewConstMetric(specPendingDesc, prometheus.GaugeValue, float64(n), spec)
+		}
+	}
+	for spec, at := range oldest {
+		ch <- prometheus.MustNewConstMetric(oldestPendingDesc, prometheus.GaugeValue, max(0, now.Sub(at).Seconds()), spec)
+	}
+}
+
+// aggregates are the store's sums as read at one time.
+type aggregates struct {
+	runs    []store.RunCount
+	pending []store.PendingCount
+	at      time.Time     // when the read started
+	took    time.Duration // how long it took
+}
+
+func (a *aggregates) pendingQuestions() int {
+	n := 0
+	for _, p := range a.pending {
+		n += p.Questions
+	}
+	return n
+}
+
+// aggCache reads the store's sums for the scrapes, one read at a time
+// whatever the number of scrapes, and keeps the last ones read.
+//
+// A scrape starts a read (or joins the one in flight) and waits for it:
+// up to wait (5 s) while reads are quick, so that a scrape shows the store
+// as it is; but once a read took longer than slow (100 ms: the sums of very
+// many runs on a loaded database), scrapes wait at most slowWait (50 ms)
+// and otherwise show the last values while the read goes on, so a scrape
+// answers in milliseconds whatever is waiting. A read that fails or passes
+// its timeout (30 s) leaves the last values in place: the gauges go on,
+// older (orchestrator_store_aggregates_age_seconds), with
+// orchestrator_store_aggregates_up at 0.
+type aggCache struct {
+	st QuestionStore
+
+	wait, slow, slowWait, timeout time.Duration
+
+	mu       sync.Mutex
+	last     *aggregates   // nil until a read succeeds
+	inflight chan struct{} // closed when the read in flight ends; nil when none
+	lastTook time.Duration // of the last read that ended, whether it succeeded or not
+	ok       bool          // the last read that ended succeeded
+	errors   int
+}
+
+func newAggCache(st QuestionStore) *aggCache {
+	return &aggCache{st: st, wait: 5 * time.Second, slow: 100 * time.Millisecond, slowWait: 50 * time.Millisecond, timeout: 30 * time.Second}
+}
+
+// aggState is how the reads of an aggCache went.
+type aggState struct {
+	ok     bool
+	errors int
+}
+
+func (c *aggCache) state() aggState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return aggState{ok: c.ok, errors: c.errors}
+}
+
+// get returns the sums for a scrape: read now, or the last ones when the
+// read takes too long (see aggCache); nil when none was ever read.
+func (c *aggCache) get() *aggregates {
+	c.mu.Lock()
+	if c.inflight == nil {
+		c.inflight = make(chan struct{})
+		go c.read(c.inflight)
+	}
+	done := c.inflight
+	wait := c.wait
+	if c.last != nil && c.lastTook > c.slow {
+		wait = c.slowWait
+	}
+	c.mu.Unlock()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last
+}
+
+// read reads the sums once and closes done.
+func (c *aggCache) read(done chan struct{}) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	if done, err := st.ListRuns(ctx, store.RunFilter{Status: []store.RunStatus{store.RunDone}, Brief: true}); err == nil {
-		last := map[string]time.Time{}
-		for _, r := range done {
-			if r.UpdatedAt.After(last[r.Spec]) {
-				last[r.Spec] = r.UpdatedAt
-			}
-		}
-		for spec, at := range last {
-			ch <- prometheus.MustNewConstMetric(specLastSuccessDesc, prometheus.GaugeValue, float64(at.UnixNano())/1e9, spec)
-		}
+	start := time.Now()
+	runs, err := c.st.RunCounts(ctx, store.AggFilter{})
+	var pending []store.PendingCount
+	if err == nil {
+		pending, err = c.st.PendingCounts(ctx, store.AggFilter{})
 	}
-	sets, err := st.QuestionSets(ctx, store.SetFilter{State: []store.SetState{store.SetPending}})
+	took := time.Since(start)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastTook, c.ok = took, err == nil
 	if err != nil {
-		return
+		c.errors++
+	} else {
+		c.last = &aggregates{runs: runs, pending: pending, at: start, took: took}
 	}
-	pending := map[string]int{}
-	specs := map[string]string{} // run ID → spec
-	for _, rec := range sets {
-		n := len(unansweredIDs(rec.Set, rec.Response))
-		if n == 0 {
-			continue
-		}
-		spec, ok := specs[rec.Set.RunID]
-		if !ok {
-			if run, err := st.Run(ctx, rec.Set.RunID); err == nil {
-				spec = run.Spec
-			}
-			specs[rec.Set.RunID] = spec
-		}
-		pending[spec] += n
-	}
-	for spec, n := range pending {
-		ch <- prometheus.MustNewConstMetric(specPendingDesc, prometheus.GaugeValue, float64(n), spec)
-	}
+	c.inflight = nil
+	close(done)
 }

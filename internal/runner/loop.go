@@ -195,11 +195,15 @@ func (r *Runner) step(ctx context.Context, d *drive, run store.Run) error {
 	}
 	if len(sets) > 0 {
 		if r.cfg.Park {
-			// Another instance may resume the run: its work so far is on
-			// the run's branch (each turn parks it: finish), unless that
-			// failed; try again (idempotent, and cheap when nothing
-			// changed).
-			r.parkWork(ctx, run)
+			// The run waits with no process: serve's ask room asks the
+			// set (room.go), and a worker drives the run on once it is
+			// answered. On a shared store another instance may resume
+			// it: its work so far is on the run's branch (each turn parks
+			// it: finish), unless that failed; try again (idempotent, and
+			// cheap when nothing changed).
+			if r.cfg.Store.Shared() {
+				r.parkWork(ctx, run)
+			}
 			return fmt.Errorf("run %s, question set %s: %w", run.ID, sets[0].Set.ID, ErrParked)
 		}
 		return r.wait(ctx, d, run, sets[0])

@@ -134,9 +134,11 @@ type Config struct {
 	// returning ErrWaiting, as a foreground `run` wants.
 	KeepWaiting bool
 	// Park makes a drive that reaches a question still pending stop there
-	// (ErrParked) instead of asking it: on a shared store, a waiting run
-	// holds no lease and no process; the leading instance asks its
-	// questions (Ask), and any instance drives it on once it is answered.
+	// (ErrParked) instead of asking it: a waiting run holds no lock, no
+	// goroutine and no process; serve's (leading) instance asks its
+	// questions (AskWaiting), and a worker drives it on once it is
+	// answered. On a shared store each turn's work is also parked on the
+	// run's branch, for whichever instance goes on with it.
 	Park bool
 	// CLISlots, when not nil, bounds the agent CLIs this process runs at
 	// once (serve.max_concurrent_runs), whatever started their run (a

@@ -238,7 +238,7 @@ func (r *Runner) finish(ctx context.Context, d *drive, run store.Run, t store.Tu
 	// The turn happened: record it whatever else is going on.
 	ctx = context.WithoutCancel(ctx)
 	r.saveSession(ctx, d.Agent, run, t, workdir) // sessions.go
-	if r.cfg.Park {
+	if r.cfg.Park && r.cfg.Store.Shared() {
 		// On a shared store another instance may take the run up after
 		// this turn (this one dies, or the run parks): the turn's work goes
 		// to the run's branch with its conversation, so the two match

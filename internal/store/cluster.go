@@ -314,16 +314,14 @@ func (s *Store) Poke() { s.changed(anyKey) }
 // instance on host may take up now: queued, interrupted, running with no
 // live lease (their instance died), or waiting with an answered question
 // set — and not tied to another host (Run.Host). Brief runs.
+//
+// The query never reads every waiting run: the first part reads the runs
+// of the three statuses by the index on runs(status), the second the
+// answered sets by an index on question_sets(state, …) and their runs by
+// ID (any number of runs waiting on a pending set cost nothing).
 func (s *Store) ClaimableRuns(ctx context.Context, host string, limit int) ([]Run, error) {
-	q := `SELECT ` + briefRunColumns + ` FROM runs WHERE
-		(status IN (?, ?, ?) OR (status = ? AND EXISTS (SELECT 1 FROM question_sets qs WHERE qs.run_id = runs.id AND qs.state = ?)))
-		AND (host = '' OR host = ?)
-		AND NOT EXISTS (SELECT 1 FROM run_leases l WHERE l.run_id = runs.id AND l.expires_at > ` + s.nowSQL() + `)
-		ORDER BY created_at, id`
-	if limit > 0 {
-		q += fmt.Sprintf(` LIMIT %d`, limit)
-	}
-	rows, err := s.db.QueryContext(ctx, q, RunQueued, RunInterrupted, RunRunning, RunWaiting, SetAnswered, host)
+	q, args := s.claimableQuery(host, limit)
+	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claimable runs: %w", err)
 	}
@@ -337,6 +335,20 @@ func (s *Store) ClaimableRuns(ctx context.Context, host string, limit int) ([]Ru
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// claimableQuery is ClaimableRuns' query and its arguments.
+func (s *Store) claimableQuery(host string, limit int) (string, []any) {
+	free := ` AND (host = '' OR host = ?)
+		AND NOT EXISTS (SELECT 1 FROM run_leases l WHERE l.run_id = runs.id AND l.expires_at > ` + s.nowSQL() + `)`
+	q := `SELECT ` + briefRunColumns + ` FROM runs WHERE status IN (?, ?, ?)` + free + `
+		UNION ALL
+		SELECT ` + briefRunColumns + ` FROM runs WHERE id IN (SELECT run_id FROM question_sets WHERE state = ?) AND status = ?` + free + `
+		ORDER BY created_at, id`
+	if limit > 0 {
+		q += fmt.Sprintf(` LIMIT %d`, limit)
+	}
+	return q, []any{RunQueued, RunInterrupted, RunRunning, host, SetAnswered, RunWaiting, host}
 }
 
 // nowSQL is the database's clock in Unix nanoseconds, for lease expiry.

@@ -131,6 +131,7 @@ func TestOpenStoreOfBefore(t *testing.T) {
 			if version == 8 {
 				checkRowsOfBeforeAPI(t, s)
 			}
+			checkFeedOfBefore(t, s)
 			// The store works: the pending set takes its last answer, and
 			// a new run has the columns of the later migrations.
 			rec, err := s.RecordAnswer(ctx, questions.Response{SetID: "old-1-s1", By: "bob", Surface: "terminal",

@@ -64,6 +64,17 @@ func describePostgres(t testing.TB, ctx context.Context, db *sql.DB, b *strings.
 		WHERE n.nspname = $1 ORDER BY c.relname, k.conname`, schema)
 	b.WriteString("indexes\n")
 	queryLines(t, ctx, db, b, unqualify, `SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = $1 ORDER BY tablename, indexname`, schema)
+	b.WriteString("triggers\n")
+	queryLines(t, ctx, db, b, unqualify, `SELECT c.relname, g.tgname, pg_get_triggerdef(g.oid)
+		FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND NOT g.tgisinternal ORDER BY c.relname, g.tgname`, schema)
+	b.WriteString("functions\n")
+	queryLines(t, ctx, db, b, func(cols []string) {
+		unqualify(cols)
+		// the functions keep the search path they were made with, the schema
+		cols[1] = strings.ReplaceAll(strings.Join(strings.Fields(cols[1]), " "), schema, "<schema>")
+	}, `SELECT p.proname, pg_get_functiondef(p.oid) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+		WHERE n.nspname = $1 ORDER BY p.proname`, schema)
 }
 
 // queryLines writes each row of q as a line of tab-separated columns,

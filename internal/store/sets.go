@@ -364,8 +364,13 @@ func (s *Store) RecordAnswer(ctx context.Context, resp questions.Response) (SetR
 // ExpireSets gives up on a run's sets that are still pending or answered but
 // not handed over (the run failed or was cancelled).
 func (s *Store) ExpireSets(ctx context.Context, runID string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE question_sets SET state = ? WHERE run_id = ? AND state IN (?, ?)`,
-		SetExpired, runID, SetPending, SetAnswered)
+	// A write transaction, as every change of a set's state: on PostgreSQL
+	// its writers' lock comes before the set feed's (feed.go).
+	err := s.tx(ctx, func(tx *txn) error {
+		_, err := tx.ExecContext(ctx, `UPDATE question_sets SET state = ? WHERE run_id = ? AND state IN (?, ?)`,
+			SetExpired, runID, SetPending, SetAnswered)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("expire question sets of run %s: %w", runID, err)
 	}

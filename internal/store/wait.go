@@ -16,10 +16,12 @@ import (
 //     it is NOTIFY on the channel orchestrator_wake, which they LISTEN to;
 //   - a poke lost (another filesystem, no notification support, the
 //     listening connection lost): the slow poll every pollInterval catches
-//     it (of PRAGMA data_version on SQLite, of the waits on PostgreSQL).
+//     it (of PRAGMA data_version on SQLite, of the set feed on PostgreSQL).
 //
 // While nothing changes a waiting process does nothing but the slow poll:
-// one cheap query per pollInterval, whatever the number of waiters.
+// one cheap query per pollInterval, whatever the number of waiters; a
+// change costs one read of the set feed (feed.go), whatever the number of
+// sets waited on.
 
 // pollInterval is the slow fallback for changes made by other processes
 // whose poke was missed (Store.pollEvery; tests change it).
@@ -177,8 +179,19 @@ func (s *Store) poke() { s.d.poke(s) }
 // the database's version (dialect.version: the number changes when another
 // connection commits) when started, when poked (dialect.listen) or every
 // pollInterval, and, on a change, wakes the waiters of sets that are no
-// longer pending. The look when started catches a change made before the
-// listening began.
+// longer pending and of runs that are final.
+//
+// Sets are followed by the set feed (feed.go), never by a query term per
+// set: each look reads the sets whose feed position is above the last one
+// seen, and wakes the waiters of those of them no longer pending (wake
+// keeps those somebody waits on). The look when started reads the feed's
+// head and then checks the sets waited on so far by ID, in chunks: they
+// may have changed between their waiter's own read and that head, and a
+// change made before the listening began is caught too. A waiter that
+// comes later reads its set itself after it registered: what was
+// committed before that read it sees, what is committed after has a
+// position above the one the poller holds. Runs' waits (WaitRunFinal,
+// few) are looked up by ID in chunks.
 func (s *Store) poll(stop <-chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -203,7 +216,9 @@ func (s *Store) poll(stop <-chan struct{}) {
 	}
 	ticker := time.NewTicker(s.pollEvery)
 	defer ticker.Stop()
+	cn := conn{Conn: c, d: s.d}
 	last := int64(-1)
+	var pos int64 // the feed position seen
 	for first := true; ; first = false {
 		if !first {
 			select {
@@ -225,10 +240,6 @@ func (s *Store) poll(stop <-chan struct{}) {
 			s.w.mu.Unlock()
 			return
 		}
-		ids := make([]string, 0, len(s.w.waiters))
-		for id := range s.w.waiters {
-			ids = append(ids, id)
-		}
 		s.w.mu.Unlock()
 
 		v, ok, err := s.d.version(ctx, c)
@@ -242,41 +253,123 @@ func (s *Store) poll(stop <-chan struct{}) {
 		last = v
 		// WaitChange's waiters look themselves, at every change.
 		s.wake([]string{anyKey})
-		done, err := s.notPending(ctx, conn{Conn: c, d: s.d}, ids)
+		var done []string
+		if first {
+			pos, err = feedHead(ctx, cn)
+			if err == nil {
+				done, err = notPendingByID(ctx, cn, s.waited(false))
+			}
+		} else {
+			done, pos, err = feedNotPending(ctx, cn, pos)
+		}
 		if err != nil {
 			s.stopPolling(err)
 			return
 		}
-		if len(done) > 0 {
+		runs, err := finalRuns(ctx, cn, s.waited(true))
+		if err != nil {
+			s.stopPolling(err)
+			return
+		}
+		if done = append(done, runs...); len(done) > 0 {
 			s.wake(done)
 		}
 	}
 }
 
-// notPending returns the keys of ids (set IDs, runKeys) whose wait is
-// over: sets no longer pending, runs final.
-func (s *Store) notPending(ctx context.Context, conn conn, ids []string) ([]string, error) {
-	var sets, runs []string
-	for _, id := range ids {
+// waited returns the keys waited on now: the runs' (runKey) when runs is
+// true, else the sets'.
+func (s *Store) waited(runs bool) []string {
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	var out []string
+	for id := range s.w.waiters {
 		if id == anyKey {
 			continue
 		}
-		if r, ok := strings.CutPrefix(id, runKey("")); ok {
-			runs = append(runs, r)
-		} else {
-			sets = append(sets, id)
+		if _, isRun := strings.CutPrefix(id, runKey("")); isRun == runs {
+			out = append(out, id)
 		}
 	}
+	return out
+}
+
+// feedPage is how many sets of the feed one query of the poller reads.
+const feedPage = 1000
+
+// pollFeedQuery is the poller's read of the feed: SetFeed's without the run.
+const pollFeedQuery = `SELECT seq, id, state FROM question_sets WHERE seq > ? ORDER BY seq LIMIT ?`
+
+// feedHead is the feed's highest position.
+func feedHead(ctx context.Context, c conn) (int64, error) {
+	rows, err := c.QueryContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM question_sets`)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var head int64
+	for rows.Next() {
+		if err := rows.Scan(&head); err != nil {
+			return 0, err
+		}
+	}
+	return head, rows.Err()
+}
+
+// feedNotPending reads the feed above pos, a page at a time, and returns
+// the IDs of the sets in it no longer pending, and the position reached.
+func feedNotPending(ctx context.Context, c conn, pos int64) ([]string, int64, error) {
 	var done []string
-	query := func(q string, fixed []any, ids []string, key func(string) string) error {
-		if len(ids) == 0 {
-			return nil
+	for {
+		rows, err := c.QueryContext(ctx, pollFeedQuery, pos, feedPage)
+		if err != nil {
+			return nil, pos, err
 		}
-		args := fixed
-		for _, id := range ids {
-			args = append(args, id)
+		n := 0
+		for rows.Next() {
+			var id string
+			var st SetState
+			if err := rows.Scan(&pos, &id, &st); err != nil {
+				rows.Close()
+				return nil, pos, err
+			}
+			n++
+			if st != SetPending {
+				done = append(done, id)
+			}
 		}
-		rows, err := conn.QueryContext(ctx, q+` AND id IN (`+placeholders(len(ids))+`)`, args...)
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, pos, err
+		}
+		if n < feedPage {
+			return done, pos, nil
+		}
+	}
+}
+
+// notPendingByID returns those of the sets ids that are no longer
+// pending: a query per idChunk IDs.
+func notPendingByID(ctx context.Context, c conn, ids []string) ([]string, error) {
+	return idsWhere(ctx, c, `SELECT id FROM question_sets WHERE state <> ?`, []any{SetPending}, ids, func(id string) string { return id })
+}
+
+// finalRuns returns the keys of the runs of keys (runKeys) that are final:
+// a query per idChunk runs.
+func finalRuns(ctx context.Context, c conn, keys []string) ([]string, error) {
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		ids[i] = strings.TrimPrefix(k, runKey(""))
+	}
+	return idsWhere(ctx, c, `SELECT id FROM runs WHERE status IN (?, ?, ?, ?)`, []any{RunDone, RunFailed, RunCancelled, RunStopped}, ids, runKey)
+}
+
+// idsWhere returns, as key(id), the ids that the query q (… WHERE cond,
+// with fixed its arguments) selects, in chunks of idChunk IDs.
+func idsWhere(ctx context.Context, c conn, q string, fixed []any, ids []string, key func(string) string) ([]string, error) {
+	var out []string
+	err := inChunks(ids, func(ph string, args []any) error {
+		rows, err := c.QueryContext(ctx, q+` AND id IN (`+ph+`)`, append(append([]any(nil), fixed...), args...)...)
 		if err != nil {
 			return err
 		}
@@ -286,17 +379,11 @@ func (s *Store) notPending(ctx context.Context, conn conn, ids []string) ([]stri
 			if err := rows.Scan(&id); err != nil {
 				return err
 			}
-			done = append(done, key(id))
+			out = append(out, key(id))
 		}
 		return rows.Err()
-	}
-	if err := query(`SELECT id FROM question_sets WHERE state <> ?`, []any{SetPending}, sets, func(id string) string { return id }); err != nil {
-		return nil, err
-	}
-	if err := query(`SELECT id FROM runs WHERE status IN (?, ?, ?, ?)`, []any{RunDone, RunFailed, RunCancelled, RunStopped}, runs, runKey); err != nil {
-		return nil, err
-	}
-	return done, nil
+	})
+	return out, err
 }
 
 // stopPolling wakes every waiter (they re-read the database themselves, and

@@ -5,6 +5,9 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+
+	"github.com/orchestrator-dev/orchestrator/questions"
+	"github.com/orchestrator-dev/orchestrator/surfaces"
 )
 
 // Config is what the discord surface is built from. The YAML section
@@ -38,6 +41,16 @@ type Config struct {
 	// answers were taken, so that a restarted process finds them. Nil keeps
 	// them in memory only (see MemoryRefs).
 	Refs Refs
+	// Lookup, if set, finds a question set this process neither watches
+	// nor asks, so that a click on its message is still decided: the set
+	// of a run another instance waits on, or one not watched again yet
+	// after a restart. It returns the set and where to offer its answers
+	// (pending true) while the store has it pending; pending false once it
+	// is settled or unknown. It is called from the gateway's handler with
+	// a context of about two seconds (Discord waits three for the
+	// acknowledgement). Nil answers such clicks that the question is
+	// closed.
+	Lookup func(ctx context.Context, setID string) (set questions.Set, answers surfaces.Answers, pending bool, err error)
 	// HTTPClient is used for REST calls; nil means a client with a 20s
 	// timeout. It is not modified: the surface wraps its transport.
 	HTTPClient *http.Client

@@ -70,7 +70,7 @@ type Surface struct {
 	fatalCh chan struct{}
 
 	mu    sync.Mutex
-	sets  map[string]*setState // by set ID, while some Ask waits
+	sets  map[string]*setState // by set ID, while watched or some Ask waits
 	byRef map[string]*qState   // by ref(set, question)
 	byMsg map[string]*qState   // by message ID
 	// finished remembers who answered the questions of the last sets done
@@ -94,12 +94,13 @@ type connectAttempt struct {
 
 type setState struct {
 	set     questions.Set
-	answers surfaces.Answers // where answers are offered (the latest Ask's)
-	waiters int
-	posting chan struct{} // a one-slot lock for posting
+	answers surfaces.Answers // where answers are offered (the latest Ask's or Watch's)
+	waiters int              // Asks, the Watch and interactions that hold the set
+	watch   *watchToken      // the Watch that holds the set, if any
+	posting chan struct{}    // a one-slot lock for posting
 	qs      []*qState
 	done    chan struct{}   // closed once the set is closed (answered, expired)
-	replies map[string]bool // reply message IDs already decided
+	replies map[string]bool // reply message IDs already decided; nil until one is
 }
 
 type qState struct {
@@ -262,7 +263,7 @@ func (s *Surface) join(set questions.Set, answers surfaces.Answers) *setState {
 		return st
 	}
 	st := &setState{set: set, answers: answers, waiters: 1, posting: make(chan struct{}, 1),
-		done: make(chan struct{}), replies: map[string]bool{}}
+		done: make(chan struct{})}
 	for i, q := range set.Questions {
 		qs := &qState{st: st, idx: i, q: q, ref: ref(set.ID, q.ID)}
 		st.qs = append(st.qs, qs)

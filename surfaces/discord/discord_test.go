@@ -137,8 +137,9 @@ func walk(cs []discordgo.MessageComponent, f func(discordgo.MessageComponent)) {
 }
 
 // interact does what do does (a click, a choice) until a surface responds:
-// Discord shows "This interaction failed" when no process listens (a
-// surface just starting), and people click again.
+// Discord shows "This interaction failed" when no process listens, and a
+// surface just starting says the question is not open yet (notOpen):
+// people click again.
 func interact(ctx context.Context, t *testing.T, srv *discordtest.Server, what string, do func() (string, error)) (discordtest.Response, bool) {
 	t.Helper()
 	for {
@@ -150,7 +151,7 @@ func interact(ctx context.Context, t *testing.T, srv *discordtest.Server, what s
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		r, err := srv.WaitResponse(wctx, id)
 		cancel()
-		if err == nil {
+		if err == nil && !notOpen(r) {
 			return r, true
 		}
 		if ctx.Err() != nil {
@@ -158,6 +159,13 @@ func interact(ctx context.Context, t *testing.T, srv *discordtest.Server, what s
 			return discordtest.Response{}, false
 		}
 	}
+}
+
+// notOpen reports whether r says the question is open nowhere: what a
+// surface that does not watch the set yet (just started, without a Lookup)
+// answers; people click again.
+func notOpen(r discordtest.Response) bool {
+	return r.Ephemeral && r.Data != nil && r.Data.Content == msgNotOpen
 }
 
 // act gives answer a to question q as user u the way a person would, and

@@ -59,6 +59,7 @@ const (
 	msgAnswered          = "This question was already answered by %s."
 	msgAnsweredElsewhere = "This question was already answered elsewhere by %s (on %s)."
 	msgClosed            = "This question is closed: it expired or its run was cancelled."
+	msgNotOpen           = "This question is closed: it was answered, expired or its run was cancelled."
 	msgNotRecorded       = "Your answer could not be recorded just now; please try again."
 	msgNotTaken          = "That answer was not taken: "
 )
@@ -68,7 +69,10 @@ const (
 const offerTimeout = 2 * time.Second
 
 // onInteraction handles a click, a menu choice or a form submission.
-// discordgo runs it on its own goroutine. The answer is offered to the store
+// discordgo runs it on its own goroutine. It finds the question by the
+// custom ID among the sets watched or asked here, else through
+// Config.Lookup; one that is open nowhere is answered that it is closed.
+// The answer is offered to the store
 // (a transaction, bounded by offerTimeout), then the interaction is
 // acknowledged (or answered with an ephemeral message or the form) before
 // anything that may be slow: remembering the answer, editing the message, a
@@ -90,11 +94,47 @@ func (s *Surface) onInteraction(_ *discordgo.Session, ev *discordgo.InteractionC
 	qs := s.byRef[p.ref]
 	doneBy, wasDone := s.finished[p.ref]
 	s.mu.Unlock()
-	if qs == nil && !wasDone {
-		// Not asked by this process (another one may be waiting for it):
-		// stay silent rather than answer for it.
-		s.log.Debug("interaction for a question not asked here", "interaction", in.ID)
+	c, ok := interactionUser(in)
+	if !ok {
 		return
+	}
+	if !s.allowed(c) {
+		s.log.Info("refused an answer from someone not allowed", "user", c.id)
+		s.respond(in, ephemeral(msgNotAllowed))
+		return
+	}
+	// Finding the set (when not watched here) and offering the answer share
+	// one deadline: Discord waits three seconds for the acknowledgement.
+	octx, ocancel := context.WithTimeout(s.ctx, offerTimeout)
+	defer ocancel()
+	lookedUp := false
+	if qs == nil && !wasDone {
+		// Neither watched nor asked here: the set was settled and let go,
+		// or its run is another instance's, or not watched again yet after
+		// a restart. The store decides (Config.Lookup); the click is
+		// answered either way, never left to fail in Discord.
+		q, release, settled, err := s.lookupSet(octx, p.ref)
+		if q == nil && !settled && err == nil {
+			// Nobody here can tell: another process connected to the same
+			// bot may watch the set and answer first (every session gets
+			// the click; the first answer wins). Give it that time, and
+			// this process the time to watch it again.
+			qs, doneBy, wasDone = s.notOpenHere(p.ref)
+		}
+		switch {
+		case qs != nil || wasDone:
+		case err != nil:
+			s.log.Error("look up the set of a question not watched here", "ref", p.ref, "err", err)
+			s.respond(in, ephemeral(msgNotRecorded))
+			return
+		case q == nil:
+			s.log.Debug("interaction for a question not open here", "interaction", in.ID)
+			s.respond(in, ephemeral(msgNotOpen))
+			return
+		default:
+			defer release()
+			qs, lookedUp = q, true
+		}
 	}
 	if qs != nil && in.Message != nil {
 		// A message posted before a restart, clicked before Ask found it.
@@ -104,15 +144,6 @@ func (s *Surface) onInteraction(_ *discordgo.Session, ev *discordgo.InteractionC
 			s.byMsg[qs.messageID] = qs
 		}
 		s.mu.Unlock()
-	}
-	c, ok := interactionUser(in)
-	if !ok {
-		return
-	}
-	if !s.allowed(c) {
-		s.log.Info("refused an answer from someone not allowed", "user", c.id)
-		s.respond(in, ephemeral(msgNotAllowed))
-		return
 	}
 	if qs == nil {
 		s.respond(in, ephemeral(fmt.Sprintf(msgAnswered, doneBy)))
@@ -132,7 +163,6 @@ func (s *Surface) onInteraction(_ *discordgo.Session, ev *discordgo.InteractionC
 		return
 	}
 	a := &answered{Answer: ans, By: c.by(), Name: c.name}
-	octx, ocancel := context.WithTimeout(s.ctx, offerTimeout)
 	d, err := s.offer(octx, qs, a)
 	ocancel()
 	switch {
@@ -143,6 +173,11 @@ func (s *Surface) onInteraction(_ *discordgo.Session, ev *discordgo.InteractionC
 		s.respond(in, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate})
 	case d.Invalid != nil:
 		s.respond(in, ephemeral(msgNotTaken+clip(sanitize(d.Invalid.Error(), true), 1800)))
+		return
+	case lookedUp && d.Final != nil && sameAnswer(*d.Final, a):
+		// This very answer was taken, by the process that watches the
+		// set (it got the same click): acknowledge it as taken.
+		s.respond(in, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate})
 		return
 	default:
 		s.respond(in, ephemeral(s.tooLate(qs, d)))
@@ -263,6 +298,11 @@ func (s *Surface) respond(in *discordgo.Interaction, resp *discordgo.Interaction
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
 	if err := s.callback(ctx, in, resp); err != nil {
+		if strings.Contains(err.Error(), "40060") {
+			// Another process connected to the bot answered first.
+			s.log.Debug("interaction answered elsewhere", "interaction", in.ID)
+			return
+		}
 		s.log.Warn("answer interaction", "interaction", in.ID, "type", int(resp.Type), "err", s.redact(err))
 	}
 }

@@ -452,6 +452,9 @@ func TestDoneSetsForgotten(t *testing.T) {
 		for j, qs := range st.qs {
 			qs.ans, qs.settled, qs.messageID = &answered{Name: "alice"}, true, fmt.Sprintf("m%d-%d", i, j)
 			s.byMsg[qs.messageID] = qs
+			if st.replies == nil {
+				st.replies = map[string]bool{}
+			}
 			st.replies[fmt.Sprintf("r%d-%d", i, j)] = true
 		}
 		s.mu.Unlock()

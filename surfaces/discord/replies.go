@@ -100,6 +100,9 @@ func (s *Surface) handleReply(ctx context.Context, m *discordgo.Message) {
 	qs := s.byMsg[m.MessageReference.MessageID]
 	seen := qs != nil && qs.st.replies[m.ID]
 	if qs != nil && !seen {
+		if qs.st.replies == nil {
+			qs.st.replies = map[string]bool{}
+		}
 		qs.st.replies[m.ID] = true
 	}
 	s.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -23,48 +24,28 @@ type asked struct {
 	answerID  int64 // the comment taken as the answer, 0 if none yet
 	answered  bool  // the question comment shows the answer
 	resumedOK bool
+	at        int64 // when it was asked (the server's time, Unix seconds)
 }
 
 // Ask posts set as an issue comment (unless it is there already) and, until
 // ctx ends, offers the answers people reply with to answers and tells them
-// what became of each. It returns nil once the set is closed.
+// what became of each. It returns nil once the set is closed. It is Watch
+// and a wait: the poller hands it the answers.
 func (s *Surface) Ask(ctx context.Context, set questions.Set, answers surfaces.Answers) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if set.ID == "" {
-		return errors.New("github: ask: set has no ID")
+	if err := checkAsk(set, answers); err != nil {
+		return err
 	}
-	if len(set.Questions) == 0 {
-		return fmt.Errorf("github: ask %s: set has no questions", set.ID)
-	}
-	if answers == nil {
-		return fmt.Errorf("github: ask %s: no answers to offer to", set.ID)
-	}
-	a, comments, date, err := s.post(ctx, set)
+	w, err := s.watch(ctx, set, answers, false)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return err
 	}
-
-	w := &waiter{
-		s:       s,
-		set:     set,
-		answers: answers,
-		issue:   a.issue,
-		afterID: a.partIDs[len(a.partIDs)-1],
-		done:    make(chan struct{}),
-	}
-	p := s.c.poller(s.owner, s.name)
-	p.add(w, date.Add(-overlap))
-	defer p.remove(w)
-
-	// What the issue holds: the questions waiting there (and whether they
-	// are still open), the notices posted, and replies given before this
-	// Ask (while the process was down, or before a retry).
-	p.handle(ctx, a.issue, comments)
+	defer w.p.remove(w)
 
 	select {
 	case <-w.done:
@@ -76,12 +57,183 @@ func (s *Surface) Ask(ctx context.Context, set questions.Set, answers surfaces.A
 	}
 }
 
-// post finds set's question comment(s) on its issue, posting what is
-// missing, and returns them with the issue's comments and the server's time
-// of the listing.
-func (s *Surface) post(ctx context.Context, set questions.Set) (*asked, []*gh.IssueComment, time.Time, error) {
+// Watch posts set as an issue comment (unless it is there already) and
+// hands it to the repository's poller, which from then on offers the
+// answers people reply with to answers and tells them what became of each,
+// until Unwatch or Close. It returns once the set is shown. With Refs, a
+// set asked before (by this process or before a restart) is found by its
+// recorded comment IDs, without a request; the poller reads the replies
+// given meanwhile from its cursor.
+func (s *Surface) Watch(ctx context.Context, set questions.Set, answers surfaces.Answers) error {
+	if err := checkAsk(set, answers); err != nil {
+		return err
+	}
+	if _, err := s.watch(ctx, set, answers, true); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
+	return nil
+}
+
+// Unwatch stops taking answers for the set: its waiter goes, and with it
+// what the poller keeps of the set once it is closed. It makes no request.
+func (s *Surface) Unwatch(setID string) {
+	key := s.key(setID)
+	p := s.c.lookupPoller(s.repo())
+	if p == nil {
+		return
+	}
+	w := p.unwatch(key)
+	if w == nil {
+		return
+	}
+	p.remove(w)
+	p.forget(w.issue, setID)
+	if s.c.refs != nil {
+		// Found again in Refs, without a request.
+		s.c.mu.Lock()
+		delete(s.c.asked, key)
+		s.c.mu.Unlock()
+	}
+}
+
+// checkAsk checks what Ask and Watch are given.
+func checkAsk(set questions.Set, answers surfaces.Answers) error {
+	if set.ID == "" {
+		return errors.New("github: ask: set has no ID")
+	}
+	if len(set.Questions) == 0 {
+		return fmt.Errorf("github: ask %s: set has no questions", set.ID)
+	}
+	if answers == nil {
+		return fmt.Errorf("github: ask %s: no answers to offer to", set.ID)
+	}
+	return nil
+}
+
+// watch shows set and registers a waiter for it with the repository's
+// poller; watched: as the set's Watch (nil, nil if it is watched already).
+// The replies found on the issue when it was read are handled before it
+// returns, Ask's under its ctx, Watch's whatever becomes of ctx.
+func (s *Surface) watch(ctx context.Context, set questions.Set, answers surfaces.Answers, watched bool) (*waiter, error) {
+	if s.c.ctx.Err() != nil {
+		return nil, fmt.Errorf("github: ask %s: client closed: %w", set.ID, surfaces.ErrUnavailable)
+	}
 	key := s.key(set.ID)
-	defer s.c.lock(key)()
+	p := s.c.poller(s.owner, s.name)
+	unlock := s.c.lock(key)
+	var stale *waiter
+	if watched {
+		if old := p.watchedSet(key); old != nil {
+			if !old.finished() || old.err == nil {
+				unlock()
+				return nil, nil
+			}
+			// Its poller gave up on it (the repository refused a poll):
+			// watched anew.
+			p.unwatch(key)
+			stale = old
+		}
+	}
+	// Outside the set's lock, as what takes the poller's (deciding a
+	// reply takes the set's).
+	drop := func() {
+		if stale != nil {
+			p.remove(stale)
+		}
+	}
+	a, comments, since, err := s.post(ctx, p, set)
+	if err != nil {
+		unlock()
+		drop()
+		return nil, err
+	}
+	w := &waiter{
+		s:       s,
+		p:       p,
+		set:     set,
+		answers: answers,
+		issue:   a.issue,
+		afterID: a.partIDs[len(a.partIDs)-1],
+		done:    make(chan struct{}),
+	}
+	if watched {
+		p.watch(key, w)
+	}
+	unlock()
+	drop()
+	// The issue's state learns of the set before its waiter takes
+	// answers (outside the set's lock: deciding a reply takes it).
+	if err := p.seed(ctx, a.issue, set, a); err != nil {
+		if watched {
+			p.unwatch(key)
+		}
+		return nil, fmt.Errorf("github: ask %s: %w", set.ID, err)
+	}
+	p.add(w, since)
+
+	// What the issue holds: the questions waiting there (and whether they
+	// are still open), the notices posted, and replies given before this
+	// Ask (while the process was down, or before a retry).
+	if comments != nil {
+		hctx := ctx
+		if watched {
+			hctx = s.c.ctx
+		}
+		p.handle(hctx, a.issue, comments)
+	}
+	return w, nil
+}
+
+// post finds set's question comment(s) on its issue, posting what is
+// missing, and returns them, the issue's comments if it was read (nil when
+// Refs say where the set is), and the since the poller must read the
+// replies from. The set's key lock is held.
+func (s *Surface) post(ctx context.Context, p *poller, set questions.Set) (*asked, []*gh.IssueComment, time.Time, error) {
+	key := s.key(set.ID)
+	if s.c.refs != nil {
+		a := s.c.askedInfo(key)
+		var rec *setRecord
+		if a == nil || a.bodies == nil || a.at == 0 {
+			var err error
+			if a, rec, err = s.recorded(ctx, set); err != nil {
+				return nil, nil, time.Time{}, fmt.Errorf("github: ask %s: %w", set.ID, err)
+			}
+		}
+		if a == nil && rec == nil {
+			// Never recorded: unless the issue's sets were never
+			// recorded either (asked before Refs), never posted.
+			issue, err := s.issueFor(ctx, set, true)
+			if err != nil {
+				return nil, nil, time.Time{}, err
+			}
+			indexed, err := s.c.indexed(ctx, s.repo(), issue)
+			if err != nil {
+				return nil, nil, time.Time{}, fmt.Errorf("github: ask %s: %w", set.ID, err)
+			}
+			if indexed {
+				a, date, err := s.postNew(ctx, set, issue)
+				if err != nil {
+					return nil, nil, time.Time{}, err
+				}
+				return a, nil, date.Add(-overlap), nil
+			}
+		}
+		if a != nil && a.bodies != nil {
+			since, err := p.sinceFor(ctx, key, time.Unix(a.at, 0))
+			if err != nil {
+				return nil, nil, time.Time{}, fmt.Errorf("github: ask %s: %w", set.ID, err)
+			}
+			s.c.mu.Lock()
+			if old := s.c.asked[key]; old != a {
+				s.c.rememberLocked(key, a)
+			}
+			s.c.mu.Unlock()
+			return a, nil, since, nil
+		}
+	}
 
 	issue, err := s.issueFor(ctx, set, true)
 	if err != nil {
@@ -95,8 +247,20 @@ func (s *Surface) post(ctx context.Context, set questions.Set) (*asked, []*gh.Is
 	if err != nil {
 		return nil, nil, time.Time{}, fmt.Errorf("github: ask %s: %w", set.ID, err)
 	}
+	if s.c.refs != nil {
+		// Read once: from now on, the sets asked on the issue are known
+		// without reading it.
+		if err := s.indexIssue(ctx, issue, me.ownOnly(comments), date); err != nil {
+			return nil, nil, time.Time{}, fmt.Errorf("github: ask %s: %w", set.ID, err)
+		}
+	}
 	bodies := renderParts(set)
 	found := findParts(me.ownOnly(comments), set.ID, len(bodies))
+	if s.c.refs != nil && slices.Contains(found, nil) {
+		if err := s.recordPosting(ctx, set.ID, issue); err != nil {
+			return nil, nil, time.Time{}, err
+		}
+	}
 	for i, body := range bodies {
 		if found[i] != nil {
 			continue
@@ -110,13 +274,22 @@ func (s *Surface) post(ctx context.Context, set questions.Set) (*asked, []*gh.Is
 		comments = append(comments, c)
 	}
 	a := askedFrom(issue, set.ID, found)
+	a.at = date.Unix()
 	s.c.mu.Lock()
 	if old := s.c.asked[key]; old != nil && old.answerID != 0 && a.answerID == 0 {
 		a.answerID, a.answered, a.resumedOK = old.answerID, old.answered, old.resumedOK
 	}
 	s.c.rememberLocked(key, a)
 	s.c.mu.Unlock()
-	return a, comments, date, nil
+	if err := s.record(ctx, set.ID, a, date); err != nil {
+		return nil, nil, time.Time{}, err
+	}
+	if !a.answered {
+		if err := s.addWaiting(ctx, set, a); err != nil {
+			return nil, nil, time.Time{}, err
+		}
+	}
+	return a, comments, date.Add(-overlap), nil
 }
 
 // findParts returns the question comments of set among comments (the
@@ -169,6 +342,18 @@ func askedFrom(issue int, setID string, parts []*gh.IssueComment) *asked {
 func (s *Surface) find(ctx context.Context, set questions.Set) (*asked, error) {
 	key := s.key(set.ID)
 	if a := s.c.askedInfo(key); a != nil {
+		return a, nil
+	}
+	if a, _, err := s.recorded(ctx, set); err != nil {
+		return nil, err
+	} else if a != nil && a.bodies != nil {
+		s.c.mu.Lock()
+		if old := s.c.asked[key]; old != nil {
+			a = old
+		} else {
+			s.c.rememberLocked(key, a)
+		}
+		s.c.mu.Unlock()
 		return a, nil
 	}
 	issue, err := s.issueFor(ctx, set, false)
@@ -248,6 +433,7 @@ func (s *Surface) markAnswered(ctx context.Context, set questions.Set, a *asked,
 		a.bodies[0] = newBody
 	}
 	s.c.mu.Unlock()
+	s.recordDone(ctx, set, a)
 	return nil
 }
 
@@ -287,6 +473,18 @@ func (s *Surface) Remind(ctx context.Context, set questions.Set) error {
 	if a == nil {
 		return fmt.Errorf("github: remind %s in %s: %w", set.ID, s.repo(), surfaces.ErrNotAsked)
 	}
+	if s.c.refs != nil {
+		// Found by its record, without reading the issue: the question
+		// may have been deleted since. Then it is posted again, which
+		// reminds.
+		reposted, err := s.ensurePosted(ctx, set, a)
+		if err != nil {
+			return fmt.Errorf("github: remind %s: %w", set.ID, err)
+		}
+		if reposted {
+			return nil
+		}
+	}
 	link := "the question above"
 	if a.htmlURL != "" {
 		link = "[this question](" + a.htmlURL + ")"
@@ -300,6 +498,41 @@ func (s *Surface) Remind(ctx context.Context, set questions.Set) error {
 	body := fmt.Sprintf("⏰ Still waiting for an answer to %s (%s).\n\n%s", link, strings.Join(ids, ", "), marker)
 	if _, err := s.createComment(ctx, a.issue, body, marker); err != nil {
 		return fmt.Errorf("github: remind %s on %s#%d: %w", set.ID, s.repo(), a.issue, err)
+	}
+	return nil
+}
+
+// ensurePosted checks, in one request, that the first question comment of
+// set is still there, and posts the set again if it was deleted (true).
+func (s *Surface) ensurePosted(ctx context.Context, set questions.Set, a *asked) (bool, error) {
+	s.c.mu.Lock()
+	id := a.partIDs[0]
+	s.c.mu.Unlock()
+	_, _, err := s.c.api.Issues.GetComment(ctx, s.owner, s.name, id)
+	if err == nil {
+		return false, nil
+	}
+	var er *gh.ErrorResponse
+	if !errors.As(err, &er) || er.Response == nil || er.Response.StatusCode != http.StatusNotFound {
+		return false, fmt.Errorf("read question comment %d of %s: %w", id, s.repo(), err)
+	}
+	return true, s.repost(ctx, set, a)
+}
+
+// repost posts set again on its issue, its question comment having been
+// deleted: the new comments take the place of the old in the set's record,
+// and the answer is looked for after the old ones still.
+func (s *Surface) repost(ctx context.Context, set questions.Set, old *asked) error {
+	defer s.c.lock(s.key(set.ID))()
+	s.c.mu.Lock()
+	issue, answered := old.issue, old.answered
+	s.c.mu.Unlock()
+	if answered || s.c.refs == nil {
+		return nil
+	}
+	s.c.log.Info("github: question comment deleted; posting it again", "set", set.ID, "repo", s.repo(), "issue", issue)
+	if _, _, err := s.postNew(ctx, set, issue); err != nil {
+		return err
 	}
 	return nil
 }

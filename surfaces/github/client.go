@@ -30,6 +30,7 @@ type Client struct {
 	sleep    func(context.Context, time.Duration) error
 	backoff  time.Duration
 	ledger   Ledger
+	refs     Refs // nil: none
 	// durable: the Ledger was given (the store), and keeps the number of
 	// each run's own issue from its creation on.
 	durable bool
@@ -119,6 +120,7 @@ func newClient(cfg ClientConfig) *Client {
 		locks:      make(map[string]*keyLock),
 		backoff:    cfg.backoff,
 		ledger:     cfg.Ledger,
+		refs:       cfg.Refs,
 		durable:    cfg.Ledger != nil,
 		onIdle:     cfg.OnIdleDelivery,
 		runIssues:  make(map[string]int),

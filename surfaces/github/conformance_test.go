@@ -28,7 +28,13 @@ func TestConformance(t *testing.T) {
 				f.srv.AddComment(testRepo, c.Issue, login, answerBody(set, answers, tc.bare))
 			}
 			surfacetest.Run(t, surfacetest.Backend{
-				New: func(t *testing.T) surfaces.Surface { return f.surface(t, f.config(tc.issue)) },
+				New: func(t *testing.T) surfaces.Surface {
+					// Without a store: every Ask reads its issue
+					// (TestConformanceWatch runs the suite with Refs).
+					cfg := f.config(tc.issue)
+					cfg.Refs = nil
+					return f.surface(t, cfg)
+				},
 				Answer: func(t *testing.T, set questions.Set, answers []questions.Answer) {
 					post(t, "alice", set, answers)
 				},

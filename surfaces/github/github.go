@@ -39,6 +39,7 @@ var (
 	_ surfaces.Resolver       = (*Surface)(nil)
 	_ surfaces.Reminder       = (*Surface)(nil)
 	_ surfaces.ResumeNotifier = (*Surface)(nil)
+	_ surfaces.Watcher        = (*Surface)(nil)
 )
 
 // Defaults.
@@ -109,6 +110,13 @@ type ClientConfig struct {
 	// its notices twice (the store). Default: kept in memory, for this
 	// process only.
 	Ledger Ledger
+	// Refs keeps, durably, where each set was asked, the sets waiting on
+	// each issue and each repository's poll cursor (the store's refs of
+	// the github surface), so that asking again after a restart finds the
+	// question comments without listing their issue, and the first poll
+	// reads only what changed since the last one (Refs). Default: none;
+	// every Ask and Watch lists its issue's comments.
+	Refs Refs
 	// RequestTimeout bounds each request to GitHub (each attempt, from
 	// sending it to reading its body): one that GitHub does not answer in
 	// time fails, and the surface reports itself unhealthy (Health) until

@@ -19,10 +19,12 @@ const (
 )
 
 // fixture is a fake GitHub with the people tests act as: alice may answer
-// (write), mallory may not (read).
+// (write), mallory may not (read), and the Refs its surfaces share, as
+// serve's share the store's.
 type fixture struct {
-	t   *testing.T
-	srv *githubtest.Server
+	t    *testing.T
+	srv  *githubtest.Server
+	refs *memRefs
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -33,7 +35,7 @@ func newFixture(t *testing.T) *fixture {
 	srv.SetPermission("maintainer-mo", "maintain")
 	srv.SetPermission("mallory", "read")
 	srv.CreateIssue(testRepo, "Questions") // issue 1
-	return &fixture{t: t, srv: srv}
+	return &fixture{t: t, srv: srv, refs: newMemRefs()}
 }
 
 // config is a surface configuration for the fake, polling fast.
@@ -45,6 +47,7 @@ func (f *fixture) config(issue int) Config {
 			PollInterval:  20 * time.Millisecond,
 			WriteInterval: -1,
 			backoff:       10 * time.Millisecond,
+			Refs:          f.refs,
 		},
 		SurfaceConfig: SurfaceConfig{Repo: testRepo, Issue: issue},
 	}

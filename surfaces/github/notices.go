@@ -17,12 +17,28 @@ func (p *poller) reply(ctx context.Context, issue int, st *issueState, key, text
 	if st.notified[key] {
 		return
 	}
+	// Without the issue's comments read, Refs tell the notices posted.
+	rkey := noticeRefKey(p.owner+"/"+p.name, issue, key)
+	if p.c.refs != nil {
+		if _, ok, err := p.c.refs.Ref(ctx, rkey); err != nil {
+			p.c.log.Warn("github: look up a notice", "repo", p.owner+"/"+p.name, "issue", issue, "err", err)
+			return
+		} else if ok {
+			st.notified[key] = true
+			return
+		}
+	}
 	marker := noticeMarker(key)
 	if _, err := p.c.createComment(ctx, p.owner, p.name, issue, text+"\n\n"+marker, marker); err != nil {
 		p.c.log.Warn("github: reply", "repo", p.owner+"/"+p.name, "issue", issue, "err", err)
 		return
 	}
 	st.notified[key] = true
+	if p.c.refs != nil {
+		if err := p.c.refs.SetRef(ctx, rkey, "posted"); err != nil {
+			p.c.log.Warn("github: record a notice", "repo", p.owner+"/"+p.name, "issue", issue, "err", err)
+		}
+	}
 }
 
 // notifyDenied tells someone not allowed to answer so, at most once per

@@ -21,6 +21,7 @@ import (
 // waiter is one Ask taking answers.
 type waiter struct {
 	s       *Surface
+	p       *poller
 	set     questions.Set
 	answers surfaces.Answers
 	issue   int
@@ -47,10 +48,20 @@ type poller struct {
 	mu      sync.Mutex
 	id      int64 // the repository's ID, once learnt: webhooks name a renamed repository by it
 	waiters map[*waiter]bool
-	running bool
-	kicked  bool               // PollNow: poll without waiting out the interval
-	wake    context.CancelFunc // ends the wait between polls, while one is on
-	cursor  time.Time          // since, for the next poll
+	watched map[string]*waiter // the sets of Watch, by Surface.key
+	// released is the cursor when a set's waiter went, by Surface.key:
+	// every comment before it was read while the set was watched (a
+	// cache, bounded).
+	released map[string]time.Time
+	// base is the cursor recorded in Refs when it was first needed
+	// (loaded): up to it, every comment was read before this process.
+	base       time.Time
+	baseLoaded bool
+	saved      time.Time // the cursor last recorded in Refs
+	running    bool
+	kicked     bool               // PollNow: poll without waiting out the interval
+	wake       context.CancelFunc // ends the wait between polls, while one is on
+	cursor     time.Time          // since, for the next poll
 	// pages is what the last read of each page of the listing since
 	// pagesSince said, by URL: its ETag for a conditional request, and
 	// enough to go on past it when it answers 304 Not Modified.
@@ -70,6 +81,7 @@ type issueState struct {
 	retry    map[int64]*gh.IssueComment // comments to read again (a lookup failed)
 	gone     map[string]bool            // sets the ledger says no longer wait
 	openNow  map[string]bool            // sets the ledger says wait, during one handle
+	indexed  bool                       // the sets Refs record waiting here are known
 }
 
 // threadSet is a question set as its question comments on the issue show
@@ -100,6 +112,7 @@ func (c *Client) poller(owner, name string) *poller {
 	p, ok := c.pollers[key]
 	if !ok {
 		p = &poller{c: c, owner: owner, name: name, waiters: make(map[*waiter]bool),
+			watched: make(map[string]*waiter), released: make(map[string]time.Time),
 			issues: make(map[int]*issueState)}
 		c.pollers[key] = p
 	}
@@ -179,6 +192,11 @@ func (p *poller) remove(w *waiter) {
 	p.proc.Lock()
 	defer p.proc.Unlock()
 	p.mu.Lock()
+	if p.waiters[w] {
+		key := w.s.key(w.set.ID)
+		evict(p.released, key)
+		p.released[key] = p.cursor
+	}
 	delete(p.waiters, w)
 	last := true
 	for o := range p.waiters {
@@ -186,10 +204,163 @@ func (p *poller) remove(w *waiter) {
 			last = false
 		}
 	}
+	for _, o := range p.watched { // registered, or about to be
+		if o.issue == w.issue && o != w {
+			last = false
+		}
+	}
 	p.mu.Unlock()
 	if last && len(p.ghostsFor(w.issue)) == 0 {
 		delete(p.issues, w.issue)
 	}
+}
+
+// watchedSet returns the waiter of the Watch of the set of key, nil if
+// it is not watched.
+func (p *poller) watchedSet(key string) *waiter {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.watched[key]
+}
+
+// watch records w as the Watch of the set of key.
+func (p *poller) watch(key string, w *waiter) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.watched[key] = w
+}
+
+// unwatch forgets the Watch of the set of key and returns its waiter (nil
+// if none).
+func (p *poller) unwatch(key string) *waiter {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.watched[key]
+	delete(p.watched, key)
+	return w
+}
+
+// forget lets go of what the issue's state keeps of a set no longer
+// watched, once it is closed (an open set still matters to the replies of
+// others).
+func (p *poller) forget(issue int, setID string) {
+	p.proc.Lock()
+	defer p.proc.Unlock()
+	if st := p.issues[issue]; st != nil {
+		if t := st.sets[markerValue(setID)]; t != nil && t.closedBy != 0 {
+			delete(st.sets, markerValue(setID))
+		}
+	}
+}
+
+// seed tells the issue's state of set, asked there as a says, and of the
+// sets Refs record waiting there: what the question comments would say were
+// the issue read.
+func (p *poller) seed(ctx context.Context, issue int, set questions.Set, a *asked) error {
+	p.proc.Lock()
+	defer p.proc.Unlock()
+	st := p.issue(issue)
+	if p.c.refs != nil && !st.indexed {
+		es, err := p.c.waitingOn(ctx, p.owner+"/"+p.name, issue)
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			if st.sets[markerValue(e.ID)] == nil {
+				st.sets[markerValue(e.ID)] = &threadSet{id: e.ID, qids: e.QIDs, afterID: e.After}
+			}
+		}
+		st.indexed = true
+	}
+	t := st.sets[markerValue(set.ID)]
+	if t == nil {
+		t = &threadSet{id: set.ID}
+		st.sets[markerValue(set.ID)] = t
+	}
+	p.c.mu.Lock()
+	defer p.c.mu.Unlock()
+	t.qids = questionIDs(set)
+	t.afterID = max(t.afterID, a.partIDs[len(a.partIDs)-1])
+	if t.body == "" && len(a.bodies) > 0 {
+		t.body = a.bodies[0]
+	}
+	if a.answered && t.closedBy == 0 {
+		t.closedBy = a.answerID
+		if t.closedBy == 0 {
+			t.closedBy = -1
+		}
+	}
+	return nil
+}
+
+// sinceFor returns where the poller must read the replies to a set asked
+// at, found by its record (Refs) rather than on its issue: from when it
+// was asked, or from when every comment was read while it was watched (by
+// this process, or by the one before: the cursor recorded in Refs).
+func (p *poller) sinceFor(ctx context.Context, key string, at time.Time) (time.Time, error) {
+	since := at.Add(-overlap)
+	p.mu.Lock()
+	rel, released := p.released[key]
+	loaded, base := p.baseLoaded, p.base
+	p.mu.Unlock()
+	if released {
+		if rel.After(since) {
+			since = rel
+		}
+		return since, nil
+	}
+	if !loaded {
+		v, ok, err := p.c.refs.Ref(ctx, cursorRefKey(p.owner+"/"+p.name))
+		if err != nil {
+			return time.Time{}, fmt.Errorf("read the poll cursor of %s/%s: %w", p.owner, p.name, err)
+		}
+		if ok {
+			if base, err = time.Parse(time.RFC3339, v); err != nil {
+				return time.Time{}, fmt.Errorf("the poll cursor of %s/%s is recorded as %q, not a time", p.owner, p.name, v)
+			}
+		}
+		p.mu.Lock()
+		if !p.baseLoaded {
+			p.base, p.baseLoaded, p.saved = base, true, base
+		}
+		base = p.base
+		p.mu.Unlock()
+	}
+	if base.After(since) {
+		since = base
+	}
+	return since, nil
+}
+
+// saveCursor records the cursor in Refs once it moved, short of the
+// comments left to read again: the first poll after a restart starts
+// there.
+func (p *poller) saveCursor(ctx context.Context) {
+	if p.c.refs == nil {
+		return
+	}
+	p.mu.Lock()
+	cur, saved := p.cursor, p.saved
+	p.mu.Unlock()
+	p.proc.Lock()
+	for _, st := range p.issues {
+		for _, c := range st.retry {
+			if t := c.GetUpdatedAt().Add(-overlap).UTC().Truncate(time.Second); t.Before(cur) {
+				cur = t
+			}
+		}
+	}
+	p.proc.Unlock()
+	if cur.IsZero() || !cur.After(saved) {
+		return
+	}
+	if err := p.c.refs.SetRef(ctx, cursorRefKey(p.owner+"/"+p.name), cur.UTC().Format(time.RFC3339)); err != nil {
+		p.c.log.Warn("github: record the poll cursor", "repo", p.owner+"/"+p.name, "err", err)
+		return
+	}
+	p.mu.Lock()
+	p.saved = cur
+	p.mu.Unlock()
 }
 
 // issue returns the state of issue n, creating it. p.proc is held.
@@ -386,7 +557,9 @@ func (p *poller) poll(ctx context.Context) error {
 		p.owner, p.name, perPage, since.UTC().Format(time.RFC3339))
 	var all []*gh.IssueComment
 	newest := since
-	read := 0 // pages listed (200 or 304)
+	read := 0          // pages listed (200 or 304)
+	var date time.Time // the server's time of the first page
+	complete := false  // every page was read
 	for page := 1; page <= maxPages; page++ {
 		pu := u
 		if page > 1 {
@@ -405,6 +578,9 @@ func (p *poller) poll(ctx context.Context) error {
 		var cs []*gh.IssueComment
 		resp, err := p.c.api.Do(ctx, req, &cs)
 		read++
+		if page == 1 && resp != nil {
+			date = serverTime(resp, p.c.now())
+		}
 		if known && resp != nil && resp.StatusCode == http.StatusNotModified {
 			// Unchanged since it was read: its comments were handled
 			// then. The pages after it may have changed.
@@ -412,6 +588,7 @@ func (p *poller) poll(ctx context.Context) error {
 				newest = last.newest
 			}
 			if !last.next {
+				complete = true
 				break
 			}
 			continue
@@ -435,6 +612,7 @@ func (p *poller) poll(ctx context.Context) error {
 		p.mu.Unlock()
 		all = append(all, cs...)
 		if !lp.next {
+			complete = true
 			break
 		}
 	}
@@ -455,8 +633,14 @@ func (p *poller) poll(ctx context.Context) error {
 	// The cursor moves in steps: each move changes the query, so the next
 	// poll cannot be conditional; a few minutes of comments listed again
 	// cost less than that. Past a full page it moves as soon as it can:
-	// every page costs a request each poll.
+	// every page costs a request each poll. Every page read, it can move
+	// a step up to the time of the listing (less the overlap) even though
+	// nothing newer was listed: the pages of a thousand questions asked at
+	// once are not read again and again, nor after a restart.
 	next := newest.Add(-overlap).UTC().Truncate(time.Second)
+	if byDate := date.Add(-overlap).UTC().Truncate(time.Second); read > 1 && complete && byDate.After(next) && byDate.Sub(p.cursor) >= cursorStep {
+		next = byDate
+	}
 	if step := next.Sub(p.cursor); since.Equal(p.cursor) && (step >= cursorStep || (read > 1 && step > 0)) {
 		p.cursor = next
 	}
@@ -471,6 +655,7 @@ func (p *poller) poll(ctx context.Context) error {
 	for _, n := range issues {
 		p.handle(ctx, n, byIssue[n])
 	}
+	p.saveCursor(ctx)
 	return nil
 }
 
@@ -485,4 +670,33 @@ func issueNumber(issueURL string) int {
 		return 0
 	}
 	return n
+}
+
+// deleted posts again the set whose question comment id was deleted, if
+// one waits here.
+func (p *poller) deleted(ctx context.Context, id int64) {
+	p.mu.Lock()
+	ws := make([]*waiter, 0, len(p.waiters))
+	for w := range p.waiters {
+		ws = append(ws, w)
+	}
+	p.mu.Unlock()
+	for _, w := range ws {
+		a := p.c.askedInfo(w.s.key(w.set.ID))
+		if a == nil || w.finished() {
+			continue
+		}
+		p.c.mu.Lock()
+		mine := slices.Contains(a.partIDs, id)
+		p.c.mu.Unlock()
+		if !mine {
+			continue
+		}
+		actx, done := p.c.ackContext(ctx)
+		if err := w.s.repost(actx, w.set, a); err != nil {
+			p.c.log.Warn("github: post a deleted question again", "set", w.set.ID, "err", err)
+		}
+		done()
+		return
+	}
 }

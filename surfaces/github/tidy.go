@@ -92,6 +92,7 @@ func (s *Surface) markClosed(ctx context.Context, set questions.Set, a *asked, r
 		a.bodies[0] = newBody
 	}
 	s.c.mu.Unlock()
+	s.recordDone(ctx, set, a)
 	return nil
 }
 

@@ -109,6 +109,22 @@ func (c *Client) serveWebhook(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if ev.GetAction() == "deleted" && ev.Comment != nil && ev.Repo != nil {
+		// A question comment deleted is posted again.
+		p := c.lookupPoller(ev.GetRepo().GetFullName())
+		if p == nil {
+			p = c.pollerByID(ev.GetRepo().GetID())
+		}
+		w.WriteHeader(http.StatusAccepted)
+		if p != nil && c.ctx.Err() == nil {
+			c.wg.Add(1)
+			go func() {
+				defer c.wg.Done()
+				p.deleted(c.ctx, ev.GetComment().GetID())
+			}()
+		}
+		return
+	}
 	if ev.GetAction() != "created" || ev.Comment == nil || ev.Issue == nil || ev.Repo == nil {
 		w.WriteHeader(http.StatusNoContent)
 		return

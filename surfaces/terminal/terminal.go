@@ -88,6 +88,7 @@ type Surface struct {
 var (
 	_ surfaces.Surface  = (*Surface)(nil)
 	_ surfaces.Resolver = (*Surface)(nil)
+	_ surfaces.Watcher  = (*Surface)(nil)
 )
 
 // New returns a surface reading answers from in and printing to out. It
@@ -271,21 +272,26 @@ func (s *Surface) read1(ctx context.Context, set questions.Set) (questions.Respo
 }
 
 // Resolve prints that set was answered elsewhere. It prints once per set,
-// and not for a set answered here.
+// and not for a set answered here. A Passive terminal logs it instead and
+// keeps nothing of the set.
 func (s *Surface) Resolve(_ context.Context, set questions.Set, resp questions.Response) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.partial, set.ID)
 	delete(s.typed, set.ID)
+	if s.opts.Passive {
+		// serve's terminal keeps nothing of a settled set: thousands go by.
+		delete(s.later, set.ID)
+		if resp.Surface != Name {
+			s.log.Info("question answered", "run", set.RunID, "set", set.ID, "by", resp.By, "on", resp.Surface)
+		}
+		return nil
+	}
 	if s.resolved[set.ID] {
 		return nil
 	}
 	s.resolved[set.ID] = true
 	if resp.Surface == Name {
-		return nil
-	}
-	if s.opts.Passive {
-		s.log.Info("question answered", "run", set.RunID, "set", set.ID, "by", resp.By, "on", resp.Surface)
 		return nil
 	}
 	s.write(s.renderResolved(set, &resp))
@@ -403,18 +409,61 @@ func (s *Surface) echo(line string) {
 // askPassive logs set once with how to answer it, then waits for ctx: a
 // daemon's terminal is its log, where a prompt would only be noise.
 func (s *Surface) askPassive(ctx context.Context, set questions.Set) error {
+	s.logWaiting(set)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// logWaiting logs set, once until it is resolved or unwatched, with the
+// commands that answer it.
+func (s *Surface) logWaiting(set questions.Set) {
 	s.mu.Lock()
 	said := s.later[set.ID]
 	s.later[set.ID] = true
 	s.mu.Unlock()
-	if !said {
-		cmds := make([]string, 0, len(set.Questions))
-		for _, q := range set.Questions {
-			cmds = append(cmds, fmt.Sprintf("%s answer %s <answer>", s.opts.Command, q.ID))
-		}
-		s.log.Info("question waiting: answer it with the command shown (or on another surface)",
-			"run", set.RunID, "set", set.ID, "questions", len(set.Questions), "answer_with", strings.Join(cmds, "; "))
+	if said {
+		return
 	}
-	<-ctx.Done()
-	return ctx.Err()
+	cmds := make([]string, 0, len(set.Questions))
+	for _, q := range set.Questions {
+		cmds = append(cmds, fmt.Sprintf("%s answer %s <answer>", s.opts.Command, q.ID))
+	}
+	s.log.Info("question waiting: answer it with the command shown (or on another surface)",
+		"run", set.RunID, "set", set.ID, "questions", len(set.Questions), "answer_with", strings.Join(cmds, "; "))
+}
+
+// ErrPrompts is what Watch returns on a terminal that is not Passive: it
+// prompts, one question at a time, and is asked with Ask.
+var ErrPrompts = fmt.Errorf("the terminal prompts: ask it with Ask: %w", errors.ErrUnsupported)
+
+// Watch implements surfaces.Watcher on a Passive terminal (serve's): it
+// logs set once, with the commands that answer it, and returns; the answer
+// reaches the store through that command (or another surface), never
+// through this surface, so nothing waits here. A terminal that prompts
+// does not watch: Watch returns an error wrapping ErrPrompts (and
+// errors.ErrUnsupported), and the caller asks it with Ask.
+func (s *Surface) Watch(ctx context.Context, set questions.Set, _ surfaces.Answers) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(set.Questions) == 0 {
+		return fmt.Errorf("watch %s on the terminal: no questions", set.ID)
+	}
+	if !s.opts.Passive {
+		return fmt.Errorf("watch %s: %w", set.ID, ErrPrompts)
+	}
+	s.logWaiting(set)
+	return nil
+}
+
+// Watches reports whether Watch works on this terminal (it is Passive):
+// a caller holding the surface behind a wrapper asks it this way.
+func (s *Surface) Watches() bool { return s.opts.Passive }
+
+// Unwatch implements surfaces.Watcher: the set is forgotten (watched
+// again, it is logged again).
+func (s *Surface) Unwatch(setID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.later, setID)
 }

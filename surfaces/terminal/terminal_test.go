@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -612,4 +614,93 @@ func TestInputClosedStillShowsTheQuestion(t *testing.T) {
 	if strings.Index(got, second.Questions[0].Text) > strings.Index(got, "Input closed") {
 		t.Errorf("how to answer later comes before the question:\n%s", got)
 	}
+}
+
+// TestPassiveWatch: serve's terminal watches without waiting: Watch logs
+// the set once and returns, Unwatch forgets it (watched again, it is logged
+// again), and a settled set leaves nothing behind. A terminal that prompts
+// does not watch.
+func TestPassiveWatch(t *testing.T) {
+	t.Parallel()
+	var out, logs bytes.Buffer
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &logs}, nil))
+	s := terminal.New(strings.NewReader(""), &out, terminal.Options{Passive: true, Logger: logger})
+	if !s.Watches() {
+		t.Error("a passive terminal says it does not watch")
+	}
+	ctx := context.Background()
+	set := surfacetest.SingleChoice("passive-watch")
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Count(logs.String(), "question waiting")
+	}
+	for range 2 {
+		if err := s.Watch(ctx, set, surfacetest.NewAnswers()); err != nil {
+			t.Fatalf("Watch: %v", err)
+		}
+	}
+	if n := count(); n != 1 {
+		t.Errorf("watched twice: logged %d times, want 1", n)
+	}
+	s.Unwatch(set.ID)
+	s.Unwatch(set.ID)
+	if err := s.Watch(ctx, set, surfacetest.NewAnswers()); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 2 {
+		t.Errorf("watched after Unwatch: logged %d times, want 2", n)
+	}
+	if err := s.Resolve(ctx, set, questions.Response{SetID: set.ID, By: "ann", Surface: "github"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Watch(ctx, questions.Set{ID: "empty"}, surfacetest.NewAnswers()); err == nil {
+		t.Error("Watch of a set without questions: nil error")
+	}
+	if out.Len() != 0 {
+		t.Errorf("a passive terminal wrote to its output:\n%s", out.String())
+	}
+
+	prompting := terminal.New(strings.NewReader(""), &out, terminal.Options{})
+	if prompting.Watches() {
+		t.Error("a prompting terminal says it watches")
+	}
+	if err := prompting.Watch(ctx, set, surfacetest.NewAnswers()); !errors.Is(err, errors.ErrUnsupported) || !errors.Is(err, terminal.ErrPrompts) {
+		t.Errorf("Watch on a prompting terminal = %v, want ErrPrompts", err)
+	}
+}
+
+// BenchmarkPassiveWatch watches 10,000 sets on serve's terminal and reports
+// the bytes (heap and stacks) and goroutines each costs while watched.
+func BenchmarkPassiveWatch(b *testing.B) {
+	const n = 10000
+	sets := make([]questions.Set, n)
+	for i := range sets {
+		sets[i] = surfacetest.SingleChoice(fmt.Sprintf("bench-%d", i))
+	}
+	ctx := context.Background()
+	a := surfacetest.NewAnswers()
+	var bytesPer, goroutinesPer float64
+	for b.Loop() {
+		s := terminal.New(strings.NewReader(""), io.Discard, terminal.Options{Passive: true})
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		g0 := runtime.NumGoroutine()
+		for _, set := range sets {
+			if err := s.Watch(ctx, set, a); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		bytesPer = float64(int64(after.HeapAlloc+after.StackInuse)-int64(before.HeapAlloc+before.StackInuse)) / n
+		goroutinesPer = float64(runtime.NumGoroutine()-g0) / n
+		for _, set := range sets {
+			s.Unwatch(set.ID)
+		}
+	}
+	b.ReportMetric(bytesPer, "B/set")
+	b.ReportMetric(goroutinesPer, "goroutines/set")
 }

@@ -468,6 +468,12 @@ func (s *Server) callbackLocked(id, token string, body []byte) *apiError {
 	if in.response != nil {
 		return &apiError{http.StatusBadRequest, 40060, "Interaction has already been acknowledged."}
 	}
+	if s.now().Sub(in.dispatched) > InteractionDeadline {
+		// Discord: "you must send an initial response within 3 seconds
+		// of receiving the event. If the 3 second deadline is exceeded,
+		// the token will be invalidated."
+		return &apiError{http.StatusNotFound, 10062, "Unknown interaction"}
+	}
 	var raw struct {
 		Type discordgo.InteractionResponseType `json:"type"`
 		Data json.RawMessage                   `json:"data"`
@@ -475,7 +481,7 @@ func (s *Server) callbackLocked(id, token string, body []byte) *apiError {
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return badBody(err)
 	}
-	resp := &Response{InteractionID: id, Type: raw.Type, Latency: time.Since(in.dispatched)}
+	resp := &Response{InteractionID: id, Type: raw.Type, Latency: s.now().Sub(in.dispatched)}
 	if len(raw.Data) > 0 && string(raw.Data) != "null" {
 		d, err := decodeResponseData(raw.Data)
 		if err != nil {
@@ -516,9 +522,14 @@ func (s *Server) callbackLocked(id, token string, body []byte) *apiError {
 	return nil
 }
 
+// interactionByToken returns the interaction whose token is token, while
+// the token is valid (TokenLifetime after the interaction).
 func (s *Server) interactionByToken(token string) *interaction {
 	for _, in := range s.interactions {
 		if in.token == token {
+			if s.now().Sub(in.dispatched) > TokenLifetime {
+				return nil
+			}
 			return in
 		}
 	}

@@ -12,9 +12,13 @@
 // Message and WaitResponse read what the bot did; Drop cuts the gateway;
 // every interaction response records how long after the dispatch it came.
 //
-// It is as strict as Discord's docs: a session is resumed only on the
-// READY's resume_gateway_url (ResumeURL), a RESUME on the gateway URL gets
-// op 9 and the events in between are lost; CloseGateway, RefuseGateway and
+// It is as strict as Discord's docs: an interaction's initial response is
+// refused (404, 10062) past InteractionDeadline after the click, even when
+// the click was queued while the bot was away, and a second one with
+// 40060; its follow-ups and edits (404, 10015) past TokenLifetime (Advance
+// moves the fake's clock); a session is resumed only on the READY's
+// resume_gateway_url (ResumeURL), a RESUME on the gateway URL gets op 9 and
+// the events in between are lost; CloseGateway, RefuseGateway and
 // DisallowIntents close connections with Discord's close codes (4004,
 // 4014…); edits and reactions in an archived thread (ArchiveThread) are
 // refused with 50083 until PATCH /channels/{thread} {"archived": false} or
@@ -150,6 +154,32 @@ type Server struct {
 	limits       []*RateLimit
 	hangs        []*hang
 	closed       bool
+	skew         time.Duration // added to the clock by Advance
+}
+
+// Discord's deadlines for interactions.
+const (
+	// InteractionDeadline is how long after an interaction (the click) its
+	// initial response is accepted; later, the callback gets 404 Unknown
+	// interaction (10062).
+	InteractionDeadline = 3 * time.Second
+	// TokenLifetime is how long an interaction's token stays valid for
+	// follow-ups and edits of the original response; later they get 404
+	// Unknown Webhook (10015).
+	TokenLifetime = 15 * time.Minute
+)
+
+// now is the fake's clock: the time, moved forward by Advance. Call with
+// s.mu held.
+func (s *Server) now() time.Time { return time.Now().Add(s.skew) }
+
+// Advance moves the fake's clock forward by d, as if that much time had
+// passed for the interactions' deadlines (InteractionDeadline,
+// TokenLifetime).
+func (s *Server) Advance(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.skew += d
 }
 
 type hang struct {
@@ -661,7 +691,7 @@ func (s *Server) interactLocked(u User, m *discordgo.Message, typ discordgo.Inte
 		"locale":  "en-US",
 	}
 	s.interactions[in.id] = in
-	in.dispatched = time.Now()
+	in.dispatched = s.now()
 	if err := s.dispatchLocked("INTERACTION_CREATE", payload); err != nil {
 		return "", err
 	}
