@@ -93,8 +93,12 @@ test: $(CLAUDE) chromium postgresql vet
 	$(GO) test -race -count=1 -timeout=20m ./...
 	$(MAKE) --no-print-directory fuzz
 
+# bench runs every benchmark once. internal/scale's seed runs waiting by the
+# ten thousand and watch `serve` for a minute each (ORCHESTRATOR_SCALE_WINDOW
+# shortens the window, ORCHESTRATOR_SCALE_RUNS the PostgreSQL benchmark's
+# 100,000 runs): the whole takes longer than the tests.
 bench: $(CLAUDE)
-	$(GO) test -run='^$$' -bench=. -benchmem -count=1 -timeout=30m ./...
+	$(GO) test -run='^$$' -bench=. -benchmem -count=1 -timeout=60m ./...
 
 # demo rehearses an example spec with the real CLI and a built-in scripted
 # model: no API key, no tokens. At a terminal you answer its question; with

@@ -311,6 +311,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		if err != nil {
 			return fmt.Errorf("serve: listen on %s: %w", d.cfg.Listen, err)
 		}
+		ln = guardFiles(ln, d.log) // 503, not a hang, when out of descriptors (files.go)
 		d.mu.Lock()
 		d.addr = ln.Addr().String()
 		d.mu.Unlock()

@@ -35,13 +35,18 @@ type Health struct {
 	// them now (a request not answered in time, polls refused); Status is
 	// then "degraded".
 	SurfaceProblems []SurfaceProblem `json:"surface_problems,omitempty"`
-	Error           string           `json:"error,omitempty"`
+	// Files, when set, says that the process is near or at its open-file
+	// limit ("open files: 4,090 of 4,096"; files.go); Status is then
+	// "degraded", Error says so too and /healthz is 503: whatever needs a
+	// descriptor (a connection, the store, the specs folder) fails soon.
+	Files string `json:"files,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // healthz answers 200 with Health while serving (status "ok", or
 // "degraded" with runs no process drives or spec files that do not
-// validate); 503 while shutting down or when
-// the store cannot be read.
+// validate); 503 while shutting down, when the store cannot be read, or
+// when the process is near its open-file limit (files.go).
 func (d *Daemon) healthz(w http.ResponseWriter, r *http.Request) {
 	h, code := d.health(r.Context())
 	writeHealth(w, h, code)
@@ -89,6 +94,16 @@ func (d *Daemon) health(ctx context.Context) (Health, int) {
 		h.Status, h.Error, code = "degraded", "store unreachable since "+since.UTC().Format(time.RFC3339), http.StatusServiceUnavailable
 	case err == nil:
 		d.store.ok()
+	}
+	if p := fileProblem(); p != "" {
+		h.Files, code = p, http.StatusServiceUnavailable
+		if !stopping {
+			h.Status = "degraded"
+		}
+		if h.Error != "" {
+			h.Error += "; "
+		}
+		h.Error += p
 	}
 	for _, run := range runs {
 		switch run.Status {

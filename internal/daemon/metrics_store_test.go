@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 )
 
@@ -121,4 +123,39 @@ func TestMetricsKeepLastValuesWhenTheStoreIsDownOrSlow(t *testing.T) {
 	}
 	close(gate) // the read in flight ends, and the next scrape's with it
 	waitFor(t, "the read after the slow one to show", func() bool { return value(gather(t, m), "orchestrator_questions_pending") == 4 })
+}
+
+// countingStore counts the aggregate reads and makes each take a while.
+type countingStore struct {
+	*store.Store
+	reads atomic.Int32
+	took  time.Duration
+}
+
+func (c *countingStore) RunCounts(ctx context.Context, f store.AggFilter) ([]store.RunCount, error) {
+	c.reads.Add(1)
+	time.Sleep(c.took)
+	return c.Store.RunCounts(ctx, f)
+}
+
+// TestCostlySumsAreReadAtMostOnePercentOfTheTime: while nothing happens in
+// the process, scrapes reuse sums whose read was costly (≥ 20 ms) until 100
+// times that read's time has passed; a runner event makes the next scrape
+// read them again.
+func TestCostlySumsAreReadAtMostOnePercentOfTheTime(t *testing.T) {
+	t.Parallel()
+	st := openStore(t, t.TempDir())
+	cs := &countingStore{Store: st, took: 50 * time.Millisecond} // reads again after 5 s at the earliest
+	m := NewMetrics(cs)
+	for range 5 {
+		gather(t, m)
+	}
+	if n := cs.reads.Load(); n != 1 {
+		t.Fatalf("%d reads for 5 quiet scrapes, want 1", n)
+	}
+	m.Observe(runner.Event{Kind: runner.EventTurnStarted, RunID: "r1"})
+	gather(t, m)
+	if n := cs.reads.Load(); n != 2 {
+		t.Fatalf("%d reads after an event, want 2", n)
+	}
 }

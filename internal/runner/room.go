@@ -86,6 +86,10 @@ func (r *Runner) AskWaiting(ctx context.Context, health func(error)) error {
 			rm.health(err)
 			switch {
 			case err == nil:
+				if !loaded {
+					rm.loadedAt, rm.loadedSets = time.Now(), len(rm.sets)
+					r.log.Info("ask room: showing the waiting questions", "sets", len(rm.sets))
+				}
 				loaded = true
 				b.Reset()
 			case ctx.Err() != nil:
@@ -96,6 +100,10 @@ func (r *Runner) AskWaiting(ctx context.Context, health func(error)) error {
 			}
 		}
 		rm.dispatch(ctx)
+		if !rm.loadedAt.IsZero() && rm.working == 0 && len(rm.queue) == 0 && rm.firstShown() {
+			r.log.Info("ask room: every waiting question shown", "sets", rm.loadedSets, "took", time.Since(rm.loadedAt).Round(time.Millisecond))
+			rm.loadedAt = time.Time{}
+		}
 		var tick <-chan time.Time
 		var timer *time.Timer
 		if next, ok := rm.next(); ok {
@@ -147,6 +155,15 @@ type room struct {
 	done      chan finished
 	cursor    int64
 	lookAgain bool
+	// loadedAt is when the first read ended, until every set it found
+	// was shown (logged once: the start's work is done).
+	loadedAt   time.Time
+	loadedSets int
+}
+
+// firstShown reports whether no set waits for its first showing.
+func (rm *room) firstShown() bool {
+	return len(rm.timers) == 0 || !rm.timers[0].at.IsZero()
 }
 
 // entry is what the room keeps of one waiting set: a few words, and what
