@@ -31,7 +31,7 @@ FUZZ_TARGETS := \
 	./surfaces/discord:FuzzParseCustomID \
 	./internal/web:FuzzMarkdownIsInert
 
-.PHONY: all build test vet fuzz bench demo claude chromium postgresql systemd clean
+.PHONY: all build test vet fuzz bench demo claude chromium postgresql systemd image-test clean
 
 all: build
 
@@ -116,6 +116,14 @@ demo: $(CLAUDE) build
 	@export PATH="$(CLAUDE_DIR)/node_modules/.bin:$$PATH"; \
 	if [ -t 0 ]; then $(BIN) rehearse $(DEMO_SPEC); \
 	else echo "(stdin is not a terminal: answering 2)"; echo 2 | $(BIN) rehearse $(DEMO_SPEC); fi
+
+# image-test builds the Dockerfile against bases made from Debian's packages
+# (base images are not pulled) and runs `orchestrator version` and
+# `orchestrator rehearse` inside the image; deploy/container/image-test.sh
+# says how, and installs mmdebstrap, podman and buildah with apt-get when they
+# are missing. The Debian root file system is cached in $(CACHE_DIR)/image.
+image-test:
+	@bash deploy/container/image-test.sh "$(GO)" "$(CLAUDE_VERSION)" "$(CACHE_DIR)"
 
 clean:
 	rm -rf bin
