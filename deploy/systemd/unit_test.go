@@ -94,6 +94,9 @@ func TestUnitSettings(t *testing.T) {
 		"PrivateTmp":      "yes",
 		"Restart":         "on-failure",
 		"KillSignal":      "SIGTERM",
+		// serve exits 130 (cmd/orchestrator's exitCancelled) after SIGTERM,
+		// also when it stopped cleanly: `systemctl stop` is no failure.
+		"SuccessExitStatus": "130",
 		// serve waits up to 30 s (internal/daemon's ShutdownTimeout) for
 		// the interrupted turns, then closes HTTP: stop must not kill it
 		// before.
