@@ -71,6 +71,7 @@ if ! podman image exists "$gobase"; then
 		-f "$PWD/deploy/container/go-base.Containerfile" -t "$gobase" "$("$go" env GOROOT)" >/dev/null
 fi
 
+old=$(podman image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
 commit=$(git rev-parse HEAD)
 version=$(git describe --tags --always --dirty 2>/dev/null || echo "$commit")
 step "building the image ($version, CLI $claude_version)"
@@ -80,6 +81,10 @@ buildah bud --quiet --force-rm --isolation chroot --layers --format docker \
 	--build-arg DATE="$(git log -1 --format=%cI)" \
 	--build-arg CLAUDE_VERSION="$claude_version" \
 	-t "$image" . >/dev/null
+
+if [ -n "$old" ] && [ "$old" != "$(podman image inspect --format '{{.Id}}' "$image")" ]; then
+	podman rmi "$old" >/dev/null 2>&1 || true # the previous run's image, untagged now
+fi
 
 ctr=$(buildah from --quiet "$image")
 trap 'buildah rm "$ctr" >/dev/null' EXIT
@@ -100,4 +105,31 @@ esac
 
 step "orchestrator rehearse $spec (answering 2)"
 echo 2 | run orchestrator rehearse "$spec"
+# serve with the defaults (listen 127.0.0.1:8080, the state in the home
+# volume) until the image's own HEALTHCHECK command passes, then SIGTERM:
+# serve stops cleanly, exiting 130 as after any signal.
+step "orchestrator serve until its HEALTHCHECK passes, then SIGTERM"
+hc=$(buildah inspect --type image --format '{{index .Docker.Config.Healthcheck.Test 1}}' "$image")
+[ -n "$hc" ] || { echo "image-test: the image has no HEALTHCHECK" >&2; exit 1; }
+set +e
+buildah run --isolation chroot --env HC="$hc" "$ctr" -- sh -c '
+	orchestrator serve >/tmp/serve.log 2>&1 &
+	pid=$!
+	i=0
+	while [ $i -lt 120 ]; do
+		kill -0 $pid 2>/dev/null || { echo "serve exited before it was healthy:"; cat /tmp/serve.log; exit 1; }
+		if sh -c "$HC" 2>/dev/null; then
+			kill -TERM $pid
+			wait $pid
+			rc=$?
+			[ $rc = 130 ] || { echo "serve exited $rc after SIGTERM, want 130:"; cat /tmp/serve.log; }
+			exit $rc
+		fi
+		i=$((i + 1))
+		sleep 1
+	done
+	echo "the health check did not pass in 120 s:"; cat /tmp/serve.log; exit 1'
+rc=$?
+set -e
+[ $rc = 130 ] || { echo "image-test: serve and its health check failed" >&2; exit 1; }
 step "passed"
