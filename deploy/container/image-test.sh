@@ -97,6 +97,8 @@ case $out in
 *"$commit"* | *"${commit:0:12}"* | *"${commit:0:7}"*) ;;
 *) echo "image-test: \`orchestrator version\` in the image does not name the commit $commit" >&2; exit 1 ;;
 esac
+uid=$(run id -u)
+[ "$uid" != 0 ] || { echo "image-test: the image runs as root" >&2; exit 1; }
 out=$(run claude --version)
 case $out in
 "$claude_version"*) ;;
