@@ -94,8 +94,8 @@ func TestUnitSettings(t *testing.T) {
 		"PrivateTmp":      "yes",
 		"Restart":         "on-failure",
 		"KillSignal":      "SIGTERM",
-		// serve exits 130 (cmd/orchestrator's exitCancelled) after SIGTERM,
-		// also when it stopped cleanly: `systemctl stop` is no failure.
+		// serve exits 130 (cmd/orchestrator's exitCancelled) after a SIGTERM
+		// that arrives while it starts: `systemctl stop` then is no failure.
 		"SuccessExitStatus": "130",
 		// serve waits up to 30 s (internal/daemon's ShutdownTimeout) for
 		// the interrupted turns, then closes HTTP: stop must not kill it
