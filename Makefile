@@ -31,7 +31,7 @@ FUZZ_TARGETS := \
 	./surfaces/discord:FuzzParseCustomID \
 	./internal/web:FuzzMarkdownIsInert
 
-.PHONY: all build test vet fuzz bench demo claude chromium postgresql clean
+.PHONY: all build test vet fuzz bench demo claude chromium postgresql systemd image-test clean
 
 all: build
 
@@ -76,6 +76,18 @@ postgresql:
 	$$sudo apt-get update -q && $$sudo apt-get install -y -q postgresql || { echo "could not install postgresql; run: apt-get install -y postgresql" >&2; exit 1; }; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { echo "initdb is still missing after apt-get install" >&2; exit 1; }
 
+# systemd installs systemd-analyze (Debian's systemd package), with which the
+# tests verify deploy/systemd/orchestrator.service, when it is missing.
+# Without root, sudo is used.
+systemd:
+	@if command -v systemd-analyze >/dev/null; then exit 0; fi; \
+	echo "installing systemd: the service unit's test needs systemd-analyze"; \
+	command -v apt-get >/dev/null || { echo "systemd-analyze is missing and apt-get is not here: install systemd (its systemd-analyze verifies deploy/systemd/orchestrator.service)" >&2; exit 1; }; \
+	sudo=; if [ "$$(id -u)" != 0 ]; then \
+		command -v sudo >/dev/null || { echo "systemd-analyze is missing; as root run: apt-get install -y systemd" >&2; exit 1; }; sudo=sudo; fi; \
+	$$sudo apt-get update -q && $$sudo apt-get install -y -q systemd || { echo "could not install systemd; run: apt-get install -y systemd" >&2; exit 1; }; \
+	command -v systemd-analyze >/dev/null || { echo "systemd-analyze is still missing after apt-get install" >&2; exit 1; }
+
 # vet is go vet, gofmt and staticcheck (pinned in go.mod as a tool: `go tool
 # staticcheck`). ./... stays inside this module, so the vendored discordgo
 # (internal/third_party/discordgo, a module of its own) is not checked.
@@ -89,7 +101,7 @@ vet:
 fuzz:
 	@bash scripts/fuzz.sh "$(GO)" "$(FUZZTIME)" $(FUZZ_TARGETS)
 
-test: $(CLAUDE) chromium postgresql vet
+test: $(CLAUDE) chromium postgresql systemd vet
 	$(GO) test -race -count=1 -timeout=20m ./...
 	$(MAKE) --no-print-directory fuzz
 
@@ -108,6 +120,14 @@ demo: $(CLAUDE) build
 	@export PATH="$(CLAUDE_DIR)/node_modules/.bin:$$PATH"; \
 	if [ -t 0 ]; then $(BIN) rehearse $(DEMO_SPEC); \
 	else echo "(stdin is not a terminal: answering 2)"; echo 2 | $(BIN) rehearse $(DEMO_SPEC); fi
+
+# image-test builds the Dockerfile against bases made from Debian's packages
+# (base images are not pulled) and runs `orchestrator version` and
+# `orchestrator rehearse` inside the image; deploy/container/image-test.sh
+# says how, and installs mmdebstrap, podman and buildah with apt-get when they
+# are missing. The Debian root file system is cached in $(CACHE_DIR)/image.
+image-test:
+	@bash deploy/container/image-test.sh "$(GO)" "$(CLAUDE_VERSION)" "$(CACHE_DIR)"
 
 clean:
 	rm -rf bin
