@@ -91,7 +91,7 @@ func (r versionReport) line() string {
 
 // buildVersion returns the version, commit and commit date set with
 // -ldflags, else those recorded in the binary's build info.
-func buildVersion() (ver, rev, date string) {
+func buildVersion() (string, string, string) {
 	info, ok := debug.ReadBuildInfo()
 	return versionOf(version, commit, date, info, ok)
 }
