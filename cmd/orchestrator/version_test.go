@@ -129,3 +129,38 @@ func TestVersionOfBuiltBinary(t *testing.T) {
 		t.Errorf("a build from a git checkout prints devel: %q", line)
 	}
 }
+
+// TestVersionOfStampedBinary builds the command as make build and the
+// release builds (.goreleaser.yaml) do, with -buildvcs=false and the
+// version, commit and date set at link time: version prints those.
+func TestVersionOfStampedBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "orchestrator")
+	const full = "0123456789abcdef0123456789abcdef01234567"
+	build := exec.Command("go", "build", "-buildvcs=false", "-trimpath", "-o", bin,
+		"-ldflags", "-X main.version=v1.2.3 -X main.commit="+full+"-dirty -X main.date=2026-11-25T08:00:00Z", ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line, want := strings.TrimSpace(string(out)), "orchestrator v1.2.3 (commit 0123456789ab of 2026-11-25T08:00:00Z with local changes, go"; !strings.HasPrefix(line, want) {
+		t.Errorf("version = %q, want it to start with %q", line, want)
+	}
+	jout, err := exec.Command(bin, "version", "--json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep versionReport
+	if err := json.Unmarshal(jout, &rep); err != nil {
+		t.Fatalf("version --json: %v\n%s", err, jout)
+	}
+	if rep.Version != "v1.2.3" || rep.Commit != "0123456789ab" || !rep.Modified || rep.Date != "2026-11-25T08:00:00Z" {
+		t.Errorf("version --json = %s", jout)
+	}
+}
