@@ -31,12 +31,33 @@ FUZZ_TARGETS := \
 	./surfaces/discord:FuzzParseCustomID \
 	./internal/web:FuzzMarkdownIsInert
 
-.PHONY: all build test vet fuzz bench demo claude chromium postgresql systemd image-test clean
+# goreleaser (release builds, .goreleaser.yaml) is pinned as a Go tool in a
+# module of its own, internal/tools/go.mod: its few hundred dependencies stay
+# out of the orchestrator's go.mod and go.sum. scripts/goreleaser.sh runs it.
+GORELEASER := GO="$(GO)" bash scripts/goreleaser.sh
+
+.PHONY: all build dist dist-check test vet fuzz bench demo claude chromium postgresql systemd image-test clean
 
 all: build
 
+# build stamps the version, the commit and its date from git
+# (scripts/version-ldflags.sh), so `orchestrator version` names them also
+# with GOFLAGS=-buildvcs=false.
 build:
-	$(GO) build -o $(BIN) ./cmd/orchestrator
+	$(GO) build -ldflags "$$(bash scripts/version-ldflags.sh)" -o $(BIN) ./cmd/orchestrator
+
+# dist builds the release archives of every platform (.goreleaser.yaml)
+# into dist/: a snapshot, named after the commit, that publishes nothing.
+dist:
+	$(GORELEASER) release --snapshot --clean
+	@ls -l dist/*.tar.gz dist/*.zip dist/checksums.txt
+
+# dist-check checks .goreleaser.yaml (goreleaser check), builds a snapshot
+# of this machine's platform with goreleaser and `make build`, both with
+# GOFLAGS=-buildvcs=false, and checks that their `version --json` names this
+# commit and its date (scripts/dist-check.sh).
+dist-check:
+	@GO="$(GO)" bash scripts/dist-check.sh
 
 # claude installs the pinned Claude Code CLI into the cache when it is missing.
 # npm installs into a temporary folder that is renamed when complete, so an
@@ -101,7 +122,7 @@ vet:
 fuzz:
 	@bash scripts/fuzz.sh "$(GO)" "$(FUZZTIME)" $(FUZZ_TARGETS)
 
-test: $(CLAUDE) chromium postgresql systemd vet
+test: $(CLAUDE) chromium postgresql systemd vet dist-check
 	$(GO) test -race -count=1 -timeout=20m ./...
 	$(MAKE) --no-print-directory fuzz
 
@@ -130,4 +151,4 @@ image-test:
 	@bash deploy/container/image-test.sh "$(GO)" "$(CLAUDE_VERSION)" "$(CACHE_DIR)"
 
 clean:
-	rm -rf bin
+	rm -rf bin dist
