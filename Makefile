@@ -31,12 +31,33 @@ FUZZ_TARGETS := \
 	./surfaces/discord:FuzzParseCustomID \
 	./internal/web:FuzzMarkdownIsInert
 
-.PHONY: all build test vet fuzz bench demo claude chromium postgresql clean
+# goreleaser (release builds, .goreleaser.yaml) is pinned as a Go tool in a
+# module of its own, internal/tools/go.mod: its few hundred dependencies stay
+# out of the orchestrator's go.mod and go.sum. scripts/goreleaser.sh runs it.
+GORELEASER := GO="$(GO)" bash scripts/goreleaser.sh
+
+.PHONY: all build dist dist-check test vet fuzz bench demo claude chromium postgresql systemd image-test clean
 
 all: build
 
+# build stamps the version, the commit and its date from git
+# (scripts/version-ldflags.sh), so `orchestrator version` names them also
+# with GOFLAGS=-buildvcs=false.
 build:
-	$(GO) build -o $(BIN) ./cmd/orchestrator
+	$(GO) build -ldflags "$$(bash scripts/version-ldflags.sh)" -o $(BIN) ./cmd/orchestrator
+
+# dist builds the release archives of every platform (.goreleaser.yaml)
+# into dist/: a snapshot, named after the commit, that publishes nothing.
+dist:
+	$(GORELEASER) release --snapshot --clean
+	@ls -l dist/*.tar.gz dist/*.zip dist/checksums.txt
+
+# dist-check checks .goreleaser.yaml (goreleaser check), builds a snapshot
+# of this machine's platform with goreleaser and `make build`, both with
+# GOFLAGS=-buildvcs=false, and checks that their `version --json` names this
+# commit and its date (scripts/dist-check.sh).
+dist-check:
+	@GO="$(GO)" bash scripts/dist-check.sh
 
 # claude installs the pinned Claude Code CLI into the cache when it is missing.
 # npm installs into a temporary folder that is renamed when complete, so an
@@ -76,6 +97,18 @@ postgresql:
 	$$sudo apt-get update -q && $$sudo apt-get install -y -q postgresql || { echo "could not install postgresql; run: apt-get install -y postgresql" >&2; exit 1; }; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { echo "initdb is still missing after apt-get install" >&2; exit 1; }
 
+# systemd installs systemd-analyze (Debian's systemd package), with which the
+# tests verify deploy/systemd/orchestrator.service, when it is missing.
+# Without root, sudo is used.
+systemd:
+	@if command -v systemd-analyze >/dev/null; then exit 0; fi; \
+	echo "installing systemd: the service unit's test needs systemd-analyze"; \
+	command -v apt-get >/dev/null || { echo "systemd-analyze is missing and apt-get is not here: install systemd (its systemd-analyze verifies deploy/systemd/orchestrator.service)" >&2; exit 1; }; \
+	sudo=; if [ "$$(id -u)" != 0 ]; then \
+		command -v sudo >/dev/null || { echo "systemd-analyze is missing; as root run: apt-get install -y systemd" >&2; exit 1; }; sudo=sudo; fi; \
+	$$sudo apt-get update -q && $$sudo apt-get install -y -q systemd || { echo "could not install systemd; run: apt-get install -y systemd" >&2; exit 1; }; \
+	command -v systemd-analyze >/dev/null || { echo "systemd-analyze is still missing after apt-get install" >&2; exit 1; }
+
 # vet is go vet, gofmt and staticcheck (pinned in go.mod as a tool: `go tool
 # staticcheck`). ./... stays inside this module, so the vendored discordgo
 # (internal/third_party/discordgo, a module of its own) is not checked.
@@ -89,7 +122,7 @@ vet:
 fuzz:
 	@bash scripts/fuzz.sh "$(GO)" "$(FUZZTIME)" $(FUZZ_TARGETS)
 
-test: $(CLAUDE) chromium postgresql vet
+test: $(CLAUDE) chromium postgresql systemd vet dist-check
 	$(GO) test -race -count=1 -timeout=20m ./...
 	$(MAKE) --no-print-directory fuzz
 
@@ -109,5 +142,13 @@ demo: $(CLAUDE) build
 	if [ -t 0 ]; then $(BIN) rehearse $(DEMO_SPEC); \
 	else echo "(stdin is not a terminal: answering 2)"; echo 2 | $(BIN) rehearse $(DEMO_SPEC); fi
 
+# image-test builds the Dockerfile against bases made from Debian's packages
+# (base images are not pulled) and runs `orchestrator version` and
+# `orchestrator rehearse` inside the image; deploy/container/image-test.sh
+# says how, and installs mmdebstrap, podman and buildah with apt-get when they
+# are missing. The Debian root file system is cached in $(CACHE_DIR)/image.
+image-test:
+	@bash deploy/container/image-test.sh "$(GO)" "$(CLAUDE_VERSION)" "$(CACHE_DIR)"
+
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -14,11 +14,17 @@ import (
 	_ "time/tzdata" // CRON_TZ= zones in schedules work on hosts without a zone database
 )
 
-// Set at build time: go build -ldflags "-X main.version=v1.2.3 -X main.commit=abc1234".
-// When empty, the module version and VCS revision of the build are used.
+// Set at build time, as `make build` and goreleaser (.goreleaser.yaml) do:
+//
+//	go build -ldflags "-X main.version=v1.2.3 -X main.commit=abc1234… -X main.date=2026-11-26T10:00:00Z"
+//
+// date is the commit's time (RFC 3339). A commit ending in "-dirty" was
+// built with local changes. When empty, the module version, VCS revision and
+// VCS time go build recorded are used (none with -buildvcs=false).
 var (
 	version string
 	commit  string
+	date    string
 )
 
 func main() { os.Exit(run(NewMain())) }

@@ -46,8 +46,9 @@ type Main struct {
 	// --config and the relative default paths (specs.dir) are taken from
 	// it. "" means the process's working directory.
 	Dir string
-	// Version and Commit are printed by `orchestrator version`.
-	Version, Commit string
+	// Version, Commit and Date (of the commit) are printed by
+	// `orchestrator version`.
+	Version, Commit, Date string
 
 	// Config is the loaded, validated configuration; ConfigFile the file it
 	// came from, "" when the defaults were used.
@@ -110,7 +111,7 @@ type Main struct {
 // NewMain returns a Main wired to the process: os.Stdin/Stdout/Stderr,
 // os.LookupEnv, the build's version.
 func NewMain() *Main {
-	v, c := buildVersion()
+	v, c, d := buildVersion()
 	return &Main{
 		Stdin:     os.Stdin,
 		Stdout:    os.Stdout,
@@ -118,6 +119,7 @@ func NewMain() *Main {
 		LookupEnv: os.LookupEnv,
 		Version:   v,
 		Commit:    c,
+		Date:      d,
 	}
 }
 

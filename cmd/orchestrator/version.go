@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -13,15 +14,17 @@ func (m *Main) newVersionCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "version",
-		Short: "Print the version and the VCS revision the binary was built from",
-		Long: `version prints the module version and the git revision the binary was built
-from (recorded by go build in a git checkout; "-dirty" when it had local
-changes), or those set with -ldflags "-X main.version=… -X main.commit=…".
-A build that recorded neither says so. --json prints them as data (docs/json.md).`,
+		Short: "Print the version, the commit and its date the binary was built from",
+		Long: `version prints the version, the git commit and the commit's date the binary
+was built from. Release builds and make build set them at link time
+(-ldflags "-X main.version=… -X main.commit=… -X main.date=…"), so they are
+known also with -buildvcs=false; otherwise they are what go build recorded in
+a git checkout ("-dirty"/"with local changes" when it had local changes). A
+build that recorded none says so. --json prints them as data (docs/json.md).`,
 		Args:        cobra.NoArgs,
 		Annotations: skipConfigAnnotation(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep := newVersionReport(m.Version, m.Commit)
+			rep := newVersionReport(m.Version, m.Commit, m.Date)
 			if asJSON {
 				return writeJSON(m.Stdout, rep)
 			}
@@ -33,14 +36,16 @@ A build that recorded neither says so. --json prints them as data (docs/json.md)
 	return cmd
 }
 
-// versionReport is the output of version --json (docs/json.md). Version
-// and Commit are never empty: "devel" and "unknown" when the build
-// recorded nothing.
+// versionReport is the output of version --json (docs/json.md). Version,
+// Commit and Date are never empty: "devel", "unknown" and "unknown" when the
+// build recorded nothing.
 type versionReport struct {
 	V        int    `json:"v"`
 	Version  string `json:"version"`
 	Commit   string `json:"commit"`
 	Modified bool   `json:"modified"`
+	// Date is the time of the commit built, RFC 3339 in UTC.
+	Date     string `json:"date"`
 	Go       string `json:"go"`
 	Platform string `json:"platform"`
 	// License is the license the orchestrator is distributed under
@@ -51,14 +56,17 @@ type versionReport struct {
 // License is the SPDX identifier of the orchestrator's license (LICENSE).
 const License = "Apache-2.0"
 
-func newVersionReport(ver, rev string) versionReport {
+func newVersionReport(ver, rev, date string) versionReport {
 	rep := versionReport{V: jsonVersion, Version: ver, Commit: strings.TrimSuffix(rev, "-dirty"), Modified: strings.HasSuffix(rev, "-dirty"),
-		Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, License: License}
+		Date: date, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, License: License}
 	if rep.Version == "" {
 		rep.Version = "devel"
 	}
 	if rep.Commit == "" {
 		rep.Commit = "unknown"
+	}
+	if rep.Date == "" {
+		rep.Date = "unknown"
 	}
 	return rep
 }
@@ -66,51 +74,72 @@ func newVersionReport(ver, rev string) versionReport {
 // line is the text version prints.
 func (r versionReport) line() string {
 	extra := r.Go + " " + r.Platform
+	commit := "commit " + r.Commit
+	if r.Date != "unknown" {
+		commit += " of " + r.Date
+	}
 	switch {
 	case r.Commit != "unknown" && r.Modified:
-		extra = "commit " + r.Commit + " with local changes, " + extra
+		extra = commit + " with local changes, " + extra
 	case r.Commit != "unknown":
-		extra = "commit " + r.Commit + ", " + extra
+		extra = commit + ", " + extra
 	case r.Version == "devel":
 		extra = "no module version or VCS revision was recorded: built outside a git checkout or with -buildvcs=false; " + extra
 	}
 	return fmt.Sprintf("orchestrator %s (%s)", r.Version, extra)
 }
 
-// buildVersion returns the version and commit set with -ldflags, else the
-// module version and VCS revision recorded in the binary.
-func buildVersion() (ver, rev string) {
+// buildVersion returns the version, commit and commit date set with
+// -ldflags, else those recorded in the binary's build info.
+func buildVersion() (string, string, string) {
 	info, ok := debug.ReadBuildInfo()
-	return versionOf(version, commit, info, ok)
+	return versionOf(version, commit, date, info, ok)
 }
 
-// versionOf picks the version and revision: those set with -ldflags win,
-// then the build info's main module version (not "(devel)") and
-// vcs.revision (shortened to 12 characters, "-dirty" when vcs.modified).
-func versionOf(ver, rev string, info *debug.BuildInfo, ok bool) (string, string) {
-	ver, rev = strings.TrimSpace(ver), strings.TrimSpace(rev)
-	if !ok || info == nil {
-		return ver, rev
-	}
-	if ver == "" && info.Main.Version != "" && info.Main.Version != "(devel)" {
-		ver = info.Main.Version
-	}
-	if rev == "" {
+// versionOf picks the version, revision and commit date: each set with
+// -ldflags wins, else the build info's main module version (not
+// "(devel)"), vcs.revision ("-dirty" when vcs.modified) and vcs.time. The
+// revision is shortened to 12 characters (keeping "-dirty"), and the date
+// is printed as RFC 3339 in UTC when it is one (a date that is not is
+// kept as given: version never fails on what the build stamped).
+func versionOf(ver, rev, date string, info *debug.BuildInfo, ok bool) (string, string, string) {
+	ver, rev, date = strings.TrimSpace(ver), strings.TrimSpace(rev), strings.TrimSpace(date)
+	if ok && info != nil {
+		if ver == "" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+			ver = info.Main.Version
+		}
+		var vcsRev, vcsTime string
 		var modified bool
 		for _, s := range info.Settings {
 			switch s.Key {
 			case "vcs.revision":
-				rev = s.Value
+				vcsRev = s.Value
+			case "vcs.time":
+				vcsTime = s.Value
 			case "vcs.modified":
 				modified = s.Value == "true"
 			}
 		}
-		if len(rev) > 12 {
-			rev = rev[:12]
+		if rev == "" && vcsRev != "" {
+			rev = vcsRev
+			if modified {
+				rev += "-dirty"
+			}
+			// The build's own time goes with the build's own revision
+			// only: a stamped commit keeps a stamped date (or none).
+			if date == "" {
+				date = vcsTime
+			}
 		}
-		if rev != "" && modified {
+	}
+	if hash, dirty := strings.CutSuffix(rev, "-dirty"); len(hash) > 12 {
+		rev = hash[:12]
+		if dirty {
 			rev += "-dirty"
 		}
 	}
-	return ver, rev
+	if t, err := time.Parse(time.RFC3339, date); err == nil {
+		date = t.UTC().Format(time.RFC3339)
+	}
+	return ver, rev, date
 }

@@ -7,42 +7,59 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 )
 
-// TestVersionOfBuildInfo: the version comes from -ldflags, else the build
-// info's module version and VCS revision; a build that recorded nothing
-// still prints something that says so, never an empty string.
+// TestVersionOfBuildInfo: the version, commit and date come from -ldflags,
+// else the build info's module version, VCS revision and VCS time; a build
+// that recorded nothing still prints something that says so, never an
+// empty string.
 func TestVersionOfBuildInfo(t *testing.T) {
 	t.Parallel()
 	vcs := &debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20261123205400-da786e7abcde+dirty"}, Settings: []debug.BuildSetting{
-		{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "da786e7abcdef0123456789"}, {Key: "vcs.modified", Value: "true"}}}
+		{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "da786e7abcdef0123456789"},
+		{Key: "vcs.time", Value: "2026-11-23T20:54:00Z"}, {Key: "vcs.modified", Value: "true"}}}
+	noVCS := &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}
 	for _, tt := range []struct {
 		name           string
-		ver, rev       string
+		ver, rev, date string
 		info           *debug.BuildInfo
 		ok             bool
 		wantVer        string
 		wantRev        string
+		wantDate       string
 		wantLinePart   string
 		wantJSONCommit string
+		wantJSONDate   string
 	}{
-		{"ldflags win", "v1.2.3", "abc1234", vcs, true, "v1.2.3", "abc1234", "orchestrator v1.2.3 (commit abc1234, go", "abc1234"},
-		{"vcs info", "", "", vcs, true, "v0.0.0-20261123205400-da786e7abcde+dirty", "da786e7abcde-dirty",
-			"(commit da786e7abcde with local changes, go", "da786e7abcde"},
-		{"devel without vcs", "", "", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, true, "", "",
-			"orchestrator devel (no module version or VCS revision was recorded", "unknown"},
-		{"no build info", "", "", nil, false, "", "", "orchestrator devel (no module version", "unknown"},
+		{"ldflags win", "v1.2.3", "abc1234", "2026-11-25T08:00:00Z", vcs, true, "v1.2.3", "abc1234", "2026-11-25T08:00:00Z",
+			"orchestrator v1.2.3 (commit abc1234 of 2026-11-25T08:00:00Z, go", "abc1234", "2026-11-25T08:00:00Z"},
+		// goreleaser stamps the full commit and its date in UTC; a zone
+		// other than UTC is converted.
+		{"ldflags without vcs", "v1.2.3", "0123456789abcdef0123456789abcdef01234567-dirty", "2026-11-25T09:00:00+01:00", noVCS, true,
+			"v1.2.3", "0123456789ab-dirty", "2026-11-25T08:00:00Z",
+			"orchestrator v1.2.3 (commit 0123456789ab of 2026-11-25T08:00:00Z with local changes, go", "0123456789ab", "2026-11-25T08:00:00Z"},
+		// A stamped commit does not take the build's VCS time.
+		{"ldflags commit only", "", "abc1234", "", vcs, true, "v0.0.0-20261123205400-da786e7abcde+dirty", "abc1234", "",
+			"(commit abc1234, go", "abc1234", "unknown"},
+		{"a date that is no RFC 3339 is kept", "v1", "abc1234", "yesterday", nil, false, "v1", "abc1234", "yesterday",
+			"(commit abc1234 of yesterday, go", "abc1234", "yesterday"},
+		{"vcs info", "", "", "", vcs, true, "v0.0.0-20261123205400-da786e7abcde+dirty", "da786e7abcde-dirty", "2026-11-23T20:54:00Z",
+			"(commit da786e7abcde of 2026-11-23T20:54:00Z with local changes, go", "da786e7abcde", "2026-11-23T20:54:00Z"},
+		{"devel without vcs", "", "", "", noVCS, true, "", "", "",
+			"orchestrator devel (no module version or VCS revision was recorded", "unknown", "unknown"},
+		{"no build info", "", "", "", nil, false, "", "", "", "orchestrator devel (no module version", "unknown", "unknown"},
 	} {
-		ver, rev := versionOf(tt.ver, tt.rev, tt.info, tt.ok)
-		if ver != tt.wantVer || rev != tt.wantRev {
-			t.Errorf("%s: versionOf = %q, %q, want %q, %q", tt.name, ver, rev, tt.wantVer, tt.wantRev)
+		ver, rev, date := versionOf(tt.ver, tt.rev, tt.date, tt.info, tt.ok)
+		if ver != tt.wantVer || rev != tt.wantRev || date != tt.wantDate {
+			t.Errorf("%s: versionOf = %q, %q, %q, want %q, %q, %q", tt.name, ver, rev, date, tt.wantVer, tt.wantRev, tt.wantDate)
 		}
-		rep := newVersionReport(ver, rev)
+		rep := newVersionReport(ver, rev, date)
 		if line := rep.line(); !strings.Contains(line, tt.wantLinePart) {
 			t.Errorf("%s: line %q lacks %q", tt.name, line, tt.wantLinePart)
 		}
-		if rep.Version == "" || rep.Commit != tt.wantJSONCommit {
-			t.Errorf("%s: report %+v, want commit %q", tt.name, rep, tt.wantJSONCommit)
+		if rep.Version == "" || rep.Commit != tt.wantJSONCommit || rep.Date != tt.wantJSONDate {
+			t.Errorf("%s: report %+v, want commit %q and date %q", tt.name, rep, tt.wantJSONCommit, tt.wantJSONDate)
 		}
 	}
 }
@@ -93,7 +110,7 @@ func TestVersionOfBuiltBinary(t *testing.T) {
 	}
 	if rev == "" {
 		t.Logf("go build recorded no VCS revision here: checking the message that says so")
-		if rep.Commit != "unknown" || !strings.Contains(line, "no module version or VCS revision was recorded") {
+		if rep.Commit != "unknown" || rep.Date != "unknown" || !strings.Contains(line, "no module version or VCS revision was recorded") {
 			t.Errorf("without VCS information: version = %q, --json %s", line, jout)
 		}
 		return
@@ -105,7 +122,45 @@ func TestVersionOfBuiltBinary(t *testing.T) {
 	if rep.Commit != want || !strings.Contains(line, "commit "+want) {
 		t.Errorf("version = %q, --json %s; want commit %s", line, jout, want)
 	}
+	if _, err := time.Parse(time.RFC3339, rep.Date); err != nil || !strings.Contains(line, " of "+rep.Date) {
+		t.Errorf("version = %q, --json %s; want the commit's date", line, jout)
+	}
 	if rep.Version == "devel" || strings.Contains(line, "devel") {
 		t.Errorf("a build from a git checkout prints devel: %q", line)
+	}
+}
+
+// TestVersionOfStampedBinary builds the command as make build and the
+// release builds (.goreleaser.yaml) do, with -buildvcs=false and the
+// version, commit and date set at link time: version prints those.
+func TestVersionOfStampedBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "orchestrator")
+	const full = "0123456789abcdef0123456789abcdef01234567"
+	build := exec.Command("go", "build", "-buildvcs=false", "-trimpath", "-o", bin,
+		"-ldflags", "-X main.version=v1.2.3 -X main.commit="+full+"-dirty -X main.date=2026-11-25T08:00:00Z", ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line, want := strings.TrimSpace(string(out)), "orchestrator v1.2.3 (commit 0123456789ab of 2026-11-25T08:00:00Z with local changes, go"; !strings.HasPrefix(line, want) {
+		t.Errorf("version = %q, want it to start with %q", line, want)
+	}
+	jout, err := exec.Command(bin, "version", "--json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep versionReport
+	if err := json.Unmarshal(jout, &rep); err != nil {
+		t.Fatalf("version --json: %v\n%s", err, jout)
+	}
+	if rep.Version != "v1.2.3" || rep.Commit != "0123456789ab" || !rep.Modified || rep.Date != "2026-11-25T08:00:00Z" {
+		t.Errorf("version --json = %s", jout)
 	}
 }
