@@ -53,6 +53,7 @@ func (m *Main) runServe(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	servePprof(ctx, m.Logger)
 	metrics := daemon.NewMetrics(st)
 	m.metrics = metrics
 	m.serving = true

@@ -26,6 +26,9 @@ type QuestionStore interface {
 	PendingCounts(ctx context.Context, f store.AggFilter) ([]store.PendingCount, error)
 	QuestionSet(ctx context.Context, id string) (store.SetRecord, error)
 	Run(ctx context.Context, id string) (store.Run, error)
+	// SetFeedHead moves with every change of a question set and of its
+	// run's status: sums read at the same head are the same (aggCache).
+	SetFeedHead(ctx context.Context) (int64, error)
 }
 
 // Metrics are the daemon's Prometheus metrics, in a registry of their own
@@ -566,7 +569,11 @@ func (a *aggregates) pendingQuestions() int {
 // of a core whatever is waiting, and its values are at most that old (the
 // age gauge says how old: 7 s at 10,000 waiting on SQLite). An event of
 // this process's runs makes the next scrape read again; a change made by
-// another process shows at the next read.
+// another process shows at the next read. And while the store's set feed
+// stays where it was at the last read (SetFeedHead, one indexed look), the
+// sums are kept up to quietFor (a minute): what else changes them (a run of
+// another process starting or ending without a question) shows that late
+// at most.
 type aggCache struct {
 	st QuestionStore
 
@@ -575,6 +582,8 @@ type aggCache struct {
 	duty                          float64
 	dirty                         bool      // a runner event since the last read
 	ended                         time.Time // when the last read ended
+	quietFor                      time.Duration
+	head                          int64 // the set feed's head at the last read
 
 	mu       sync.Mutex
 	last     *aggregates   // nil until a read succeeds
@@ -586,7 +595,19 @@ type aggCache struct {
 
 func newAggCache(st QuestionStore) *aggCache {
 	return &aggCache{st: st, wait: 5 * time.Second, slow: 100 * time.Millisecond, slowWait: 50 * time.Millisecond, timeout: 30 * time.Second,
-		costly: 20 * time.Millisecond, duty: 0.01}
+		costly: 20 * time.Millisecond, duty: 0.01, quietFor: time.Minute}
+}
+
+// feedHead is the set feed's head now, 0 when it cannot be read. Called
+// with c.mu held: one indexed look, bounded.
+func (c *aggCache) feedHead() int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), c.slowWait)
+	defer cancel()
+	head, err := c.st.SetFeedHead(ctx)
+	if err != nil {
+		return 0
+	}
+	return head
 }
 
 // changed notes that this process's runs moved: the next scrape reads.
@@ -612,11 +633,18 @@ func (c *aggCache) state() aggState {
 // read takes too long (see aggCache); nil when none was ever read.
 func (c *aggCache) get() *aggregates {
 	c.mu.Lock()
-	if c.last != nil && c.inflight == nil && !c.dirty && c.lastTook > c.costly &&
-		time.Since(c.ended) < time.Duration(float64(c.lastTook)/c.duty) {
-		last := c.last // quiet, and reading again would cost more than duty
-		c.mu.Unlock()
-		return last
+	if c.last != nil && c.inflight == nil && !c.dirty {
+		age := time.Since(c.ended)
+		reuse := c.lastTook > c.costly && age < time.Duration(float64(c.lastTook)/c.duty) // reading again would cost more than duty
+		if !reuse && age < c.quietFor && c.ok {
+			head, head0 := c.feedHead(), c.head
+			reuse = head == head0 && head != 0 // nothing of the sets moved
+		}
+		if reuse {
+			last := c.last
+			c.mu.Unlock()
+			return last
+		}
 	}
 	if c.inflight == nil {
 		c.inflight = make(chan struct{})
@@ -645,6 +673,7 @@ func (c *aggCache) read(done chan struct{}) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	start := time.Now()
+	head, herr := c.st.SetFeedHead(ctx) // before the sums: a change in between reads them again
 	runs, err := c.st.RunCounts(ctx, store.AggFilter{})
 	var pending []store.PendingCount
 	if err == nil {
@@ -654,6 +683,10 @@ func (c *aggCache) read(done chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lastTook, c.ok, c.ended = took, err == nil, time.Now()
+	c.head = head
+	if herr != nil {
+		c.head = 0 // unknown: the next scrape reads
+	}
 	if err != nil {
 		c.errors++
 	} else {

@@ -40,6 +40,25 @@ func (g *gatedStore) RunCounts(ctx context.Context, f store.AggFilter) ([]store.
 	return g.Store.RunCounts(ctx, f)
 }
 
+// SetFeedHead fails and blocks as the sums' reads do: a store that is
+// down or slow is so for every read.
+func (g *gatedStore) SetFeedHead(ctx context.Context) (int64, error) {
+	g.mu.Lock()
+	fail, gate := g.fail, g.gate
+	g.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	if fail != nil {
+		return 0, fail
+	}
+	return g.Store.SetFeedHead(ctx)
+}
+
 func (g *gatedStore) set(fail error, gate chan struct{}) {
 	g.mu.Lock()
 	g.fail, g.gate = fail, gate

@@ -74,9 +74,3 @@ func (h *storeHealth) down() (since time.Time, lastErr string, isDown bool) {
 func retryBackoff() *retry.Backoff {
 	return &retry.Backoff{Initial: 250 * time.Millisecond, Max: 30 * time.Second, Jitter: retry.Jitter}
 }
-
-// storeDown reports a store outage going on.
-func (d *Daemon) storeDown() bool {
-	_, _, down := d.store.down()
-	return down
-}

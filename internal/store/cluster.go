@@ -337,13 +337,17 @@ func (s *Store) ClaimableRuns(ctx context.Context, host string, limit int) ([]Ru
 	return out, rows.Err()
 }
 
-// claimableQuery is ClaimableRuns' query and its arguments.
+// claimableQuery is ClaimableRuns' query and its arguments. The waiting
+// runs are found from their answered sets (few), never by reading every
+// waiting run: the CROSS JOIN keeps SQLite's planner from starting at
+// runs(status), which lists them all (3 ms a look at 10,000 waiting).
 func (s *Store) claimableQuery(host string, limit int) (string, []any) {
 	free := ` AND (host = '' OR host = ?)
 		AND NOT EXISTS (SELECT 1 FROM run_leases l WHERE l.run_id = runs.id AND l.expires_at > ` + s.nowSQL() + `)`
 	q := `SELECT ` + briefRunColumns + ` FROM runs WHERE status IN (?, ?, ?)` + free + `
 		UNION ALL
-		SELECT ` + briefRunColumns + ` FROM runs WHERE id IN (SELECT run_id FROM question_sets WHERE state = ?) AND status = ?` + free + `
+		SELECT ` + briefRunColumns + ` FROM (SELECT DISTINCT run_id FROM question_sets WHERE state = ?) answered
+			CROSS JOIN runs WHERE runs.id = answered.run_id AND status = ?` + free + `
 		ORDER BY created_at, id`
 	if limit > 0 {
 		q += fmt.Sprintf(` LIMIT %d`, limit)
