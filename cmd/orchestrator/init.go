@@ -256,7 +256,7 @@ func (o *initOptions) next() string {
 		fmt.Fprintf(&b, "  cd %s\n", shellWord(o.dir))
 	}
 	if o.has("github") || (o.deliver && o.repo != "") {
-		fmt.Fprintf(&b, "  export %s=...   # a GitHub token (see README, Surfaces)\n", o.githubTokenEnv)
+		fmt.Fprintf(&b, "  export %s=...   # a GitHub token (see docs/surfaces.md)\n", o.githubTokenEnv)
 	}
 	if o.has("discord") {
 		fmt.Fprintf(&b, "  export %s=...   # the Discord bot's token\n", o.discordTokenEnv)
