@@ -159,6 +159,12 @@ func (s *Store) AskTool(ctx context.Context, call ToolCall, set questions.Set, s
 		if _, err := tx.ExecContext(ctx, `UPDATE question_sets SET kind = ? WHERE id = ?`, questions.KindOf(set), set.ID); err != nil {
 			return err
 		}
+		// A rule may have answered the set (applyRules): the call is
+		// decided now, its decision handed out as any other.
+		stored := call
+		if err := decideFromSet(ctx, tx, &stored, now); err != nil {
+			return err
+		}
 		if live {
 			if err := updateRun(ctx, tx, call.RunID, RunUpdate{Status: RunRunning}, now); err != nil {
 				return err

@@ -78,6 +78,8 @@ var pgTests = []struct {
 	{"TestToolDecisionExactlyOnce", TestToolDecisionExactlyOnce},
 	{"TestToolDecisionDenyReasonAndRunRule", TestToolDecisionDenyReasonAndRunRule},
 	{"TestToolDecisionAskToolAnswers", TestToolDecisionAskToolAnswers},
+	{"TestRulesAnswerSetsInScope", TestRulesAnswerSetsInScope},
+	{"TestApprovalRulesNeverPastThePolicy", TestApprovalRulesNeverPastThePolicy},
 	{"TestDecideToolByPolicy", TestDecideToolByPolicy},
 	{"TestDropToolCall", TestDropToolCall},
 	{"TestCommentDecisionsFirstWinsAcrossReopen", TestCommentDecisionsFirstWinsAcrossReopen},

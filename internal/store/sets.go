@@ -49,7 +49,8 @@ func insertSet(ctx context.Context, tx *txn, set questions.Set, surfaces []strin
 	return updateRun(ctx, tx, set.RunID, RunUpdate{Status: RunWaiting}, now)
 }
 
-// insertSetRows stores set, pending; its run is left as it is.
+// insertSetRows stores set, pending (or answered, when a rule answers it:
+// applyRules); its run is left as it is.
 func insertSetRows(ctx context.Context, tx *txn, set questions.Set, surfaces []string, now time.Time) error {
 	if set.ID == "" || set.RunID == "" {
 		return errors.New("store question set: no ID or run ID")
@@ -75,7 +76,10 @@ func insertSetRows(ctx context.Context, tx *txn, set questions.Set, surfaces []s
 			return fmt.Errorf("store question %s of set %s: %w", q.ID, set.ID, err)
 		}
 	}
-	return nil
+	// A remembered decision in scope answers it before anyone is asked
+	// (rules.go).
+	_, err = applyRules(ctx, tx, set, now)
+	return err
 }
 
 const setColumns = `id, state, body, surfaces, created_at, answered_at, claimed_at, resumed_at, reminded_at, escalated_at`
