@@ -15,6 +15,7 @@ import (
 )
 
 func (m *Main) newAnswerCmd() *cobra.Command {
+	var remember, pattern string
 	cmd := &cobra.Command{
 		Use:   "answer QID TEXT...",
 		Short: "Answer a pending question, whatever surface it was asked on",
@@ -26,17 +27,40 @@ several questions, answer each by its own QID, or the set at once by its ID
 with one line per question ("1: 2").
 
 The first answer wins: if another surface answered first, answer says so. A
-process waiting on the question (run, resume, serve) resumes the session.`,
+process waiting on the question (run, resume, serve) resumes the session.
+
+--remember SCOPE[:LIFETIME] keeps the answer as a rule (docs/rules.md): the
+same question asked later in the scope — spec (the run's spec), repo (its
+working directory) or all — is answered by it at once and asked of nobody,
+until it expires (at most rules.max_lifetime, its default) or 'orchestrator
+rules revoke' ends it. For an approval, --rule 'Bash(go test:*)' widens the
+grant from this very call to the calls the rule allows.`,
 		Annotations: noSurfacesAnnotation(),
 		Args:        cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return m.runAnswer(cmd.Context(), args[0], strings.Join(args[1:], " "))
+			return m.runAnswer(cmd.Context(), args[0], strings.Join(args[1:], " "), remember, pattern)
 		},
 	}
+	cmd.Flags().StringVar(&remember, "remember", "", "keep the answer as a rule for spec, repo or all, with a lifetime (spec:7d)")
+	cmd.Flags().StringVar(&pattern, "rule", "", "with --remember on an approval: the tool rule the grant allows (Bash(go test:*)); default this very call")
 	return cmd
 }
 
-func (m *Main) runAnswer(ctx context.Context, qid, text string) error {
+func (m *Main) runAnswer(ctx context.Context, qid, text, remember, pattern string) error {
+	var keep *store.RuleRequest
+	if remember != "" {
+		scope, life, err := store.ParseRemember(remember)
+		if err != nil {
+			return usageError(err)
+		}
+		max := time.Duration(m.Config.Rules.MaxLifetime)
+		if life > max {
+			return usageError(fmt.Errorf("--remember %s: at most %s (rules.max_lifetime)", remember, m.Config.Rules.MaxLifetime))
+		}
+		keep = &store.RuleRequest{Scope: scope, Lifetime: life, MaxLifetime: max, Surface: "cli", Pattern: pattern}
+	} else if pattern != "" {
+		return usageError(errors.New("--rule goes with --remember"))
+	}
 	// An answer over the cap is refused, as on every surface, never cut.
 	if max := m.Config.Run.AnswerMaxBytes.Int(); max > 0 && len(text) > max {
 		return usageError(fmt.Errorf("the answer is %d bytes long; at most %d are accepted (run.answer_max_bytes)", len(text), max))
@@ -51,6 +75,9 @@ func (m *Main) runAnswer(ctx context.Context, qid, text string) error {
 	}
 	if rec.State != store.SetPending {
 		return fmt.Errorf("question set %s is already %s (by %s on %s)", rec.Set.ID, rec.State, rec.Response.By, rec.Response.Surface)
+	}
+	if keep != nil && q != nil && len(rec.Set.Questions) > 1 {
+		return usageError(fmt.Errorf("--remember keeps the answer to a whole question set: answer set %s by its ID, one line per question", rec.Set.ID))
 	}
 	var answers []questions.Answer
 	if q != nil {
@@ -81,6 +108,17 @@ func (m *Main) runAnswer(ctx context.Context, qid, text string) error {
 		return nil
 	}
 	fmt.Fprintf(m.Stdout, "answered question set %s of run %s.\n", rec.Set.ID, rec.Set.RunID)
+	if keep != nil {
+		// The operator at the terminal may answer every run: they may keep
+		// a rule for any scope (docs/rules.md).
+		keep.SetID, keep.By = rec.Set.ID, resp.By
+		rule, err := st.Remember(ctx, *keep)
+		if err != nil {
+			return fmt.Errorf("answered, but not remembered: %w", err)
+		}
+		fmt.Fprintf(m.Stdout, "remembered as rule %s: %s for %s until %s (orchestrator rules revoke %s ends it).\n",
+			rule.ID, ruleWhat(rule), rule.ScopeText(), rule.ExpiresAt.Format("2006-01-02 15:04 MST"), rule.ID)
+	}
 	run, err := st.Run(ctx, rec.Set.RunID)
 	if err == nil && run.Status == store.RunWaiting {
 		fmt.Fprintf(m.Stdout, "A process waiting on it resumes the session now; if none does, run 'orchestrator resume %s'.\n", run.ID)

@@ -443,7 +443,10 @@ func printDecision(w io.Writer, d showDecision) {
 	if c := strings.TrimSpace(d.call); c != "" {
 		fmt.Fprintf(w, "        %s\n", strings.ReplaceAll(c, "\n", "\n        "))
 	}
-	if d.AnsweredAt != nil {
+	if d.AnsweredAt != nil && d.Surface == store.RuleSurface {
+		// A remembered decision: its answered_by is the rule's provenance.
+		fmt.Fprintf(w, "      → %s, answered by %s, at %s\n", safe(d.Answer, 200), safe(d.AnsweredBy, 200), d.AnsweredAt.Format(time.RFC3339))
+	} else if d.AnsweredAt != nil {
 		fmt.Fprintf(w, "      → %s, by %s on %s at %s\n", safe(d.Answer, 200), safe(d.AnsweredBy, 60), d.Surface, d.AnsweredAt.Format(time.RFC3339))
 	} else {
 		fmt.Fprintf(w, "      → (%s)\n", d.State)

@@ -40,6 +40,8 @@ type Config struct {
 	// Retention is how long gc keeps transcripts, finished runs and their
 	// local branches (retention.go).
 	Retention Retention `yaml:"retention"`
+	// Rules bounds remembered decisions (rules.go).
+	Rules Rules `yaml:"rules"`
 
 	// source is the file the config came from ("" for defaults) and lines
 	// maps a dotted key to the line it was set on, so that Validate can
@@ -312,6 +314,7 @@ func DefaultEnv(lookup LookupFunc) Config {
 		Git:         Git{KeepWorktrees: DefaultKeepWorktrees, MaxFileSize: DefaultMaxFileSize},
 		Approvals:   Approvals{Hold: DefaultApprovalHold},
 		Retention:   Retention{Transcripts: DefaultRetainTranscripts, Runs: DefaultRetainRuns, Branches: DefaultRetainBranches},
+		Rules:       Rules{MaxLifetime: DefaultRuleMaxLifetime},
 		Log:         Log{Level: "info", Format: "text"},
 		Agent: Agent{
 			Command:        DefaultCommand,
