@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/orchestrator-dev/orchestrator/internal/approvals"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
@@ -76,8 +77,10 @@ func (m *Main) runAnswer(ctx context.Context, qid, text, remember, pattern strin
 	if rec.State != store.SetPending {
 		return fmt.Errorf("question set %s is already %s (by %s on %s)", rec.Set.ID, rec.State, rec.Response.By, rec.Response.Surface)
 	}
-	if keep != nil && q != nil && len(rec.Set.Questions) > 1 {
-		return usageError(fmt.Errorf("--remember keeps the answer to a whole question set: answer set %s by its ID, one line per question", rec.Set.ID))
+	if keep != nil {
+		if err := checkRemember(ctx, st, rec, q, keep); err != nil {
+			return usageError(err)
+		}
 	}
 	var answers []questions.Answer
 	if q != nil {
@@ -140,4 +143,30 @@ func whoami() string {
 		return u.Username
 	}
 	return "someone at the terminal"
+}
+
+// checkRemember refuses, before the answer is given, a rule that could not
+// be kept: a question of a set of several, an approval's grant whose rule
+// does not parse or does not allow the call, a pattern for a question.
+func checkRemember(ctx context.Context, st *store.Store, rec store.SetRecord, q *questions.Question, keep *store.RuleRequest) error {
+	if q != nil && len(rec.Set.Questions) > 1 {
+		return fmt.Errorf("--remember keeps the answer to a whole question set: answer set %s by its ID, one line per question", rec.Set.ID)
+	}
+	if keep.Pattern == "" {
+		return nil
+	}
+	if questions.KindOf(rec.Set) != questions.KindApproval || rec.Set.Tool == nil {
+		return fmt.Errorf("--rule %s: question set %s is not an approval", keep.Pattern, rec.Set.ID)
+	}
+	if err := approvals.Validate(keep.Pattern); err != nil {
+		return fmt.Errorf("--rule: %w", err)
+	}
+	run, err := st.Run(ctx, rec.Set.RunID)
+	if err != nil {
+		return err
+	}
+	if !approvals.Match(keep.Pattern, rec.Set.Tool.Tool, rec.Set.Tool.Input, run.WorkDir) {
+		return fmt.Errorf("--rule %s does not allow the call asked about (%s): a grant must cover the call it answers", keep.Pattern, rec.Set.Tool.Tool)
+	}
+	return nil
 }

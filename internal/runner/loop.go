@@ -314,6 +314,12 @@ func (r *Runner) resumeWithAnswer(ctx context.Context, d *drive, run store.Run, 
 	if questions.KindOf(rec.Set) == questions.KindSecrets {
 		return r.afterSecrets(ctx, d, run, rec) // secrets.go
 	}
+	if rec.Response.Surface == store.RuleSurface {
+		// A remembered decision answered the set as it was stored: nobody
+		// was asked, so this is where its answer is reported.
+		final := rec.Response
+		r.emit(Event{Kind: EventAnswer, RunID: run.ID, Set: &rec.Set, Response: &final})
+	}
 	if limit, err := r.isLimitSet(ctx, rec.Set); err != nil {
 		return err
 	} else if limit {
