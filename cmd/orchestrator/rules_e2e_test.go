@@ -242,3 +242,63 @@ func TestRememberedApprovalE2E(t *testing.T) {
 		t.Errorf("uses = %+v, %v", uses, err)
 	}
 }
+
+// TestClusterRememberedAnswer: the same on PostgreSQL, two instances
+// serving: an answer kept from a third process answers the spec's next
+// run (on whichever instance takes it) without a question, the model gets
+// it once; revoked, the next run asks again.
+func TestClusterRememberedAnswer(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 2, "", standardRules(0)...)
+	c.writeSpec("nightly", "---\nname: nightly\nsurfaces: [terminal]\n---\nImplement spec X\n")
+	for _, in := range c.nodes {
+		c.start(in)
+	}
+	st := c.store()
+	ctx := context.Background()
+	pending := func(runID string) store.SetRecord {
+		var set store.SetRecord
+		waitFor(t, "run "+runID+"'s question pending", func() bool {
+			sets, _ := st.QuestionSets(ctx, store.SetFilter{RunID: runID, State: []store.SetState{store.SetPending}})
+			if len(sets) == 1 {
+				set = sets[0]
+			}
+			return len(sets) == 1
+		})
+		return set
+	}
+	done := func(runID string) {
+		waitFor(t, "run "+runID+" done", func() bool {
+			r, err := st.Run(ctx, runID)
+			return err == nil && r.Status == store.RunDone
+		})
+	}
+	first := strings.TrimSpace(c.command("submit", "nightly"))
+	set := pending(first)
+	m := ruleIDRE.FindStringSubmatch(c.command("answer", set.Set.Questions[0].ID, "2", "--remember", "spec:7d"))
+	if m == nil {
+		t.Fatal("answer --remember kept no rule")
+	}
+	rule := m[1]
+	done(first)
+
+	second := strings.TrimSpace(c.command("submit", "nightly"))
+	done(second)
+	sets, err := st.QuestionSets(ctx, store.SetFilter{RunID: second})
+	if err != nil || len(sets) != 1 || sets[0].Response.Surface != store.RuleSurface || !strings.HasPrefix(sets[0].Response.By, "rule "+rule+", made by ") {
+		t.Fatalf("the second run's set: %+v, %v", sets, err)
+	}
+	if r, _ := st.Run(ctx, second); !strings.Contains(r.FinalText, "Implemented with JWT") {
+		t.Errorf("the second run's model did not get the remembered answer: %q", r.FinalText)
+	}
+	if n := c.e.answerRequests(); n != 2 {
+		t.Errorf("answers reached the model %d times, want 2 (one per run)", n)
+	}
+	if uses, err := st.RuleUses(ctx, rule, ""); err != nil || len(uses) != 1 || uses[0].RunID != second {
+		t.Errorf("uses = %+v, %v", uses, err)
+	}
+
+	c.command("rules", "revoke", rule)
+	third := strings.TrimSpace(c.command("submit", "nightly"))
+	pending(third)
+}
