@@ -12,6 +12,7 @@ import (
 
 	"github.com/orchestrator-dev/orchestrator/internal/config"
 	"github.com/orchestrator-dev/orchestrator/internal/daemon"
+	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/internal/tty"
 	"github.com/orchestrator-dev/orchestrator/questions"
@@ -316,4 +317,9 @@ type runOffers struct {
 
 func (o runOffers) Offer(ctx context.Context, resp questions.Response) (surfaces.Decision, error) {
 	return o.st.OfferFor(ctx, o.runID, resp)
+}
+
+// Remember implements surfaces.Rememberer, as the runner's Answers do.
+func (o runOffers) Remember(ctx context.Context, req surfaces.RememberRequest) (surfaces.Remembered, error) {
+	return runner.RememberOnSurface(ctx, o.st, o.runID, req)
 }

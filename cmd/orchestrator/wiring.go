@@ -62,6 +62,7 @@ func (m *Main) openStore(ctx context.Context) (*store.Store, error) {
 	// Every process that drives a run (serve, run, resume) holds its
 	// lease on a shared store for as long as the configuration says.
 	st.SetLeaseTTL(m.Config.Serve.LeaseTTL.Std())
+	st.SetRuleMaxLifetime(m.Config.Rules.MaxLifetime.Std())
 	m.OnClose(st.Close)
 	return st, nil
 }

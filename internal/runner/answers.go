@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
@@ -81,4 +82,35 @@ func (r *Runner) notifyResumed(ctx context.Context, d *drive, set *questions.Set
 			}
 		}
 	}
+}
+
+var _ surfaces.Rememberer = (*storeAnswers)(nil)
+
+// Remember implements surfaces.Rememberer: on a surface only spec rules
+// are made, for a set of the run (surfaces/remember.go says why).
+func (a *storeAnswers) Remember(ctx context.Context, req surfaces.RememberRequest) (surfaces.Remembered, error) {
+	return RememberOnSurface(ctx, a.st, a.runID, req)
+}
+
+// RememberOnSurface keeps the answer to a set of run runID (any run's when
+// runID is empty) as a spec rule, for a surface (surfaces.Rememberer).
+func RememberOnSurface(ctx context.Context, st *store.Store, runID string, req surfaces.RememberRequest) (surfaces.Remembered, error) {
+	if req.Scope != store.ScopeSpec {
+		return surfaces.Remembered{}, fmt.Errorf("only a spec rule is kept from %s (--remember spec:7d); a %s rule is made with `orchestrator answer --remember` or the web inbox", req.Surface, req.Scope)
+	}
+	if runID != "" {
+		rec, err := st.QuestionSet(ctx, req.SetID)
+		if err != nil {
+			return surfaces.Remembered{}, err
+		}
+		if rec.Set.RunID != runID {
+			return surfaces.Remembered{}, fmt.Errorf("question set %s is not one of run %s", req.SetID, runID)
+		}
+	}
+	rule, err := st.Remember(ctx, store.RuleRequest{SetID: req.SetID, Scope: req.Scope, Lifetime: req.Lifetime, By: req.By, Surface: req.Surface, Pattern: req.Pattern})
+	if err != nil {
+		return surfaces.Remembered{}, err
+	}
+	return surfaces.Remembered{RuleID: rule.ID, Text: fmt.Sprintf("kept as rule %s for %s until %s (`orchestrator rules revoke %s` ends it)",
+		rule.ID, rule.ScopeText(), rule.ExpiresAt.UTC().Format("2006-01-02"), rule.ID)}, nil
 }

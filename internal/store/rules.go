@@ -95,6 +95,17 @@ func orDash(s string) string {
 	return s
 }
 
+// SetRuleMaxLifetime sets rules.max_lifetime, the longest lifetime of a
+// rule whose request names none (surfaces' requests); 0 is the default.
+func (s *Store) SetRuleMaxLifetime(d time.Duration) { s.ruleMax.Store(int64(d)) }
+
+func (s *Store) ruleMaxLifetime() time.Duration {
+	if d := time.Duration(s.ruleMax.Load()); d > 0 {
+		return d
+	}
+	return DefaultRuleMaxLifetime
+}
+
 // RuleRequest asks to keep the answer to an answered set as a rule.
 type RuleRequest struct {
 	SetID string
@@ -242,7 +253,7 @@ func loadRunScope(ctx context.Context, q querier, runID string) (runScope, error
 func (s *Store) Remember(ctx context.Context, req RuleRequest) (Rule, error) {
 	maxLife := req.MaxLifetime
 	if maxLife <= 0 {
-		maxLife = DefaultRuleMaxLifetime
+		maxLife = s.ruleMaxLifetime()
 	}
 	life := req.Lifetime
 	if life == 0 {

@@ -64,6 +64,8 @@ type Store struct {
 	// wake file's stamp after this process's last poke (WakeStamp).
 	cancels atomic.Int64
 	ownPoke atomic.Value // string
+	// ruleMax is rules.max_lifetime (rules.go: SetRuleMaxLifetime).
+	ruleMax atomic.Int64
 }
 
 // ignoreDir writes a .gitignore that ignores everything into the state
