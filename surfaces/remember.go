@@ -3,7 +3,6 @@ package surfaces
 import (
 	"context"
 	"strings"
-	"time"
 )
 
 // Remembered decisions (docs/rules.md). A person who answers on a surface
@@ -35,11 +34,10 @@ type RememberRequest struct {
 	SetID   string
 	By      string
 	Surface string
-	// Scope is "spec", "repo" or "all" (surfaces: "spec").
-	Scope string
-	// Lifetime is how long the rule lasts; 0 is the longest allowed
-	// (rules.max_lifetime).
-	Lifetime time.Duration
+	// Remember is the scope and lifetime as the person wrote or chose them,
+	// "spec:7d" ("spec", "repo" or "all"; days or a duration; no lifetime:
+	// the longest allowed, rules.max_lifetime). Surfaces make "spec" ones.
+	Remember string
 	// Pattern widens an approval's grant to a tool rule ("Bash(go test:*)");
 	// "" keeps the very call.
 	Pattern string

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
@@ -301,4 +302,53 @@ func TestClusterRememberedAnswer(t *testing.T) {
 	c.command("rules", "revoke", rule)
 	third := strings.TrimSpace(c.command("submit", "nightly"))
 	pending(third)
+}
+
+// TestRememberOnGitHubE2E: "/answer QID 2 --remember spec:7d" in a comment
+// answers and keeps the rule (the reply says so); the spec's next run posts
+// no question on GitHub and its model gets the remembered answer once.
+func TestRememberOnGitHubE2E(t *testing.T) {
+	t.Parallel()
+	e, gh, repo, issue := githubE2E(t, "")
+	spec := filepath.Join(e.dir, "nightly.md")
+	if err := os.WriteFile(spec, []byte(fmt.Sprintf("---\nname: nightly\nworkdir: %q\nsurfaces: [github]\n---\nImplement spec X\n", filepath.Join(e.dir, "work"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int, 1)
+	go func() {
+		code, _, _ := e.run("", "run", spec)
+		done <- code
+	}()
+	q := gh.WaitQuestion(t, repo, 1, 2*time.Minute)
+	qid := regexp.MustCompile("`/answer (q[0-9a-f]+) ").FindStringSubmatch(q.Body)
+	if qid == nil {
+		t.Fatalf("no question ID in the question comment:\n%s", q.Body)
+	}
+	gh.AddComment(repo, issue, "alice", "/answer "+qid[1]+" 2 --remember spec:7d")
+	if code := <-done; code != 0 {
+		t.Fatalf("the first run: exit %d", code)
+	}
+	gh.WaitFor(t, 20*time.Second, "the reply naming the rule", func() bool {
+		for _, c := range gh.Comments(repo, issue) {
+			if strings.Contains(c.Body, "@alice kept as rule r") && strings.Contains(c.Body, "for spec nightly") {
+				return true
+			}
+		}
+		return false
+	})
+	rules, err := e.store().Rules(context.Background(), store.RuleFilter{})
+	if err != nil || len(rules) != 1 || rules[0].MadeBy != "@alice" || rules[0].Surface != "github" {
+		t.Fatalf("rules = %+v, %v", rules, err)
+	}
+
+	code, out, _ := e.run("", "run", spec)
+	if code != 0 || !strings.Contains(out, "Implemented with JWT") {
+		t.Fatalf("the second run: exit %d:\n%s", code, out)
+	}
+	if n := len(gh.Questions(repo)); n != 1 {
+		t.Errorf("%d questions posted on GitHub, want 1 (the second run asks nothing)", n)
+	}
+	if n := e.answerRequests(); n != 2 {
+		t.Errorf("answers reached the model %d times, want 2", n)
+	}
 }

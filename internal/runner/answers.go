@@ -95,8 +95,12 @@ func (a *storeAnswers) Remember(ctx context.Context, req surfaces.RememberReques
 // RememberOnSurface keeps the answer to a set of run runID (any run's when
 // runID is empty) as a spec rule, for a surface (surfaces.Rememberer).
 func RememberOnSurface(ctx context.Context, st *store.Store, runID string, req surfaces.RememberRequest) (surfaces.Remembered, error) {
-	if req.Scope != store.ScopeSpec {
-		return surfaces.Remembered{}, fmt.Errorf("only a spec rule is kept from %s (--remember spec:7d); a %s rule is made with `orchestrator answer --remember` or the web inbox", req.Surface, req.Scope)
+	scope, life, err := store.ParseRemember(req.Remember)
+	if err != nil {
+		return surfaces.Remembered{}, err
+	}
+	if scope != store.ScopeSpec {
+		return surfaces.Remembered{}, fmt.Errorf("only a spec rule is kept from %s (--remember spec:7d); a %s rule is made with `orchestrator answer --remember` or the web inbox", req.Surface, scope)
 	}
 	if runID != "" {
 		rec, err := st.QuestionSet(ctx, req.SetID)
@@ -107,7 +111,7 @@ func RememberOnSurface(ctx context.Context, st *store.Store, runID string, req s
 			return surfaces.Remembered{}, fmt.Errorf("question set %s is not one of run %s", req.SetID, runID)
 		}
 	}
-	rule, err := st.Remember(ctx, store.RuleRequest{SetID: req.SetID, Scope: req.Scope, Lifetime: req.Lifetime, By: req.By, Surface: req.Surface, Pattern: req.Pattern})
+	rule, err := st.Remember(ctx, store.RuleRequest{SetID: req.SetID, Scope: scope, Lifetime: life, By: req.By, Surface: req.Surface, Pattern: req.Pattern})
 	if err != nil {
 		return surfaces.Remembered{}, err
 	}

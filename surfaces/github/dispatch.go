@@ -15,6 +15,7 @@ import (
 	gh "github.com/google/go-github/v60/github"
 
 	"github.com/orchestrator-dev/orchestrator/questions"
+	"github.com/orchestrator-dev/orchestrator/surfaces"
 )
 
 // handle reads comments of one issue where sets wait, oldest first. The
@@ -221,10 +222,14 @@ func (p *poller) offer(ctx context.Context, issue int, st *issueState, c *gh.Iss
 		return decRefused, true
 	}
 	var answers []questions.Answer
+	// "--remember spec:7d" after the answer keeps it as a rule once taken.
+	text, remember, pattern, rok := surfaces.CutRemember(tg.text)
 	if max := w.s.cfg.MaxAnswerBytes; len(c.GetBody()) > max {
 		err = &questions.InvalidAnswerError{Message: fmt.Sprintf("the answer is %d bytes long; at most %d are read", len(c.GetBody()), max)}
+	} else if !rok {
+		err = &questions.InvalidAnswerError{Message: "--remember takes a scope and a lifetime, as in `--remember spec:7d`"}
 	} else {
-		answers, err = questions.ParseAnswer(w.set, tg.text)
+		answers, err = questions.ParseAnswer(w.set, text)
 	}
 	if err != nil {
 		p.notifyInvalid(ctx, issue, st, c, w.set, err)
@@ -245,6 +250,9 @@ func (p *poller) offer(ctx context.Context, issue int, st *issueState, c *gh.Iss
 	switch {
 	case dec.Taken:
 		p.taken(ctx, st, c, tg, resp, dec.Final)
+		if remember != "" {
+			p.remember(ctx, issue, st, c, tg, resp, dec.Final, remember, pattern)
+		}
 		return decTaken, true
 	case dec.Invalid != nil:
 		p.notifyInvalid(ctx, issue, st, c, w.set, dec.Invalid)

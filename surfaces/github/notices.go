@@ -9,6 +9,7 @@ import (
 	gh "github.com/google/go-github/v60/github"
 
 	"github.com/orchestrator-dev/orchestrator/questions"
+	"github.com/orchestrator-dev/orchestrator/surfaces"
 )
 
 // reply posts a notice on the issue, once per key: the notices posted are
@@ -128,4 +129,28 @@ func questionRefs(set questions.Set) string {
 		out = append(out, r)
 	}
 	return strings.Join(out, ", ")
+}
+
+// remember keeps an answer taken from comment c as a rule, as its
+// "--remember spec:7d" asked (surfaces.Rememberer), and tells its author
+// what became of it.
+func (p *poller) remember(ctx context.Context, issue int, st *issueState, c *gh.IssueComment, tg target, resp questions.Response, final *questions.Response, value, pattern string) {
+	login := c.GetUser().GetLogin()
+	key := fmt.Sprintf("remember/%s/%d", tg.w.set.ID, c.GetID())
+	rm, ok := tg.w.answers.(surfaces.Rememberer)
+	var text string
+	switch {
+	case final == nil:
+		text = fmt.Sprintf("@%s your answer was taken, but not remembered: a rule keeps the answer to every question of %s; answer them in one comment with `--remember` after the last.", login, questionRefs(tg.w.set))
+	case !ok:
+		text = fmt.Sprintf("@%s your answer was taken, but this orchestrator does not keep rules here.", login)
+	default:
+		r, err := rm.Remember(ctx, surfaces.RememberRequest{SetID: tg.w.set.ID, By: resp.By, Surface: resp.Surface, Remember: value, Pattern: pattern})
+		if err != nil {
+			text = fmt.Sprintf("@%s your answer was taken, but not remembered: %s", login, cleanLine(err.Error()))
+		} else {
+			text = fmt.Sprintf("@%s %s.", login, cleanLine(r.Text))
+		}
+	}
+	p.reply(ctx, issue, st, key, text)
 }
