@@ -96,6 +96,7 @@ func (m *Main) mountWeb(ctx context.Context, st *store.Store, ss *surfaceSet) (*
 		AnswerMaxBytes:    m.Config.Run.AnswerMaxBytes.Int(),
 		Done:              ctx.Done(),
 		Resume:            res,
+		Rules:             webstore.RuleBook{Store: st},
 		Logger:            m.Logger,
 	}
 	for _, u := range wc.Users {

@@ -40,6 +40,12 @@ type pageData struct {
 	LivePath  string
 	CancelURL string
 	ResumeURL string // empty when runs cannot be resumed here
+	// RulesOn: remembered decisions are offered (Config.Rules); Rules is
+	// the rules page's list (rules.go).
+	RulesOn bool
+	Rules   []RuleView
+	// Remember are the answer form's choices of a rule.
+	Remember []struct{ Value, Label string }
 }
 
 // md renders markdown without raw HTML (goldmark's default: raw HTML is
@@ -156,6 +162,9 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 		d.User, d.CSRF = id.Name, id.csrf
 	}
 	d.Now = s.cfg.Now()
+	if d.RulesOn = s.cfg.Rules != nil; d.RulesOn {
+		d.Remember = RememberChoices
+	}
 	var b bytes.Buffer
 	if err := s.tmpl.ExecuteTemplate(&b, name, d); err != nil {
 		s.log.Error("web: render", "page", name, "err", err)
@@ -229,7 +238,8 @@ func (s *Server) answerForm(w http.ResponseWriter, r *http.Request) {
 	status, res := s.offer(r, resp)
 	switch {
 	case res.Taken && res.Closed:
-		s.inboxWith(w, r, status, "Answer recorded: the run resumes.", resp.SetID, "")
+		kept, errMsg := s.remember(r, resp.SetID, strings.TrimSpace(r.PostForm.Get("remember")))
+		s.inboxWith(w, r, status, "Answer recorded: the run resumes."+kept, resp.SetID, errMsg)
 	case res.Taken:
 		s.inboxWith(w, r, status, "Answer recorded; the other questions of this set still wait for an answer.", resp.SetID, "")
 	default:

@@ -201,6 +201,9 @@ type Config struct {
 	// Resume, when set, offers to resume an interrupted run (a button on
 	// its page, POST /api/runs/ID/resume).
 	Resume Resumer
+	// Rules, when set, offers remembered decisions: a choice on the answer
+	// form and the /rules page (rules.go).
+	Rules RuleBook
 	// Poll is how often a live run page looks for changes; default 500ms.
 	Poll   time.Duration
 	Logger *slog.Logger
@@ -275,6 +278,10 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /runs/{id}/events", s.authed(s.runEvents))
 	mux.HandleFunc("GET /runs/{id}/transcripts/{seq}", s.authed(s.transcript))
 	mux.HandleFunc("POST /runs/{id}/cancel", s.authed(s.cancelForm))
+	if s.cfg.Rules != nil {
+		mux.HandleFunc("GET /rules", s.authed(s.rulesPage))
+		mux.HandleFunc("POST /rules/{id}/revoke", s.authed(s.revokeRuleForm))
+	}
 	mux.HandleFunc("GET /api/pending", s.authed(s.apiPending))
 	mux.HandleFunc("GET /api/runs", s.authed(s.apiRuns))
 	mux.HandleFunc("GET /api/runs/{id}", s.authed(s.apiRun))
