@@ -63,6 +63,11 @@ func (m *Main) openStore(ctx context.Context) (*store.Store, error) {
 	// lease on a shared store for as long as the configuration says.
 	st.SetLeaseTTL(m.Config.Serve.LeaseTTL.Std())
 	st.SetRuleMaxLifetime(m.Config.Rules.MaxLifetime.Std())
+	if k := m.Config.Rules.SuggestAfter; k > 0 {
+		st.SetRuleSuggestAfter(k)
+	} else {
+		st.SetRuleSuggestAfter(-1) // 0 in the configuration: never
+	}
 	m.OnClose(st.Close)
 	return st, nil
 }

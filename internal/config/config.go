@@ -314,7 +314,7 @@ func DefaultEnv(lookup LookupFunc) Config {
 		Git:         Git{KeepWorktrees: DefaultKeepWorktrees, MaxFileSize: DefaultMaxFileSize},
 		Approvals:   Approvals{Hold: DefaultApprovalHold},
 		Retention:   Retention{Transcripts: DefaultRetainTranscripts, Runs: DefaultRetainRuns, Branches: DefaultRetainBranches},
-		Rules:       Rules{MaxLifetime: DefaultRuleMaxLifetime},
+		Rules:       Rules{MaxLifetime: DefaultRuleMaxLifetime, SuggestAfter: DefaultRuleSuggestAfter},
 		Log:         Log{Level: "info", Format: "text"},
 		Agent: Agent{
 			Command:        DefaultCommand,

@@ -45,6 +45,9 @@ type db struct {
 	*sql.DB
 	d dialect
 	n atomic.Int64 // statements sent through db and its transactions (Store.Statements)
+	// ruleSuggest is rules.suggest_after (rules.go: SetRuleSuggestAfter),
+	// read where a set is stored.
+	ruleSuggest atomic.Int64
 }
 
 // rebind counts a statement and rebinds it for the dialect.

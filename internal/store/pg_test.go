@@ -80,6 +80,7 @@ var pgTests = []struct {
 	{"TestToolDecisionAskToolAnswers", TestToolDecisionAskToolAnswers},
 	{"TestRulesAnswerSetsInScope", TestRulesAnswerSetsInScope},
 	{"TestApprovalRulesNeverPastThePolicy", TestApprovalRulesNeverPastThePolicy},
+	{"TestSuggestAfterTheSameAnswerKTimes", TestSuggestAfterTheSameAnswerKTimes},
 	{"TestDecideToolByPolicy", TestDecideToolByPolicy},
 	{"TestDropToolCall", TestDropToolCall},
 	{"TestCommentDecisionsFirstWinsAcrossReopen", TestCommentDecisionsFirstWinsAcrossReopen},

@@ -575,3 +575,131 @@ func (s *Store) RuleUses(ctx context.Context, ruleID, runID string) ([]RuleUse, 
 	}
 	return out, rows.Err()
 }
+
+// DefaultRuleSuggestAfter is rules.suggest_after's default.
+const DefaultRuleSuggestAfter = 5
+
+// SetRuleSuggestAfter sets rules.suggest_after: after how many identical
+// answers in a row to the same question in a spec's runs the next time it
+// is asked suggests keeping the answer as a rule; 0 is the default, a
+// negative number never suggests.
+func (s *Store) SetRuleSuggestAfter(k int) { s.db.ruleSuggest.Store(int64(k)) }
+
+func (d *db) ruleSuggestAfter() int {
+	switch k := int(d.ruleSuggest.Load()); {
+	case k == 0:
+		return DefaultRuleSuggestAfter
+	case k < 0:
+		return 0
+	default:
+		return k
+	}
+}
+
+// suggestWindow bounds the earlier sets a suggestion looks at.
+const suggestWindow = 40
+
+// suggestRule looks, for set just stored pending in tx (no rule answered
+// it), at the same question's latest answers in earlier runs of the same
+// spec: when the last k were given by people, the same way, the set's
+// context gets a line that offers to keep that answer as a rule (every
+// surface shows the context with the question). It reports whether it did.
+func suggestRule(ctx context.Context, tx *txn, set questions.Set, k int) (bool, error) {
+	kind := questions.KindOf(set)
+	if k <= 0 || !rememberable(kind) || len(set.Questions) == 0 {
+		return false, nil
+	}
+	rs, err := loadRunScope(ctx, tx, set.RunID)
+	if err != nil || rs.spec == "" {
+		return false, err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT qs.id FROM runs r JOIN question_sets qs ON qs.run_id = r.id
+		WHERE r.spec = ? AND r.id <> ? AND qs.kind = ? AND qs.state IN (?, ?, ?) ORDER BY qs.created_at DESC, qs.id LIMIT ?`,
+		rs.spec, set.RunID, kind, SetAnswered, SetResuming, SetResumed, suggestWindow)
+	if err != nil {
+		return false, fmt.Errorf("earlier answers to question set %s: %w", set.ID, err)
+	}
+	var ids []any
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return false, err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(ids) < k {
+		return false, err
+	}
+	recs, answers, err := loadSetsJoined(ctx, tx, `qs.id IN (`+placeholders(len(ids))+`)`, ids...)
+	if err != nil {
+		return false, err
+	}
+	fp, call := Fingerprint(set), ""
+	if kind == questions.KindApproval && set.Tool != nil {
+		call = questions.ToolRule(*set.Tool)
+	}
+	var same []questions.Answer
+	n := 0
+	for i := len(recs) - 1; i >= 0 && n < k; i-- { // newest first
+		rec := recs[i]
+		if Fingerprint(rec.Set) != fp || (call != "" && (rec.Set.Tool == nil || questions.ToolRule(*rec.Set.Tool) != call)) {
+			continue // another question of the spec
+		}
+		var got []questions.Answer
+		byPerson := true
+		for _, q := range rec.Set.Questions {
+			a := answers[i][q.ID]
+			byPerson = byPerson && a.srf != RuleSurface
+			ans := a.a
+			ans.QuestionID = ""
+			got = append(got, ans)
+		}
+		if !byPerson || (same != nil && !sameAnswers(same, got)) {
+			break // a rule's answer, or another answer: no streak
+		}
+		same = got
+		n++
+	}
+	if n < k {
+		return false, nil
+	}
+	set.Context = strings.TrimSpace(set.Context + "\n\n" + suggestion(same, n, rs.spec))
+	body, err := encodeJSON(set)
+	if err != nil {
+		return false, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE question_sets SET body = ? WHERE id = ?`, body, set.ID); err != nil {
+		return false, fmt.Errorf("suggest a rule for question set %s: %w", set.ID, err)
+	}
+	return true, nil
+}
+
+// SuggestionPrefix starts the line a suggestion adds to a set's context.
+const SuggestionPrefix = "Suggestion: answered "
+
+func suggestion(answers []questions.Answer, n int, spec string) string {
+	var parts []string
+	for _, a := range answers {
+		s := strings.Join(a.Labels, ", ")
+		if a.Text != "" {
+			s = strings.TrimPrefix(s+", "+a.Text, ", ")
+		}
+		parts = append(parts, s)
+	}
+	return fmt.Sprintf("%s%q the last %d times in spec %s. To answer it so from now on, keep your answer as a rule: add `--remember spec:30d` to it (`orchestrator answer`, `/answer` on GitHub) or choose Remember (web inbox, Discord).",
+		SuggestionPrefix, strings.Join(parts, " / "), n, spec)
+}
+
+func sameAnswers(a, b []questions.Answer) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Text != b[i].Text || strings.Join(a[i].Labels, "\x00") != strings.Join(b[i].Labels, "\x00") {
+			return false
+		}
+	}
+	return true
+}

@@ -213,3 +213,40 @@ func TestParseRemember(t *testing.T) {
 		}
 	}
 }
+
+// TestSuggestAfterTheSameAnswerKTimes: the same question answered the same
+// way in the last K runs of a spec is asked the next time with a line that
+// suggests keeping the answer as a rule; a different answer among them, or
+// another spec, suggests nothing.
+func TestSuggestAfterTheSameAnswerKTimes(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	s.SetRuleSuggestAfter(3)
+	ask := func(runID, spec string) SetRecord {
+		return specRunAsking(t, s, runID, spec, "/w", upgradeSet("Deploy now?"))
+	}
+	offer(t, s, ask("a1", "daily"), "1", "alice")
+	offer(t, s, ask("a2", "daily"), "2", "alice")
+	offer(t, s, ask("a3", "daily"), "1", "bob")
+	if got := ask("a4", "daily"); strings.Contains(got.Set.Context, SuggestionPrefix) {
+		t.Fatalf("suggested after two same answers and another: %q", got.Set.Context)
+	} else {
+		offer(t, s, got, "1", "alice")
+	}
+	if got := ask("a5", "daily"); strings.Contains(got.Set.Context, SuggestionPrefix) {
+		t.Fatalf("suggested after two same answers in a row: %q", got.Set.Context)
+	} else {
+		offer(t, s, got, "1", "alice")
+	}
+	got := ask("a6", "daily")
+	if !strings.Contains(got.Set.Context, SuggestionPrefix+`"Yes" the last 3 times in spec daily`) || !strings.Contains(got.Set.Context, "--remember spec:30d") {
+		t.Fatalf("no suggestion after three same answers: %q", got.Set.Context)
+	}
+	if other := ask("b1", "weekly"); strings.Contains(other.Set.Context, SuggestionPrefix) {
+		t.Errorf("another spec's run got the suggestion: %q", other.Set.Context)
+	}
+	s.SetRuleSuggestAfter(-1)
+	if off := ask("a7", "daily"); strings.Contains(off.Set.Context, SuggestionPrefix) {
+		t.Errorf("suggested with suggestions off: %q", off.Set.Context)
+	}
+}

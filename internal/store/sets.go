@@ -76,9 +76,13 @@ func insertSetRows(ctx context.Context, tx *txn, set questions.Set, surfaces []s
 			return fmt.Errorf("store question %s of set %s: %w", q.ID, set.ID, err)
 		}
 	}
-	// A remembered decision in scope answers it before anyone is asked
+	// A remembered decision in scope answers it before anyone is asked;
+	// else the same answer given often enough is suggested as one
 	// (rules.go).
-	_, err = applyRules(ctx, tx, set, now)
+	if applied, err := applyRules(ctx, tx, set, now); err != nil || applied {
+		return err
+	}
+	_, err = suggestRule(ctx, tx, set, tx.d.ruleSuggestAfter())
 	return err
 }
 
