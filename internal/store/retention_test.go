@@ -35,6 +35,14 @@ func retentionRun(t *testing.T, s *Store, id string, at time.Time, status RunSta
 	if err := s.AddRunRule(ctx, id, "Bash(ls)"); err != nil {
 		t.Fatal(err)
 	}
+	// A remembered decision's use (the rule itself is no run's: it stays).
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO rules (id, scope, kind, fingerprint, answers, made_by, created_at, expires_at)
+		VALUES ('rule-kept', 'all', 'marker', 'x', '[]', 'alice', 1, 2) ON CONFLICT DO NOTHING`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO rule_uses (rule_id, run_id, set_id, at) VALUES ('rule-kept', ?, ?, 1)`, id, set.ID); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.SetRunPolicy(ctx, id, []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
