@@ -209,6 +209,24 @@ func rememberable(kind string) bool {
 const ruleColumns = `id, scope, scope_value, kind, fingerprint, pattern, answers, summary, made_by, surface, from_run, from_set,
 	created_at, expires_at, revoked_at, revoked_by`
 
+// joinedRuleColumns are ruleColumns of rules ru on the nullable side of a
+// join: a missing rule reads as one with no ID.
+var joinedRuleColumns = func() string {
+	var out []string
+	for _, c := range strings.Split(ruleColumns, ",") {
+		c = strings.TrimSpace(c)
+		zero := "''"
+		switch c {
+		case "created_at", "expires_at", "revoked_at":
+			zero = "0"
+		case "answers":
+			zero = "'[]'"
+		}
+		out = append(out, "COALESCE(ru."+c+", "+zero+")")
+	}
+	return strings.Join(out, ", ")
+}()
+
 func scanRule(row interface{ Scan(...any) error }, more ...any) (Rule, error) {
 	var r Rule
 	var answers string
@@ -370,33 +388,36 @@ func patternSummary(p string) string {
 // An approval rule answers only a call its pattern allows and the run's
 // policy does not deny (checked now, whatever it was when the rule was
 // made). It reports whether a rule answered.
-func applyRules(ctx context.Context, tx *txn, set questions.Set, now time.Time) (bool, error) {
+func applyRules(ctx context.Context, tx *txn, set questions.Set, now time.Time) (applied bool, spec string, err error) {
 	kind := questions.KindOf(set)
 	if !rememberable(kind) || len(set.Questions) == 0 || (kind == questions.KindApproval && set.Tool == nil) {
-		return false, nil
+		return false, "", nil
 	}
-	rs, err := loadRunScope(ctx, tx, set.RunID)
+	// One statement, with the run's spec and working directory (a row of
+	// empty rule columns when no rule matches): every set stored pays it.
+	rows, err := tx.QueryContext(ctx, `SELECT `+joinedRuleColumns+`, r.run_spec, r.run_workdir
+		FROM (SELECT spec AS run_spec, workdir AS run_workdir FROM runs WHERE id = ?) r
+		LEFT JOIN rules ru ON ru.fingerprint = ? AND ru.revoked_at = 0 AND ru.expires_at > ?
+		AND (ru.scope = ? OR (ru.scope = ? AND ru.scope_value = r.run_spec AND ru.scope_value <> '') OR (ru.scope = ? AND ru.scope_value = r.run_workdir AND ru.scope_value <> ''))
+		ORDER BY ru.created_at DESC, ru.id`, set.RunID, Fingerprint(set), nanos(now), ScopeAll, ScopeSpec, ScopeRepo)
 	if err != nil {
-		return false, err
-	}
-	rows, err := tx.QueryContext(ctx, `SELECT `+ruleColumns+` FROM rules WHERE fingerprint = ? AND revoked_at = 0 AND expires_at > ?
-		AND (scope = ? OR (scope = ? AND scope_value = ? AND scope_value <> '') OR (scope = ? AND scope_value = ? AND scope_value <> ''))
-		ORDER BY created_at DESC, id`, Fingerprint(set), nanos(now), ScopeAll, ScopeSpec, rs.spec, ScopeRepo, rs.workdir)
-	if err != nil {
-		return false, fmt.Errorf("rules for question set %s: %w", set.ID, err)
+		return false, "", fmt.Errorf("rules for question set %s: %w", set.ID, err)
 	}
 	var rules []Rule
+	var rs runScope
 	for rows.Next() {
-		r, err := scanRule(rows)
+		r, err := scanRule(rows, &rs.spec, &rs.workdir)
 		if err != nil {
 			rows.Close()
-			return false, err
+			return false, "", err
 		}
-		rules = append(rules, r)
+		if r.ID != "" {
+			rules = append(rules, r)
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return false, err
+		return false, "", err
 	}
 	var policy *approvals.Policy
 	for _, r := range rules {
@@ -407,7 +428,7 @@ func applyRules(ctx context.Context, tx *txn, set questions.Set, now time.Time) 
 			}
 			if policy == nil {
 				if policy, err = loadPolicy(ctx, tx, set.RunID); err != nil {
-					return false, err
+					return false, "", err
 				}
 			}
 			if policy.Decide(call.Tool, call.Input).Action == approvals.ActionDeny {
@@ -426,14 +447,14 @@ func applyRules(ctx context.Context, tx *txn, set questions.Set, now time.Time) 
 			continue // the set's options changed in a way the fingerprint does not see
 		}
 		if _, err := storeAnswers(ctx, tx, SetRecord{Set: set, State: SetPending}, map[string]answerRow{}, resp, now); err != nil {
-			return false, err
+			return false, "", err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO rule_uses (rule_id, run_id, set_id, at) VALUES (?,?,?,?)`, r.ID, set.RunID, set.ID, nanos(now)); err != nil {
-			return false, fmt.Errorf("record the use of rule %s: %w", r.ID, err)
+			return false, "", fmt.Errorf("record the use of rule %s: %w", r.ID, err)
 		}
-		return true, nil
+		return true, rs.spec, nil
 	}
-	return false, nil
+	return false, rs.spec, nil
 }
 
 // allowsCall reports whether an approval rule's pattern allows call.
@@ -600,22 +621,21 @@ func (d *db) ruleSuggestAfter() int {
 const suggestWindow = 40
 
 // suggestRule looks, for set just stored pending in tx (no rule answered
-// it), at the same question's latest answers in earlier runs of the same
-// spec: when the last k were given by people, the same way, the set's
+// it) in a run of spec, at the same question's latest answers in earlier
+// runs of the spec: when the last k were given by people, the same way, the set's
 // context gets a line that offers to keep that answer as a rule (every
 // surface shows the context with the question). It reports whether it did.
-func suggestRule(ctx context.Context, tx *txn, set questions.Set, k int) (bool, error) {
+func suggestRule(ctx context.Context, tx *txn, set questions.Set, spec string, k int) (bool, error) {
 	kind := questions.KindOf(set)
-	if k <= 0 || !rememberable(kind) || len(set.Questions) == 0 {
+	if k <= 0 || spec == "" || !rememberable(kind) || len(set.Questions) == 0 {
 		return false, nil
 	}
-	rs, err := loadRunScope(ctx, tx, set.RunID)
-	if err != nil || rs.spec == "" {
-		return false, err
-	}
+	// One statement while there is nothing to suggest (every set of a
+	// spec's run stored pays it).
 	rows, err := tx.QueryContext(ctx, `SELECT qs.id FROM runs r JOIN question_sets qs ON qs.run_id = r.id
-		WHERE r.spec = ? AND r.id <> ? AND qs.kind = ? AND qs.state IN (?, ?, ?) ORDER BY qs.created_at DESC, qs.id LIMIT ?`,
-		rs.spec, set.RunID, kind, SetAnswered, SetResuming, SetResumed, suggestWindow)
+		WHERE r.spec = ? AND r.id <> ? AND qs.kind = ? AND qs.state IN (?, ?, ?)
+		ORDER BY qs.created_at DESC, qs.id LIMIT ?`,
+		spec, set.RunID, kind, SetAnswered, SetResuming, SetResumed, suggestWindow)
 	if err != nil {
 		return false, fmt.Errorf("earlier answers to question set %s: %w", set.ID, err)
 	}
@@ -665,7 +685,7 @@ func suggestRule(ctx context.Context, tx *txn, set questions.Set, k int) (bool, 
 	if n < k {
 		return false, nil
 	}
-	set.Context = strings.TrimSpace(set.Context + "\n\n" + suggestion(same, n, rs.spec))
+	set.Context = strings.TrimSpace(set.Context + "\n\n" + suggestion(same, n, spec))
 	body, err := encodeJSON(set)
 	if err != nil {
 		return false, err

@@ -79,10 +79,11 @@ func insertSetRows(ctx context.Context, tx *txn, set questions.Set, surfaces []s
 	// A remembered decision in scope answers it before anyone is asked;
 	// else the same answer given often enough is suggested as one
 	// (rules.go).
-	if applied, err := applyRules(ctx, tx, set, now); err != nil || applied {
+	applied, spec, err := applyRules(ctx, tx, set, now)
+	if err != nil || applied {
 		return err
 	}
-	_, err = suggestRule(ctx, tx, set, tx.d.ruleSuggestAfter())
+	_, err = suggestRule(ctx, tx, set, spec, tx.d.ruleSuggestAfter())
 	return err
 }
 
