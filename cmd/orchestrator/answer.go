@@ -119,8 +119,8 @@ func (m *Main) runAnswer(ctx context.Context, qid, text, remember, pattern strin
 		if err != nil {
 			return fmt.Errorf("answered, but not remembered: %w", err)
 		}
-		fmt.Fprintf(m.Stdout, "remembered as rule %s: %s for %s until %s (orchestrator rules revoke %s ends it).\n",
-			rule.ID, ruleWhat(rule), rule.ScopeText(), rule.ExpiresAt.Format("2006-01-02 15:04 MST"), rule.ID)
+		fmt.Fprintf(m.Stdout, "remembered as rule %s: %s for %s for %s, until %s (orchestrator rules revoke %s ends it).\n",
+			rule.ID, ruleWhat(rule), rule.ScopeText(), lifetimeText(rule.ExpiresAt.Sub(rule.CreatedAt)), rule.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"), rule.ID)
 	}
 	run, err := st.Run(ctx, rec.Set.RunID)
 	if err == nil && run.Status == store.RunWaiting {

@@ -122,6 +122,13 @@ func ruleWhat(r store.Rule) string {
 	}
 	ans := strings.Join(parts, " / ")
 	if r.Kind == questions.KindApproval {
+		// A grant: "Allow `Bash(go test:*)`".
+		switch ans {
+		case questions.AllowOnce, questions.AllowForRun:
+			return fmt.Sprintf("Allow `%s`", r.Summary)
+		case questions.Deny:
+			return fmt.Sprintf("Deny `%s`", r.Summary)
+		}
 		return fmt.Sprintf("%q to `%s`", ans, r.Summary)
 	}
 	return fmt.Sprintf("%q to %q", ans, r.Summary)
@@ -211,4 +218,15 @@ func (m *Main) runRulesRevoke(ctx context.Context, id string) error {
 	}
 	fmt.Fprintf(m.Stdout, "revoked rule %s: %s is asked again.\n", r.ID, safe(ruleWhat(r), 200))
 	return nil
+}
+
+// lifetimeText says a rule's lifetime in days when it is whole days.
+func lifetimeText(d time.Duration) string {
+	if day := 24 * time.Hour; d >= day && d%day == 0 {
+		if d == day {
+			return "1 day"
+		}
+		return fmt.Sprintf("%d days", d/day)
+	}
+	return d.String()
 }
