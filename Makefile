@@ -29,7 +29,9 @@ FUZZ_TARGETS := \
 	./surfaces/github:FuzzWebhook \
 	./surfaces/github:FuzzRenderedQuestion \
 	./surfaces/discord:FuzzParseCustomID \
-	./internal/web:FuzzMarkdownIsInert
+	./internal/web:FuzzMarkdownIsInert \
+	./surfaces:FuzzCutRemember \
+	./internal/store:FuzzParseRemember
 
 # goreleaser (release builds, .goreleaser.yaml) is pinned as a Go tool in a
 # module of its own, internal/tools/go.mod: its few hundred dependencies stay

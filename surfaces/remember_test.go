@@ -21,3 +21,17 @@ func TestCutRemember(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCutRemember: any text splits without a panic, and the answer is
+// never longer than the text.
+func FuzzCutRemember(f *testing.F) {
+	for _, s := range []string{"2", "q1: 2 --remember spec:7d", "Allow once --remember spec --rule Bash(go test:*)", "--remember", "--remember --rule"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		answer, value, pattern, ok := CutRemember(s)
+		if len(answer) > len(s) || (!ok && (value != "" || pattern != "")) {
+			t.Fatalf("CutRemember(%q) = %q, %q, %q, %v", s, answer, value, pattern, ok)
+		}
+	})
+}

@@ -153,7 +153,7 @@ func ParseLifetime(s string) (time.Duration, error) {
 	var d time.Duration
 	if n, ok := strings.CutSuffix(s, "d"); ok {
 		var days int
-		if _, err := fmt.Sscanf(n, "%d", &days); err != nil || fmt.Sprint(days) != n {
+		if _, err := fmt.Sscanf(n, "%d", &days); err != nil || fmt.Sprint(days) != n || days > 100000 {
 			return 0, fmt.Errorf("lifetime %q: not a number of days (as in 7d) or a duration (as in 36h)", s)
 		}
 		d = time.Duration(days) * 24 * time.Hour

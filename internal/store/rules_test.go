@@ -250,3 +250,20 @@ func TestSuggestAfterTheSameAnswerKTimes(t *testing.T) {
 		t.Errorf("suggested with suggestions off: %q", off.Set.Context)
 	}
 }
+
+// FuzzParseRemember: any value parses or is refused, never with a scope
+// outside spec, repo and all or a lifetime of zero or less.
+func FuzzParseRemember(f *testing.F) {
+	for _, s := range []string{"spec:7d", "repo:36h", "all", "spec:0d", "x:1d", "spec:-1h", "spec:99999999999d"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		scope, life, err := ParseRemember(s)
+		if err != nil {
+			return
+		}
+		if scope != ScopeSpec && scope != ScopeRepo && scope != ScopeAll || life < 0 {
+			t.Fatalf("ParseRemember(%q) = %q, %s", s, scope, life)
+		}
+	})
+}
