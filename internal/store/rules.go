@@ -708,7 +708,7 @@ func suggestion(answers []questions.Answer, n int, spec string) string {
 		}
 		parts = append(parts, s)
 	}
-	return fmt.Sprintf("%s%q the last %d times in spec %s. To answer it so from now on, keep your answer as a rule: add `--remember spec:30d` to it (`orchestrator answer`, `/answer` on GitHub) or choose Remember (web inbox, Discord).",
+	return fmt.Sprintf("%s%q the last %d times in spec %s. To answer it so from now on, keep your answer as a rule: add `--remember spec:30d` to it (`orchestrator answer`, `/answer` on GitHub) or choose Remember in the web inbox.",
 		SuggestionPrefix, strings.Join(parts, " / "), n, spec)
 }
 
