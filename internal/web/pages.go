@@ -28,7 +28,7 @@ type pageData struct {
 	Error     string
 	Flash     string
 	FlashAsk  string // the set the flash is about, as askRef names it
-	Confirm   bool   // the run page asks to confirm "Cancel this run"
+	Start     *startData // the "Start a run" form; nil for who may not
 	Next      string
 	Pending   []Pending
 	Runs      []Run
@@ -198,7 +198,7 @@ func (s *Server) inboxWith(w http.ResponseWriter, r *http.Request, status int, f
 		s.backendError(w, r, "pending questions", err)
 		return
 	}
-	s.render(w, r, status, "inbox", pageData{Title: "Inbox", Pending: list, Flash: flash, FlashAsk: flashAsk, Error: errMsg})
+	s.render(w, r, status, "inbox", pageData{Title: "Inbox", Pending: list, Flash: flash, FlashAsk: flashAsk, Error: errMsg, Start: s.startFor(r)})
 }
 
 // answerForm reads the inbox form: run and question (the run's ID and the
