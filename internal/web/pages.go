@@ -27,7 +27,7 @@ type pageData struct {
 	CSRF      string
 	Error     string
 	Flash     string
-	FlashAsk  string // the set the flash is about, as askRef names it
+	FlashAsk  string     // the set the flash is about, as askRef names it
 	Start     *startData // the "Start a run" form; nil for who may not
 	Next      string
 	Pending   []Pending
