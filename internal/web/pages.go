@@ -271,6 +271,17 @@ func (s *Server) answerForm(w http.ResponseWriter, r *http.Request) {
 // set answered elsewhere in the meantime is still found, so the answer is
 // told it came too late. An unknown run or question wraps ErrNotFound.
 func (s *Server) askedSet(r *http.Request, runID, qid string) (questions.Set, error) {
+	// The waiting sets first (the inbox lists them anyway); the run's
+	// timeline, which reads its transcripts, only for a set that is not.
+	pending, err := s.cfg.Backend.Pending(r.Context())
+	if err != nil {
+		return questions.Set{}, err
+	}
+	for _, pd := range pending {
+		if pd.Set.RunID == runID && len(pd.Set.Questions) > 0 && pd.Set.Questions[0].ID == qid {
+			return pd.Set, nil
+		}
+	}
 	d, err := s.cfg.Backend.Run(r.Context(), runID)
 	if err != nil {
 		return questions.Set{}, err
