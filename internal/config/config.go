@@ -346,7 +346,7 @@ func DefaultEnv(lookup LookupFunc) Config {
 			LeaseTTL:          DefaultLeaseTTL,
 
 			MinScheduleInterval: DefaultMinScheduleInterval,
-			Web:                 Web{ProxyHeader: DefaultProxyHeader, ProxySecretHeader: DefaultProxySecretHeader},
+			Web:                 Web{ProxyHeader: DefaultProxyHeader, ProxySecretHeader: DefaultProxySecretHeader, ProxyRole: "answer"},
 		},
 	}
 }

@@ -30,6 +30,10 @@ type NewRun struct {
 	// Queued makes the run wait for any instance to take it (`orchestrator
 	// submit`) instead of being driven by its creator.
 	Queued bool
+	// Request, when set, is the request the run is made for (an
+	// Idempotency-Key of the web API): the store makes one run per person
+	// and key, and returns the first with store.ErrRequestReplayed.
+	Request *store.RunRequest
 }
 
 // Create stores a new run, ready to be driven. Its session ID is chosen now
@@ -51,7 +55,7 @@ func (r *Runner) Create(ctx context.Context, n NewRun) (store.Run, error) {
 		return store.Run{}, err
 	}
 	run := store.Run{ID: id, Spec: n.Spec, Title: n.Title, Prompt: n.Prompt,
-		WorkDir: n.WorkDir, Surfaces: n.Surfaces, Options: n.Options, SessionID: session, Tick: n.Tick}
+		WorkDir: n.WorkDir, Surfaces: n.Surfaces, Options: n.Options, SessionID: session, Tick: n.Tick, Request: n.Request}
 	if n.Queued {
 		run.Status = store.RunQueued
 	}
