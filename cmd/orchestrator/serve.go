@@ -72,6 +72,9 @@ func (m *Main) runServe(ctx context.Context) error {
 			return configError(fmt.Errorf("surface %s: %w", name, err))
 		}
 	}
+	if err := m.startTriggers(ctx, st, r); err != nil { // triggers.go
+		return err
+	}
 	resumer, err := m.mountWeb(ctx, st, ss)
 	if err != nil {
 		return err
