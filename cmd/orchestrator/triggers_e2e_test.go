@@ -318,3 +318,80 @@ func testIssueTriggers(t *testing.T, webhook bool) {
 		t.Fatal("test setup leaked the token into the environment")
 	}
 }
+
+// TestIssueTriggersTwoInstancesOnPostgreSQL: two `serve` instances on one
+// PostgreSQL database both poll the repository and both read the same
+// mention: one run starts (one 👀), its question is asked and answered in
+// the issue, and a stranger's mention gets one reply between them.
+func TestIssueTriggersTwoInstancesOnPostgreSQL(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 0, "triggers:\n  github:\n    enabled: true\n", standardRules(0)...)
+	gh := githubtest.NewServer(t)
+	gh.RequireToken("test-token")
+	gh.SetPermission("alice", "write")
+	gh.SetPermission("mallory", "read")
+	c.e.base += fmt.Sprintf("  github:\n    enabled: true\n    base_url: %q\n    token: test-token\n    repo: %s\n    poll_interval: 200ms\n", gh.URL()+"/", repo)
+	if err := os.WriteFile(filepath.Join(c.specs, "issue.md"), []byte("---\nname: issue\nsurfaces: [github]\n---\nImplement spec X\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.add(2)
+	for _, in := range c.nodes {
+		c.start(in)
+	}
+	defer func() {
+		if t.Failed() {
+			for _, in := range c.nodes {
+				t.Logf("%s:\n%s", in.name, in.out.String())
+			}
+		}
+	}()
+	for _, in := range c.nodes {
+		waitFor(t, in.name+" serving", func() bool { return in.addr() != "" })
+	}
+	issue := gh.OpenIssue(repo, "bob", "Add auth", "Pick an auth method.")
+	cm := gh.AddComment(repo, issue, "alice", "@orchestrator add auth to the app")
+	gh.AddComment(repo, issue, "mallory", "@orchestrator add auth too")
+
+	q := gh.WaitQuestion(t, repo, 1, 2*time.Minute)
+	if q.Issue != issue {
+		t.Fatalf("question on issue %d, want %d", q.Issue, issue)
+	}
+	gh.AddComment(repo, issue, "alice", "2")
+	st := c.store()
+	waitFor(t, "the run to finish", func() bool {
+		runs, _ := st.ListRuns(context.Background(), store.RunFilter{Status: []store.RunStatus{store.RunDone}})
+		return len(runs) == 1
+	})
+	// Both instances poll on past the comments: nothing more starts.
+	polledAfter := func(after time.Time) bool {
+		n := 0
+		for _, r := range gh.Requests() {
+			if r.Method == http.MethodGet && strings.HasSuffix(r.Path, "/repos/"+repo+"/issues/comments") && r.At.After(after) {
+				n++
+			}
+		}
+		return n >= 4 // both instances, twice each at least
+	}
+	now := time.Now()
+	waitFor(t, "more polls", func() bool { return polledAfter(now) })
+	runs, err := st.ListRuns(context.Background(), store.RunFilter{})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs %d, %v; want 1", len(runs), err)
+	}
+	if tr, ok, _ := st.TriggerOf(context.Background(), runs[0].ID); !ok || tr.Key != fmt.Sprintf("github:%s:comment:%d", repo, cm) {
+		t.Errorf("the run's event: %+v, %v", tr, ok)
+	}
+	c1, _ := gh.Comment(repo, cm)
+	if len(c1.Reactions) != 1 || c1.Reactions[0].Content != "eyes" {
+		t.Errorf("reactions on the mention %+v, want one 👀", c1.Reactions)
+	}
+	var replies int
+	for _, cc := range gh.Comments(repo, issue) {
+		if strings.Contains(cc.Body, "<!-- orchestrator:trigger ") {
+			replies++
+		}
+	}
+	if replies != 1 {
+		t.Errorf("replies %d, want one (to mallory)", replies)
+	}
+}
