@@ -278,3 +278,32 @@ func TestTriggersByPolling(t *testing.T) {
 
 func itoa(n int) string     { return strconv.Itoa(n) }
 func itoa64(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestTriggerRefusedByTheHandlerIsToldOnce: a run the handler refuses (too
+// many this hour) gets its reply once, however often the event comes.
+func TestTriggerRefusedByTheHandlerIsToldOnce(t *testing.T) {
+	t.Parallel()
+	const secret = "s3cret"
+	f := newFixture(t)
+	h := newMemTriggers()
+	h.limit = 1
+	c := triggerClient(t, f, h, secret, false)
+	issue := f.srv.OpenIssue(testRepo, "bob", "Two asks", "")
+	first := f.srv.AddComment(testRepo, issue, "alice", "@orchestrator do one thing")
+	deliver(t, c, secret, "issue_comment", "d1", f.srv.IssueCommentEvent(testRepo, first, "created"))
+	c.wg.Wait()
+	second := f.srv.AddComment(testRepo, issue, "alice", "@orchestrator do another")
+	p := f.srv.IssueCommentEvent(testRepo, second, "created")
+	deliver(t, c, secret, "issue_comment", "d2", p)
+	deliver(t, c, secret, "issue_comment", "d3", p)
+	c.wg.Wait()
+	if n := len(h.runs()); n != 1 {
+		t.Fatalf("runs %d, want 1", n)
+	}
+	if r := repliesOn(f, issue); len(r) != 1 || !strings.Contains(r[0].Body, "Too many runs") {
+		t.Errorf("replies %+v, want one refusal", r)
+	}
+	if got := f.srv.Reactions(testRepo, second); len(got) != 0 {
+		t.Errorf("the refused comment got %v", got)
+	}
+}
