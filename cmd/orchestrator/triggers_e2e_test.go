@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -319,18 +320,28 @@ func testIssueTriggers(t *testing.T, webhook bool) {
 	}
 }
 
-// TestIssueTriggersTwoInstancesOnPostgreSQL: two `serve` instances on one
-// PostgreSQL database both poll the repository and both read the same
-// mention: one run starts (one 👀), its question is asked and answered in
-// the issue, and a stranger's mention gets one reply between them.
 func TestIssueTriggersTwoInstancesOnPostgreSQL(t *testing.T) {
+	t.Run("polling", func(t *testing.T) { testIssueTriggersTwoInstances(t, false) })
+	t.Run("webhook", func(t *testing.T) { testIssueTriggersTwoInstances(t, true) })
+}
+
+// testIssueTriggersTwoInstances: two `serve` instances on one PostgreSQL
+// database both read the same mention (both poll the repository, or the
+// webhook delivers it to each): one run starts (one 👀), its question is
+// asked and answered in the issue, and a stranger's mention gets one reply
+// between them.
+func testIssueTriggersTwoInstances(t *testing.T, webhook bool) {
 	t.Parallel()
 	c := newCluster(t, 0, "triggers:\n  github:\n    enabled: true\n", standardRules(0)...)
 	gh := githubtest.NewServer(t)
 	gh.RequireToken("test-token")
 	gh.SetPermission("alice", "write")
 	gh.SetPermission("mallory", "read")
-	c.e.base += fmt.Sprintf("  github:\n    enabled: true\n    base_url: %q\n    token: test-token\n    repo: %s\n    poll_interval: 200ms\n", gh.URL()+"/", repo)
+	hook := ""
+	if webhook {
+		hook = "    webhook_secret: " + triggerSecret + "\n"
+	}
+	c.e.base += fmt.Sprintf("  github:\n    enabled: true\n    base_url: %q\n    token: test-token\n    repo: %s\n    poll_interval: 200ms\n%s", gh.URL()+"/", repo, hook)
 	if err := os.WriteFile(filepath.Join(c.specs, "issue.md"), []byte("---\nname: issue\nsurfaces: [github]\n---\nImplement spec X\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +361,23 @@ func TestIssueTriggersTwoInstancesOnPostgreSQL(t *testing.T) {
 	}
 	issue := gh.OpenIssue(repo, "bob", "Add auth", "Pick an auth method.")
 	cm := gh.AddComment(repo, issue, "alice", "@orchestrator add auth to the app")
-	gh.AddComment(repo, issue, "mallory", "@orchestrator add auth too")
+	stranger := gh.AddComment(repo, issue, "mallory", "@orchestrator add auth too")
+	if webhook {
+		// Each instance gets each delivery (as after a redelivery to
+		// another instance behind a load balancer), at once.
+		te := &triggerE2E{webhook: true}
+		var wg sync.WaitGroup
+		for i, in := range c.nodes {
+			for j, id := range []int64{cm, stranger} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					te.deliver(t, in.addr(), "issue_comment", fmt.Sprintf("d-%d-%d", i, j), gh.IssueCommentEvent(repo, id, "created"))
+				}()
+			}
+		}
+		wg.Wait()
+	}
 
 	q := gh.WaitQuestion(t, repo, 1, 2*time.Minute)
 	if q.Issue != issue {
@@ -362,18 +389,22 @@ func TestIssueTriggersTwoInstancesOnPostgreSQL(t *testing.T) {
 		runs, _ := st.ListRuns(context.Background(), store.RunFilter{Status: []store.RunStatus{store.RunDone}})
 		return len(runs) == 1
 	})
-	// Both instances poll on past the comments: nothing more starts.
-	polledAfter := func(after time.Time) bool {
-		n := 0
-		for _, r := range gh.Requests() {
-			if r.Method == http.MethodGet && strings.HasSuffix(r.Path, "/repos/"+repo+"/issues/comments") && r.At.After(after) {
-				n++
+	if !webhook {
+		// The instances poll on past the comments: nothing more starts.
+		// (By webhook, every delivery was answered before the run
+		// started, and its work is a few requests.)
+		polledAfter := func(after time.Time) bool {
+			n := 0
+			for _, r := range gh.Requests() {
+				if r.Method == http.MethodGet && strings.HasSuffix(r.Path, "/repos/"+repo+"/issues/comments") && r.At.After(after) {
+					n++
+				}
 			}
+			return n >= 4
 		}
-		return n >= 4 // both instances, twice each at least
+		now := time.Now()
+		waitFor(t, "more polls", func() bool { return polledAfter(now) })
 	}
-	now := time.Now()
-	waitFor(t, "more polls", func() bool { return polledAfter(now) })
 	runs, err := st.ListRuns(context.Background(), store.RunFilter{})
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("runs %d, %v; want 1", len(runs), err)
