@@ -220,22 +220,27 @@ func triggerLabelKey(repo string, issue int, label string, event int64) string {
 }
 
 // comment takes a new comment (its issue as GitHub sent it) if it starts a
-// run.
-func (t *triggers) comment(ctx context.Context, repo string, issue *gh.Issue, c *gh.IssueComment) {
+// run. An error says the comment must be read again (a lookup or the
+// handler failed).
+func (t *triggers) comment(ctx context.Context, repo string, issue *gh.Issue, c *gh.IssueComment) error {
 	if issue == nil || c == nil || issue.IsPullRequest() {
-		return // a pull request's comments are the review loop's
+		return nil // a pull request's comments are the review loop's
 	}
 	spec, text, ok := ParseMention(c.GetBody(), t.mention)
 	if !ok {
-		return
+		return nil
 	}
-	if me, err := t.c.self(ctx); err == nil && me.wrote(c.GetUser()) {
-		return // the orchestrator's own words start nothing
+	me, err := t.c.self(ctx)
+	if err != nil {
+		return err
+	}
+	if me.wrote(c.GetUser()) {
+		return nil // the orchestrator's own words start nothing
 	}
 	ev := IssueTrigger{Repo: repo, Issue: issue.GetNumber(), Title: issue.GetTitle(), Body: issue.GetBody(),
 		Kind: TriggerComment, CommentID: c.GetID(), Comment: text, Spec: spec, Author: c.GetUser().GetLogin(),
 		Key: triggerCommentKey(repo, c.GetID())}
-	t.take(ctx, ev, c.GetUser())
+	return t.take(ctx, ev, c.GetUser())
 }
 
 // labeled takes a label put on an issue by sender if it is one of the
@@ -265,14 +270,16 @@ func (t *triggers) labeled(ctx context.Context, repo string, issue *gh.Issue, la
 	if sender == nil {
 		sender = last.GetActor()
 	}
-	t.takeLabel(ctx, repo, issue, want, last.GetID(), sender)
+	if err := t.takeLabel(ctx, repo, issue, want, last.GetID(), sender); err != nil && ctx.Err() == nil {
+		t.c.log.Warn("github: a label event starts nothing now", "repo", repo, "issue", issue.GetNumber(), "err", err)
+	}
 }
 
-func (t *triggers) takeLabel(ctx context.Context, repo string, issue *gh.Issue, label string, event int64, who *gh.User) {
+func (t *triggers) takeLabel(ctx context.Context, repo string, issue *gh.Issue, label string, event int64, who *gh.User) error {
 	ev := IssueTrigger{Repo: repo, Issue: issue.GetNumber(), Title: issue.GetTitle(), Body: issue.GetBody(),
 		Kind: TriggerLabel, Label: label, LabelEvent: event, Author: who.GetLogin(),
 		Key: triggerLabelKey(repo, issue.GetNumber(), label, event)}
-	t.take(ctx, ev, who)
+	return t.take(ctx, ev, who)
 }
 
 // issueEvents lists an issue's timeline events (oldest first).
@@ -295,50 +302,49 @@ func (t *triggers) issueEvents(ctx context.Context, owner, name string, issue in
 
 // take decides an event: a bot is ignored, a stranger is told once, and
 // the event of someone allowed is handed to the handler; the comment that
-// started a run gets 👀.
-func (t *triggers) take(ctx context.Context, ev IssueTrigger, who *gh.User) {
+// started a run gets 👀. An error (a permission lookup, the handler) says
+// the event must be taken again: a poll reads it again.
+func (t *triggers) take(ctx context.Context, ev IssueTrigger, who *gh.User) error {
 	log := t.c.log.With("repo", ev.Repo, "issue", ev.Issue, "event", ev.Key)
 	if who == nil || isBot(who) {
 		log.Debug("github: an event of a bot starts nothing")
-		return
+		return nil
 	}
 	owner, name, _ := strings.Cut(ev.Repo, "/")
 	ok, err := t.c.allowed(ctx, owner, name, who.GetLogin(), t.allow, t.cfg.AllowOnly)
 	if err != nil {
-		log.Warn("github: who may start a run: the permission lookup failed; the event starts nothing now", "err", err)
-		return
+		return fmt.Errorf("who may start a run: %w", err)
 	}
 	if !ok {
 		first, err := t.cfg.Handler.Refuse(ctx, ev)
 		if err != nil {
-			log.Warn("github: record a refused event", "err", err)
-			return
+			return fmt.Errorf("record a refused event: %w", err)
 		}
 		if first {
 			log.Info("github: refused a run asked by someone who may not start one", "by", ev.Author)
 			t.reply(ctx, ev, fmt.Sprintf("Thank you, @%s. Only people with write access to this repository (or on the orchestrator's allow list) can start a run; a maintainer can start it for you.", who.GetLogin()))
 		}
-		return
+		return nil
 	}
 	st, err := t.cfg.Handler.Start(ctx, ev)
 	if err != nil {
-		log.Warn("github: start a run", "err", err)
-		return
+		return fmt.Errorf("start a run: %w", err)
 	}
 	if st.Reply != "" {
 		t.reply(ctx, ev, st.Reply)
 	}
 	if st.RunID == "" {
-		return
+		return nil
 	}
 	log.Info("github: run started from an issue", "run", st.RunID, "by", ev.Author)
 	if ev.Kind == TriggerComment {
 		if _, _, err := t.c.api.Reactions.CreateIssueCommentReaction(ctx, owner, name, ev.CommentID, "eyes"); err != nil {
 			log.Warn("github: react 👀", "comment", ev.CommentID, "err", err)
 		}
-		return
+		return nil
 	}
 	t.reply(ctx, ev, fmt.Sprintf("👀 Run `%s` started for the label %q.", st.RunID, questions.Clean(ev.Label)))
+	return nil
 }
 
 // reply posts text on the event's issue, once (its marker names the event).
@@ -443,7 +449,10 @@ func (tp *triggerPoller) poll(ctx context.Context) error {
 	tp.mu.Unlock()
 	sinceQ := since.UTC().Format(time.RFC3339)
 	var date time.Time
-	comments, d, err := tp.list(ctx, fmt.Sprintf("repos/%s/%s/issues/comments?sort=updated&direction=asc&per_page=%d&since=%s", owner, name, perPage, sinceQ), func() any { return &[]*gh.IssueComment{} })
+	// The ETags of the pages read are kept once every event on them was
+	// taken: a page whose events failed is read whole again.
+	etags := map[string]string{}
+	comments, d, err := tp.list(ctx, etags, fmt.Sprintf("repos/%s/%s/issues/comments?sort=updated&direction=asc&per_page=%d&since=%s", owner, name, perPage, sinceQ), func() any { return &[]*gh.IssueComment{} })
 	if err != nil {
 		return fmt.Errorf("list comments since %s: %w", sinceQ, err)
 	}
@@ -478,11 +487,13 @@ func (tp *triggerPoller) poll(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("read issue %d: %w", n, err)
 			}
-			tp.t.comment(ctx, tp.repo, is, cm)
+			if err := tp.t.comment(ctx, tp.repo, is, cm); err != nil {
+				return fmt.Errorf("comment %d: %w", cm.GetID(), err)
+			}
 		}
 	}
 	for _, label := range tp.t.cfg.Labels {
-		pages, d, err := tp.list(ctx, fmt.Sprintf("repos/%s/%s/issues?state=open&sort=updated&direction=asc&per_page=%d&labels=%s&since=%s",
+		pages, d, err := tp.list(ctx, etags, fmt.Sprintf("repos/%s/%s/issues?state=open&sort=updated&direction=asc&per_page=%d&labels=%s&since=%s",
 			owner, name, perPage, url.QueryEscape(label), sinceQ), func() any { return &[]*gh.Issue{} })
 		if err != nil {
 			return fmt.Errorf("list issues labelled %q since %s: %w", label, sinceQ, err)
@@ -503,11 +514,18 @@ func (tp *triggerPoller) poll(ctx context.Context) error {
 					if e.GetEvent() != "labeled" || e.Label == nil || !strings.EqualFold(e.Label.GetName(), label) || e.GetCreatedAt().Before(since) {
 						continue
 					}
-					tp.t.takeLabel(ctx, tp.repo, is, label, e.GetID(), e.GetActor())
+					if err := tp.t.takeLabel(ctx, tp.repo, is, label, e.GetID(), e.GetActor()); err != nil {
+						return fmt.Errorf("label event %d: %w", e.GetID(), err)
+					}
 				}
 			}
 		}
 	}
+	tp.mu.Lock()
+	for u, e := range etags {
+		tp.pages[u] = e
+	}
+	tp.mu.Unlock()
 	if date.IsZero() {
 		return nil
 	}
@@ -527,8 +545,9 @@ func (tp *triggerPoller) poll(ctx context.Context) error {
 
 // list reads every page of a listing; a page unchanged since its last
 // read (304 to its ETag) gives nothing, as what it held was taken then.
-// date is the server's time of the first page.
-func (tp *triggerPoller) list(ctx context.Context, u string, newPage func() any) (pages []any, date time.Time, err error) {
+// The ETags of the pages read go to etags. date is the server's time of
+// the first page.
+func (tp *triggerPoller) list(ctx context.Context, etags map[string]string, u string, newPage func() any) (pages []any, date time.Time, err error) {
 	for page := 1; page <= maxPages; page++ {
 		pu := u
 		if page > 1 {
@@ -558,9 +577,7 @@ func (tp *triggerPoller) list(ctx context.Context, u string, newPage func() any)
 		if err != nil {
 			return nil, date, err
 		}
-		tp.mu.Lock()
-		tp.pages[pu] = resp.Header.Get("ETag")
-		tp.mu.Unlock()
+		etags[pu] = resp.Header.Get("ETag")
 		pages = append(pages, out)
 		if resp.NextPage == 0 {
 			return pages, date, nil

@@ -307,3 +307,26 @@ func TestTriggerRefusedByTheHandlerIsToldOnce(t *testing.T) {
 		t.Errorf("the refused comment got %v", got)
 	}
 }
+
+// TestTriggerPollRetriesAFailedEvent: when the permission lookup fails,
+// the poll does not move past the comment: the next poll takes it.
+func TestTriggerPollRetriesAFailedEvent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	h := newMemTriggers()
+	f.srv.Fail("GET", "/repos/"+testRepo+"/collaborators/alice/permission", http.StatusUnprocessableEntity, nil, `{"message":"Validation Failed"}`)
+	c := triggerClient(t, f, h, "", true)
+	defer c.Close()
+	issue := f.srv.OpenIssue(testRepo, "bob", "Flaky", "")
+	f.srv.AddComment(testRepo, issue, "alice", "@orchestrator fix it")
+	f.srv.WaitFor(t, waitLong, "the run, at a later poll", func() bool { return len(h.runs()) == 1 })
+	var failed bool
+	for _, r := range f.srv.Requests() {
+		if strings.HasSuffix(r.Path, "/permission") && r.Status == http.StatusUnprocessableEntity {
+			failed = true
+		}
+	}
+	if !failed {
+		t.Error("the permission lookup never failed: the test tested nothing")
+	}
+}

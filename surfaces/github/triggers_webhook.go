@@ -20,7 +20,10 @@ func (c *Client) triggerComment(ev gh.IssueCommentEvent) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		t.comment(c.ctx, t.repos[lower(repo)], ev.Issue, ev.Comment)
+		if err := t.comment(c.ctx, t.repos[lower(repo)], ev.Issue, ev.Comment); err != nil && c.ctx.Err() == nil {
+			c.log.Warn("github: a comment delivered by webhook starts nothing now (without polling it is not read again)",
+				"repo", repo, "comment", ev.GetComment().GetID(), "err", err)
+		}
 	}()
 }
 
