@@ -59,13 +59,20 @@ func (m *Main) startTriggers(ctx context.Context, st *store.Store, r *runner.Run
 		return configError(errors.New("triggers.github is enabled but the github surface is not built: enable surfaces.github"))
 	}
 	gc := m.Config.Surfaces.GitHub
+	h := &issueTriggers{m: m, st: st, r: r}
+	if _, data, known, err := h.findSpec(tc.Spec); err != nil {
+		return configError(fmt.Errorf("triggers.github.spec: %w", err))
+	} else if data == nil {
+		m.Logger.Warn("triggers.github.spec names no spec of specs.dir: labels and free-text mentions get a reply and start nothing until it exists",
+			"spec", tc.Spec, "dir", m.Config.Specs.Dir, "known", strings.Join(known, ", "))
+	}
 	return m.github.StartTriggers(ctx, github.TriggerConfig{
 		Repos:     m.Config.TriggerRepos(),
 		Mention:   tc.Mention,
 		Labels:    tc.Labels,
 		Allow:     gc.Allow,
 		AllowOnly: gc.AllowOnly,
-		Handler:   &issueTriggers{m: m, st: st, r: r},
+		Handler:   h,
 		Poll:      gc.WebhookSecret == "",
 	})
 }
