@@ -3,6 +3,7 @@ package github
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -328,5 +329,31 @@ func TestTriggerPollRetriesAFailedEvent(t *testing.T) {
 	}
 	if !failed {
 		t.Error("the permission lookup never failed: the test tested nothing")
+	}
+}
+
+// TestTriggerCommentOnAPullRequestIsNotTaken: an issue_comment on a pull
+// request (its issue has pull_request) is the review loop's: no run.
+func TestTriggerCommentOnAPullRequestIsNotTaken(t *testing.T) {
+	t.Parallel()
+	const secret = "s3cret"
+	f := newFixture(t)
+	h := newMemTriggers()
+	c := triggerClient(t, f, h, secret, false)
+	issue := f.srv.OpenIssue(testRepo, "bob", "A pull request", "")
+	cm := f.srv.AddComment(testRepo, issue, "alice", "@orchestrator please also add a test")
+	var ev map[string]any
+	if err := json.Unmarshal(f.srv.IssueCommentEvent(testRepo, cm, "created"), &ev); err != nil {
+		t.Fatal(err)
+	}
+	ev["issue"].(map[string]any)["pull_request"] = map[string]any{"url": f.srv.URL() + "/repos/" + testRepo + "/pulls/" + itoa(issue)}
+	payload, _ := json.Marshal(ev)
+	deliver(t, c, secret, "issue_comment", "d1", payload)
+	c.wg.Wait()
+	if n := len(h.runs()); n != 0 {
+		t.Fatalf("a comment on a pull request started %d runs", n)
+	}
+	if r := f.srv.Reactions(testRepo, cm); len(r) != 0 {
+		t.Errorf("reactions %v", r)
 	}
 }
