@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -96,5 +97,24 @@ func TestTriggerMakesOneRun(t *testing.T) {
 	}
 	if _, err := stores[0].CreateTriggeredRun(ctx, Run{ID: "r5", Prompt: "p"}, Trigger{Key: "k5", Repo: "acme/webapp"}, 0, nil); !errors.Is(err, ErrTriggerTaken) {
 		t.Errorf("a refused event makes a run: %v", err)
+	}
+}
+
+// BenchmarkCreateTriggeredRun: one event recorded with its run (and the
+// repository's hourly count read) in one transaction.
+func BenchmarkCreateTriggeredRun(b *testing.B) {
+	s, err := OpenDatabase(context.Background(), b.TempDir(), "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		id := fmt.Sprintf("r%d", i)
+		if _, err := s.CreateTriggeredRun(ctx, Run{ID: id, Prompt: "p", Status: RunQueued},
+			Trigger{Key: "github:acme/webapp:comment:" + id, Repo: "acme/webapp", Origin: "o"}, 1<<30, map[string]string{"k" + id: "7"}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
