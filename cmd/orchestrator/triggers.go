@@ -49,8 +49,8 @@ var _ github.TriggerHandler = (*issueTriggers)(nil)
 
 // startTriggers makes the GitHub client start runs from issues when
 // triggers.github is enabled: by webhook when surfaces.github has a
-// webhook_secret, else by polling.
-func (m *Main) startTriggers(ctx context.Context, st *store.Store, r *runner.Runner) error {
+// webhook_secret, else by polling while leading says this instance leads.
+func (m *Main) startTriggers(ctx context.Context, st *store.Store, r *runner.Runner, leading func() bool) error {
 	tc := m.Config.Triggers.GitHub
 	if !tc.Enabled {
 		return nil
@@ -74,6 +74,7 @@ func (m *Main) startTriggers(ctx context.Context, st *store.Store, r *runner.Run
 		AllowOnly: gc.AllowOnly,
 		Handler:   h,
 		Poll:      gc.WebhookSecret == "",
+		Leading:   leading,
 	})
 }
 

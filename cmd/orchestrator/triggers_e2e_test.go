@@ -326,10 +326,10 @@ func TestIssueTriggersTwoInstancesOnPostgreSQL(t *testing.T) {
 }
 
 // testIssueTriggersTwoInstances: two `serve` instances on one PostgreSQL
-// database both read the same mention (both poll the repository, or the
-// webhook delivers it to each): one run starts (one 👀), its question is
-// asked and answered in the issue, and a stranger's mention gets one reply
-// between them.
+// database (the one that leads polls the repository from the cursor they
+// share; or the webhook delivers the same mention to each at once): one
+// run starts (one 👀), its question is asked and answered in the issue,
+// and a stranger's mention gets one reply between them.
 func testIssueTriggersTwoInstances(t *testing.T, webhook bool) {
 	t.Parallel()
 	c := newCluster(t, 0, "triggers:\n  github:\n    enabled: true\n", standardRules(0)...)
@@ -390,7 +390,7 @@ func testIssueTriggersTwoInstances(t *testing.T, webhook bool) {
 		return len(runs) == 1
 	})
 	if !webhook {
-		// The instances poll on past the comments: nothing more starts.
+		// The leader polls on past the comments: nothing more starts.
 		// (By webhook, every delivery was answered before the run
 		// started, and its work is a few requests.)
 		polledAfter := func(after time.Time) bool {

@@ -108,6 +108,12 @@ type TriggerConfig struct {
 	// Poll reads the repositories' comments and labelled issues every
 	// poll interval (when no webhook delivers them).
 	Poll bool
+	// Leading, if set, says whether this process polls now: on a cluster
+	// only the instance that leads does (the others would find the same
+	// events, which the handler recognises, at as many times the
+	// requests). A poll after a time of not leading starts from the
+	// cursor in Refs, where the last leader left it.
+	Leading func() bool
 }
 
 // triggers is a Client's intake of issue events.
@@ -388,6 +394,7 @@ type triggerPoller struct {
 	mu     sync.Mutex
 	cursor time.Time         // since, for the next poll
 	pages  map[string]string // URL → ETag of its last read
+	idle   bool              // did not poll (not leading): read the cursor again
 }
 
 // triggerCursorKey names a repository's trigger cursor in Refs.
@@ -415,6 +422,22 @@ func (tp *triggerPoller) loadCursor(ctx context.Context) error {
 	return tp.saveCursor(ctx, tp.cursor)
 }
 
+// resume reads the cursor again after a time of not polling: another
+// instance polled meanwhile and moved it.
+func (tp *triggerPoller) resume(ctx context.Context) error {
+	if !tp.idle {
+		return nil
+	}
+	if err := tp.loadCursor(ctx); err != nil {
+		return err
+	}
+	tp.mu.Lock()
+	tp.pages = map[string]string{}
+	tp.mu.Unlock()
+	tp.idle = false
+	return nil
+}
+
 func (tp *triggerPoller) saveCursor(ctx context.Context, at time.Time) error {
 	if tp.t.c.refs == nil {
 		return nil
@@ -429,7 +452,11 @@ func (tp *triggerPoller) run() {
 	c := tp.t.c
 	defer c.wg.Done()
 	for {
-		if err := tp.poll(c.ctx); err != nil && c.ctx.Err() == nil {
+		if lead := tp.t.cfg.Leading; lead != nil && !lead() {
+			tp.idle = true
+		} else if err := tp.resume(c.ctx); err != nil && c.ctx.Err() == nil {
+			c.log.Warn("github: read the poll cursor for runs asked in issues; trying again at the next poll", "repo", tp.repo, "err", err)
+		} else if err := tp.poll(c.ctx); err != nil && c.ctx.Err() == nil {
 			c.log.Warn("github: poll for runs asked in issues; trying again at the next poll", "repo", tp.repo, "err", err)
 		}
 		if err := c.sleep(c.ctx, c.interval); err != nil {

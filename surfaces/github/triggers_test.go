@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -356,4 +357,56 @@ func TestTriggerCommentOnAPullRequestIsNotTaken(t *testing.T) {
 	if r := f.srv.Reactions(testRepo, cm); len(r) != 0 {
 		t.Errorf("reactions %v", r)
 	}
+}
+
+// TestTriggerPollOnlyWhileLeading: an instance that does not lead does not
+// poll; once it leads it reads from the cursor another instance left in
+// Refs: what that one took is not taken again, what came after is.
+func TestTriggerPollOnlyWhileLeading(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	h := newMemTriggers() // the shared store
+	var leads atomic.Bool
+	start := func(h TriggerHandler, leading func() bool) *Client {
+		cfg := f.config(1).ClientConfig
+		c, err := NewClient(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if err := c.StartTriggers(context.Background(), TriggerConfig{Repos: []string{testRepo}, Mention: "@orchestrator",
+			Handler: h, Poll: true, Leading: leading}); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	fh := &countingTriggers{TriggerHandler: h}
+	follower := start(fh, leads.Load)
+	leader := start(h, func() bool { return !leads.Load() })
+	issue := f.srv.OpenIssue(testRepo, "bob", "Two instances", "")
+	first := f.srv.AddComment(testRepo, issue, "alice", "@orchestrator one")
+	f.srv.WaitFor(t, waitLong, "the leader's run", func() bool { return len(h.runs()) == 1 })
+	leader.Close()
+	if n := fh.n.Load(); n != 0 {
+		t.Errorf("the instance that does not lead took %d events", n)
+	}
+	leads.Store(true) // the follower leads now
+	second := f.srv.AddComment(testRepo, issue, "alice", "@orchestrator two")
+	f.srv.WaitFor(t, waitLong, "the new leader's run", func() bool { return len(h.runs()) == 2 })
+	follower.Close()
+	runs := h.runs()
+	if runs[0].CommentID != first || runs[1].CommentID != second {
+		t.Errorf("runs of comments %d, %d; want %d, %d", runs[0].CommentID, runs[1].CommentID, first, second)
+	}
+}
+
+// countingTriggers counts the events handed to a TriggerHandler.
+type countingTriggers struct {
+	TriggerHandler
+	n atomic.Int32
+}
+
+func (c *countingTriggers) Start(ctx context.Context, t IssueTrigger) (TriggerStart, error) {
+	c.n.Add(1)
+	return c.TriggerHandler.Start(ctx, t)
 }
