@@ -89,6 +89,7 @@ var pgTests = []struct {
 	{"TestCostAndTimesKeepTheirPrecision", TestCostAndTimesKeepTheirPrecision},
 	{"TestNotifyWakesAnotherInstanceAndSurvivesALostListener", testNotifyWakesAnotherInstanceAndSurvivesALostListener},
 	{"TestScheduleTickMakesOneRun", TestScheduleTickMakesOneRun},
+	{"TestTriggerMakesOneRun", TestTriggerMakesOneRun},
 	{"TestSessionRecordRoundTrip", TestSessionRecordRoundTrip},
 	{"TestClaimableRuns", TestClaimableRuns},
 	{"TestLeaseOneHolderAndTakeOver", TestLeaseOneHolderAndTakeOver},
