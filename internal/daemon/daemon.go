@@ -136,6 +136,13 @@ type Config struct {
 	// `orchestrator answer` always leads to a resume while a daemon runs;
 	// default 5s.
 	AdoptEvery time.Duration
+	// PauseAfterFailures pauses a scheduled spec's schedule once that many
+	// of its runs failed in a row (a spec's pause_after_failures wins);
+	// 0 means DefaultPauseAfterFailures, negative never (schedhealth.go).
+	PauseAfterFailures int
+	// Notice tells a spec's schedule paused itself, or that ticks started
+	// no run (at most once a day); optional (schedhealth.go).
+	Notice func(ctx context.Context, n ScheduleNotice)
 }
 
 // maxDriveBackoff bounds the wait (before its jitter) before driving again
@@ -210,6 +217,9 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.SurfaceHealth != nil {
 		cfg.Metrics.SetSurfaceHealth(cfg.SurfaceHealth)
 	}
+	if h, ok := cfg.Store.(HealthStore); ok {
+		cfg.Metrics.watchHealth(h)
+	}
 	if cfg.AdoptEvery <= 0 {
 		cfg.AdoptEvery = 5 * time.Second
 	}
@@ -244,6 +254,8 @@ func New(cfg Config) (*Daemon, error) {
 			Busy:          d.busy,
 			LastRun:       d.lastRun,
 			MarkRun:       d.markRun,
+			Paused:        d.paused,
+			Skipped:       d.skipped,
 			Logger:        cfg.Logger,
 			Location:      cfg.Location,
 		})
