@@ -26,9 +26,13 @@ const notifySecret = "e2e-notify-secret"
 type hookReceiver struct {
 	url string
 	mu  sync.Mutex
-	got []notify.Payload
-	ids map[string]string // event ID → delivery ID
-	bad []string
+	// fail answers the first this many requests 500.
+	fail      int
+	failures  int
+	failedIDs []string // the delivery IDs answered 500
+	got       []notify.Payload
+	ids       map[string]string // event ID → delivery ID
+	bad       []string
 }
 
 func newHookReceiver(t *testing.T) *hookReceiver {
@@ -37,6 +41,13 @@ func newHookReceiver(t *testing.T) *hookReceiver {
 		b, _ := io.ReadAll(r.Body)
 		h.mu.Lock()
 		defer h.mu.Unlock()
+		if h.fail > 0 {
+			h.fail--
+			h.failures++
+			h.failedIDs = append(h.failedIDs, r.Header.Get(notify.HeaderDelivery))
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
 		if err := notify.Verify([]byte(notifySecret), r.Header.Get(notify.HeaderSignature), r.Header.Get(notify.HeaderTimestamp), b, time.Now(), 5*time.Minute); err != nil {
 			h.bad = append(h.bad, err.Error())
 			w.WriteHeader(http.StatusUnauthorized)
@@ -204,11 +215,14 @@ func TestFailingScheduleIsPausedAndNotified(t *testing.T) {
 
 // TestDoneRunNotifiesWithThePullRequest: a scheduled run that ends done,
 // its work delivered as a pull request on (fake) GitHub, sends one signed
-// done event with the pull request's link and the cost.
+// done event with the pull request's link and the cost; the receiver's
+// first two answers are 500s, and the same delivery comes again until it
+// answers 200.
 func TestDoneRunNotifiesWithThePullRequest(t *testing.T) {
 	t.Parallel()
 	g := newGitE2E(t)
 	hook := newHookReceiver(t)
+	hook.fail = 2
 	specDir := filepath.Join(g.dir, "specs")
 	if err := os.MkdirAll(specDir, 0o700); err != nil {
 		t.Fatal(err)
@@ -226,6 +240,20 @@ func TestDoneRunNotifiesWithThePullRequest(t *testing.T) {
 	waitFor(t, "a done event", func() bool { return len(hook.of(notify.Done)) >= 1 })
 	if bad := hook.problems(); len(bad) > 0 {
 		t.Fatalf("bad deliveries: %v", bad)
+	}
+	hook.mu.Lock()
+	if hook.failures != 2 {
+		t.Errorf("%d deliveries answered 500, want 2", hook.failures)
+	}
+	retried := false
+	for _, id := range hook.failedIDs {
+		for _, took := range hook.ids {
+			retried = retried || (id != "" && id == took)
+		}
+	}
+	hook.mu.Unlock()
+	if !retried {
+		t.Errorf("no delivery answered 500 came again and was taken")
 	}
 	done := hook.of(notify.Done)[0]
 	run, err := g.store().Run(context.Background(), done.RunID)

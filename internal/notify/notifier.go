@@ -73,8 +73,8 @@ func New(o Options) *Notifier {
 }
 
 // Emit sends ev where its spec's route says: a notice on the surfaces
-// (now; its error is returned), and a delivery queued per webhook (once
-// per event Key, durable; Run sends it). A nil Notifier emits nothing.
+// (now; its error is returned), and a delivery queued per webhook (Queue).
+// A nil Notifier emits nothing.
 func (n *Notifier) Emit(ctx context.Context, ev Event) error {
 	if n == nil || n.o.Route == nil {
 		return nil
@@ -83,40 +83,54 @@ func (n *Notifier) Emit(ctx context.Context, ev Event) error {
 		return errors.New("notify: an event with no kind")
 	}
 	ev.fill(n.o.Now())
+	err := n.Queue(ctx, ev)
+	if n.o.Post != nil && wants(n.o.Route(ev.Spec).Surfaces, ev.Kind) {
+		if perr := n.o.Post(ctx, ev); perr != nil {
+			err = errors.Join(err, fmt.Errorf("notify: post %s on the surfaces: %w", ev.Key, perr))
+		}
+	}
+	return err
+}
+
+// Queue queues ev for the webhooks of its spec's route that take its kind:
+// once per event Key and webhook, durable; Run sends them.
+func (n *Notifier) Queue(ctx context.Context, ev Event) error {
+	if n == nil || n.o.Route == nil {
+		return nil
+	}
+	if ev.Kind == "" {
+		return errors.New("notify: an event with no kind")
+	}
+	ev.fill(n.o.Now())
 	r := n.o.Route(ev.Spec)
+	if len(r.Webhooks) == 0 {
+		return nil
+	}
+	if n.o.Outbox == nil {
+		return errors.New("notify: webhooks and no outbox")
+	}
+	body, err := json.Marshal(ev.payload())
+	if err != nil {
+		return fmt.Errorf("notify: encode %s: %w", ev.Key, err)
+	}
 	var errs []error
 	queued := false
-	if len(r.Webhooks) > 0 {
-		body, err := json.Marshal(ev.payload())
+	for i, w := range r.Webhooks {
+		if len(w.Events) > 0 && !wants(w.Events, ev.Kind) {
+			continue
+		}
+		added, err := n.o.Outbox.AddNotification(ctx, store.Notification{
+			ID: newID(), Key: ev.Key + "#" + strconv.Itoa(i) + "#" + w.URL, URL: w.URL, Body: body})
 		if err != nil {
-			return fmt.Errorf("notify: encode %s: %w", ev.Key, err)
+			errs = append(errs, fmt.Errorf("notify: queue %s: %w", ev.Key, err))
+			continue
 		}
-		for i, w := range r.Webhooks {
-			if len(w.Events) > 0 && !wants(w.Events, ev.Kind) {
-				continue
-			}
-			if n.o.Outbox == nil {
-				errs = append(errs, errors.New("notify: webhooks and no outbox"))
-				break
-			}
-			added, err := n.o.Outbox.AddNotification(ctx, store.Notification{
-				ID: newID(), Key: ev.Key + "#" + strconv.Itoa(i) + "#" + w.URL, URL: w.URL, Body: body})
-			if err != nil {
-				errs = append(errs, fmt.Errorf("notify: queue %s: %w", ev.Key, err))
-				continue
-			}
-			queued = queued || added
-		}
+		queued = queued || added
 	}
 	if queued {
 		select {
 		case n.wake <- struct{}{}:
 		default:
-		}
-	}
-	if n.o.Post != nil && wants(r.Surfaces, ev.Kind) {
-		if err := n.o.Post(ctx, ev); err != nil {
-			errs = append(errs, fmt.Errorf("notify: post %s on the surfaces: %w", ev.Key, err))
 		}
 	}
 	return errors.Join(errs...)
