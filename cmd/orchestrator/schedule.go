@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/internal/web"
 	"github.com/orchestrator-dev/orchestrator/specs"
 )
 
@@ -167,4 +170,45 @@ func printScheduleHealth(out io.Writer, schedule []statusNext) {
 			fmt.Fprintln(out)
 		}
 	}
+}
+
+// webSchedules is the web inbox's Schedules: the scheduled specs of
+// specs.dir with their pauses in the store.
+type webSchedules struct {
+	m  *Main
+	st *store.Store
+}
+
+func (w webSchedules) Schedules(ctx context.Context) ([]web.Schedule, error) {
+	list, _ := specs.LoadDir(w.m.Config.Specs.Dir)
+	var out []web.Schedule
+	for _, sp := range list {
+		if sp.Schedule == "" {
+			continue
+		}
+		p, _, err := w.st.SchedulePauseOf(ctx, sp.Name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, web.Schedule{Spec: sp.Name, Schedule: sp.Schedule, Paused: p.Paused, Reason: p.Reason, Detail: p.Detail, PausedAt: p.PausedAt})
+	}
+	slices.SortFunc(out, func(a, b web.Schedule) int { return strings.Compare(a.Spec, b.Spec) })
+	return out, nil
+}
+
+func (w webSchedules) SetPaused(ctx context.Context, spec string, paused bool, by string) error {
+	list, _ := specs.LoadDir(w.m.Config.Specs.Dir)
+	known := false
+	for _, sp := range list {
+		known = known || (sp.Name == spec && sp.Schedule != "")
+	}
+	if !known {
+		return fmt.Errorf("spec %s: %w", spec, web.ErrNotFound)
+	}
+	if !paused {
+		_, err := w.st.ResumeSchedule(ctx, spec)
+		return err
+	}
+	_, err := w.st.PauseSchedule(ctx, store.SchedulePause{Spec: spec, Reason: store.PauseByHand, Detail: "paused by " + by + " in the web inbox", By: by})
+	return err
 }
