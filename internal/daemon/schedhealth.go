@@ -106,7 +106,9 @@ func (d *Daemon) paused(spec string) bool {
 // skipped is the scheduler's Skipped: the ticks are recorded in the store
 // (status, metrics) and told once a day.
 func (d *Daemon) skipped(spec, reason string, n int64, last time.Time) {
-	d.log.Warn("schedule ticks started no run", "spec", spec, "reason", reason, "ticks", n, "last", last)
+	if reason == specs.SkipMissed {
+		d.log.Warn("schedule ticks missed: no serve ran at them", "spec", spec, "ticks", n, "last", last)
+	}
 	h := d.healthStore()
 	if h == nil {
 		return
