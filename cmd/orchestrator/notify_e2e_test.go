@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/internal/config"
 	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
 	"github.com/orchestrator-dev/orchestrator/internal/notify"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
@@ -267,5 +269,41 @@ func TestDoneRunNotifiesWithThePullRequest(t *testing.T) {
 	if done.PRURL != dl.PRURL || !strings.Contains(done.PRURL, "/pull/") || done.CostUSD != run.CostUSD || done.CostUSD <= 0 ||
 		done.Status != "done" || done.Spec != "deps" || done.ID != run.ID+"/done" {
 		t.Fatalf("done event = %+v; run cost %v, PR %s", done, run.CostUSD, dl.PRURL)
+	}
+}
+
+// TestWaitingEventOncePerQuestion: a run waiting longer than
+// notify.waiting_after makes one waiting event, however often serve looks.
+func TestWaitingEventOncePerQuestion(t *testing.T) {
+	t.Parallel()
+	hook := newHookReceiver(t)
+	dir := t.TempDir()
+	cfg := config.DefaultEnv(func(string) (string, bool) { return "", false })
+	cfg.StateDir = dir
+	cfg.Specs.Dir = filepath.Join(dir, "specs")
+	cfg.Notify.Secret = notifySecret
+	cfg.Notify.WaitingAfter = config.Duration(time.Nanosecond)
+	cfg.Notify.Webhooks = []config.NotifyWebhook{{URL: hook.url, Events: []string{notify.Waiting}}}
+	m := &Main{Config: cfg, Logger: slog.New(slog.DiscardHandler)}
+	ctx := context.Background()
+	st, err := store.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.CreateRun(ctx, store.Run{ID: "rw1", Spec: "nightly", Prompt: "p", Surfaces: []string{"terminal"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpdateRun(ctx, "rw1", store.RunUpdate{Status: store.RunWaiting}); err != nil {
+		t.Fatal(err)
+	}
+	sn := m.newServeNotify(st, m.newSurfaceSet(st))
+	for i := 0; i < 3; i++ {
+		sn.emitWaiting(ctx)
+		sn.n.DeliverDue(ctx)
+	}
+	got := hook.of(notify.Waiting)
+	if len(got) != 1 || got[0].RunID != "rw1" || got[0].Spec != "nightly" || !strings.Contains(got[0].Text, "orchestrator status --waiting") {
+		t.Fatalf("waiting events = %+v (problems %v)", got, hook.problems())
 	}
 }

@@ -217,8 +217,9 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.SurfaceHealth != nil {
 		cfg.Metrics.SetSurfaceHealth(cfg.SurfaceHealth)
 	}
+	var health HealthStore // schedhealth.go: its metrics, once d is made
 	if h, ok := cfg.Store.(HealthStore); ok {
-		cfg.Metrics.watchHealth(h)
+		health = h
 	}
 	if cfg.AdoptEvery <= 0 {
 		cfg.AdoptEvery = 5 * time.Second
@@ -231,6 +232,9 @@ func New(cfg Config) (*Daemon, error) {
 		bySpec:  map[string]int{},
 		failed:  map[string]again{},
 		store:   &storeHealth{log: cfg.Logger, now: time.Now},
+	}
+	if health != nil {
+		cfg.Metrics.watchHealth(health, d.scheduledSpecs)
 	}
 	initial := cfg.Specs
 	if cfg.SpecsDir != "" {

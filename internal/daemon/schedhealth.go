@@ -226,9 +226,11 @@ var (
 // healthCollector reads the pauses and skipped ticks from the store at
 // each scrape: they hold for every instance and survive restarts.
 type healthCollector struct {
-	h    HealthStore
-	mu   sync.Mutex
-	seen map[string]bool // specs paused at a scrape: 0 once resumed
+	h HealthStore
+	// scheduled lists the specs scheduled here: 0 for those not paused.
+	scheduled func() []string
+	mu        sync.Mutex
+	seen      map[string]bool // specs paused at a scrape: 0 once resumed
 }
 
 func (c *healthCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -247,6 +249,11 @@ func (c *healthCollector) Collect(ch chan<- prometheus.Metric) {
 			now[p.Spec] = true
 			c.seen[p.Spec] = true
 		}
+		if c.scheduled != nil {
+			for _, name := range c.scheduled() {
+				c.seen[name] = true
+			}
+		}
 		for spec := range c.seen {
 			v := 0.0
 			if now[spec] {
@@ -264,8 +271,26 @@ func (c *healthCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // watchHealth registers the schedule health metrics once per Metrics.
-func (m *Metrics) watchHealth(h HealthStore) {
+func (m *Metrics) watchHealth(h HealthStore, scheduled func() []string) {
 	m.healthOnce.Do(func() {
-		m.Registry.MustRegister(&healthCollector{h: h, seen: map[string]bool{}})
+		m.Registry.MustRegister(&healthCollector{h: h, scheduled: scheduled, seen: map[string]bool{}})
 	})
+}
+
+// scheduledSpecs lists the names of the specs with a schedule.
+func (d *Daemon) scheduledSpecs() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []string
+	for name, l := range d.specTexts {
+		if l.spec.Schedule != "" {
+			out = append(out, name)
+		}
+	}
+	for _, sp := range d.cfg.Specs {
+		if sp.Schedule != "" {
+			out = append(out, sp.Name)
+		}
+	}
+	return out
 }

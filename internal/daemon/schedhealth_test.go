@@ -43,6 +43,9 @@ func TestFailingScheduleIsPausedAndResumed(t *testing.T) {
 		t.Fatal(err)
 	}
 	start(t, d)
+	if v := value(scrape(t, d), "orchestrator_spec_paused", "spec", "nightly"); v != 0 {
+		t.Errorf("orchestrator_spec_paused{spec=nightly} before any failure = %v, want 0", v)
+	}
 	ctx := context.Background()
 	for i := 0; i < 3; i++ {
 		c := f.next(t)
