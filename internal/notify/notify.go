@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/url"
 	"slices"
 	"strconv"
@@ -40,7 +39,8 @@ const (
 	Waiting    = "waiting"
 )
 
-// Kinds are the event kinds a route may name, in the documented order.
+// Kinds are the event kinds a route may name, in the documented order
+// (the configuration checks them: config.NotifyEvents, the same list).
 var Kinds = []string{Done, Failed, Stopped, Paused, CapReached, Waiting}
 
 // Version is the version of the event JSON (docs/json.md).
@@ -109,46 +109,6 @@ type Route struct {
 
 // wants reports whether kinds names kind (empty names none).
 func wants(kinds []string, kind string) bool { return slices.Contains(kinds, kind) }
-
-// CheckURL checks a webhook URL: https, or plain http to a loopback
-// address only (a local relay, tests).
-func CheckURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return fmt.Errorf("not a URL: %v", err)
-	}
-	if u.Host == "" {
-		return fmt.Errorf("%q has no host", raw)
-	}
-	if u.User != nil {
-		return errors.New("must not hold a user or password: sign with notify.secret")
-	}
-	switch u.Scheme {
-	case "https":
-		return nil
-	case "http":
-		host := u.Hostname()
-		if host == "localhost" {
-			return nil
-		}
-		if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-			return nil
-		}
-		return fmt.Errorf("%q is plain http to a host that is not loopback: use https", raw)
-	default:
-		return fmt.Errorf("%q: want an https URL", raw)
-	}
-}
-
-// CheckKinds returns an error naming the first kind not known.
-func CheckKinds(kinds []string) error {
-	for _, k := range kinds {
-		if !slices.Contains(Kinds, k) {
-			return fmt.Errorf("unknown event %q (known: %s)", k, strings.Join(Kinds, ", "))
-		}
-	}
-	return nil
-}
 
 // Sign returns the signature header's value for body sent at ts:
 // "sha256=" and the hex HMAC-SHA256, keyed by secret, of the Unix seconds

@@ -6,10 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/internal/config"
 	"github.com/orchestrator-dev/orchestrator/internal/retry"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 )
@@ -162,26 +164,11 @@ func TestSignAndVerify(t *testing.T) {
 	}
 }
 
-func TestCheckURL(t *testing.T) {
+// TestKindsAreTheConfigurationsEvents: the configuration checks routes
+// against the same list of events.
+func TestKindsAreTheConfigurationsEvents(t *testing.T) {
 	t.Parallel()
-	for u, ok := range map[string]bool{
-		"https://ntfy.example.com/topic": true,
-		"http://127.0.0.1:8080/hook":     true,
-		"http://[::1]:9/h":               true,
-		"http://localhost/h":             true,
-		"http://example.com/hook":        false,
-		"ftp://example.com/":             false,
-		"https://user:pw@example.com/":   false,
-		"/relative":                      false,
-	} {
-		if err := CheckURL(u); (err == nil) != ok {
-			t.Errorf("CheckURL(%s) = %v", u, err)
-		}
-	}
-	if err := CheckKinds([]string{"done", "cap_reached"}); err != nil {
-		t.Error(err)
-	}
-	if err := CheckKinds([]string{"finished"}); err == nil {
-		t.Error("finished accepted")
+	if !slices.Equal(Kinds, config.NotifyEvents) {
+		t.Fatalf("notify.Kinds %v, config.NotifyEvents %v", Kinds, config.NotifyEvents)
 	}
 }
