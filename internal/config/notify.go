@@ -92,7 +92,7 @@ func CheckWebhookURL(raw string) error {
 		}
 		return fmt.Errorf("plain http only to a loopback address (127.0.0.1, ::1, localhost): use https")
 	}
-	return fmt.Errorf("want an https URL, not %s:", u.Scheme)
+	return fmt.Errorf("want an https URL, not %s", u.Scheme)
 }
 
 // check reports the problems of the configuration's notify block.
