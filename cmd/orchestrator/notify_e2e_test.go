@@ -307,3 +307,46 @@ func TestWaitingEventOncePerQuestion(t *testing.T) {
 		t.Fatalf("waiting events = %+v (problems %v)", got, hook.problems())
 	}
 }
+
+// TestSchedulePauseAndResumeByHand: `schedule pause` pauses a scheduled
+// spec of specs.dir (status says by hand and how to resume), refuses a
+// name that is no scheduled spec, and `schedule resume` resumes it.
+func TestSchedulePauseAndResumeByHand(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	specDir := filepath.Join(e.dir, "specs")
+	if err := os.MkdirAll(specDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, sched := range map[string]string{"nightly": "schedule: \"0 3 * * *\"\n", "byhand": ""} {
+		if err := os.WriteFile(filepath.Join(specDir, name+".md"), []byte("---\nname: "+name+"\n"+sched+"---\nDo it.\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.writeConfig(fmt.Sprintf("specs:\n  dir: %q\n", specDir))
+	if code, out, errOut := e.run("", "schedule", "pause", "nightly"); code != exitOK || !strings.Contains(out, "is paused") {
+		t.Fatalf("pause: exit %d: %s %s", code, out, errOut)
+	}
+	if code, out, _ := e.run("", "schedule", "pause", "nightly"); code != exitOK || !strings.Contains(out, "paused already") {
+		t.Fatalf("pause again: exit %d: %s", code, out)
+	}
+	for _, name := range []string{"byhand", "nope"} {
+		if code, _, errOut := e.run("", "schedule", "pause", name); code != exitUsage || !strings.Contains(errOut, "no scheduled spec of that name") {
+			t.Errorf("pause %s: exit %d: %s", name, code, errOut)
+		}
+	}
+	code, text, _ := e.run("", "status")
+	if code != exitOK || !strings.Contains(text, "nightly") || !strings.Contains(text, "paused (by_hand)") ||
+		!strings.Contains(text, "orchestrator schedule resume nightly") {
+		t.Fatalf("status: exit %d:\n%s", code, text)
+	}
+	if code, out, _ := e.run("", "schedule", "resume", "nightly"); code != exitOK || !strings.Contains(out, "resumed") {
+		t.Fatalf("resume: exit %d: %s", code, out)
+	}
+	if code, out, _ := e.run("", "schedule", "resume", "nightly"); code != exitOK || !strings.Contains(out, "was not paused") {
+		t.Fatalf("resume again: exit %d: %s", code, out)
+	}
+	if code, text, _ := e.run("", "status"); code != exitOK || strings.Contains(text, "paused") {
+		t.Fatalf("status after resume: exit %d:\n%s", code, text)
+	}
+}
