@@ -301,3 +301,13 @@ func pauseAfterFailures(n int) int {
 	}
 	return n
 }
+
+// notifySecretRefusal refuses a spec's notify.webhooks when the
+// configuration has no notify.secret to sign them with.
+func notifySecretRefusal(cfg config.Config, sp specs.Spec) error {
+	if sp.Notify == nil || len(sp.Notify.Webhooks) == 0 || cfg.Notify.Secret != "" {
+		return nil
+	}
+	return &specs.Error{File: sp.Path, Line: sp.Line("notify"), Key: "notify.webhooks",
+		Err: errors.New("webhook deliveries are signed: set notify.secret in the configuration (from the environment: ${NOTIFY_SECRET})")}
+}

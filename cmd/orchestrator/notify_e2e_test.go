@@ -350,3 +350,21 @@ func TestSchedulePauseAndResumeByHand(t *testing.T) {
 		t.Fatalf("status after resume: exit %d:\n%s", code, text)
 	}
 }
+
+// TestValidateSpecWebhooksNeedTheSecret: a spec's notify.webhooks are
+// signed with the configuration's notify.secret: without it, validate
+// refuses the spec at its key.
+func TestValidateSpecWebhooksNeedTheSecret(t *testing.T) {
+	t.Parallel()
+	tm := newTestMain(t)
+	tm.write(t, DefaultConfigFile, "state_dir: state\n")
+	tm.write(t, "specs/hooked.md", "---\nname: hooked\nnotify:\n  webhooks:\n    - url: https://hooks.example.com/x\n---\nT\n")
+	if code := tm.exec("validate"); code != exitUsage || !strings.Contains(tm.stderr.String(), "hooked.md:3: notify.webhooks: webhook deliveries are signed: set notify.secret") {
+		t.Fatalf("exit %d, stderr:\n%s", code, tm.stderr.String())
+	}
+	tm.write(t, DefaultConfigFile, "state_dir: state\nnotify:\n  secret: a-long-enough-secret\n")
+	tm.stderr.Reset()
+	if code := tm.exec("validate"); code != 0 {
+		t.Fatalf("with the secret: exit %d, stderr %s", code, tm.stderr.String())
+	}
+}
