@@ -170,7 +170,16 @@ func (n *Notifier) DeliverDue(ctx context.Context) {
 			return
 		}
 		for _, d := range due {
-			n.attempt(ctx, d)
+			// Taken for the attempt (and its timeout): another instance
+			// sharing the store does not send it meanwhile.
+			ok, err := n.o.Outbox.ClaimNotification(ctx, d, n.o.Now().Add(n.o.Client.Timeout+time.Minute))
+			if err != nil {
+				n.o.Logger.Warn("notify: claim a delivery", "delivery", d.ID, "err", err)
+				return
+			}
+			if ok {
+				n.attempt(ctx, d)
+			}
 		}
 	}
 }

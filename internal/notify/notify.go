@@ -143,6 +143,7 @@ func Verify(secret []byte, signature, timestamp string, body []byte, now time.Ti
 type Outbox interface {
 	AddNotification(ctx context.Context, n store.Notification) (bool, error)
 	DueNotifications(ctx context.Context, due time.Time, limit int) ([]store.Notification, error)
+	ClaimNotification(ctx context.Context, n store.Notification, until time.Time) (bool, error)
 	NotificationDelivered(ctx context.Context, id string, at time.Time) error
 	NotificationFailed(ctx context.Context, id, why string, next time.Time) error
 }

@@ -134,6 +134,17 @@ func TestNotificationOutbox(t *testing.T) {
 	if err != nil || len(due) != 1 || due[0].Attempts != 1 || due[0].LastError != "500" {
 		t.Fatalf("due at the retry = %+v, %v", due, err)
 	}
+	// One instance takes it for an attempt; another that read it too
+	// does not, and it is due to nobody meanwhile.
+	if ok, err := s.ClaimNotification(ctx, due[0], now.Add(3*time.Minute)); err != nil || !ok {
+		t.Fatalf("claim = %v, %v", ok, err)
+	}
+	if ok, err := s.ClaimNotification(ctx, due[0], now.Add(3*time.Minute)); err != nil || ok {
+		t.Fatalf("second claim = %v, %v", ok, err)
+	}
+	if again, err := s.DueNotifications(ctx, now.Add(2*time.Minute), 10); err != nil || len(again) != 0 {
+		t.Fatalf("due while claimed = %+v, %v", again, err)
+	}
 	if err := s.NotificationDelivered(ctx, "d0", now.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}

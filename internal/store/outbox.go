@@ -66,6 +66,22 @@ func (s *Store) DueNotifications(ctx context.Context, due time.Time, limit int) 
 	return out, nil
 }
 
+// ClaimNotification takes n for one attempt until until: it is due no
+// more meanwhile, so that of the instances sharing the store one sends it
+// at a time. It returns false when another took it since n was read.
+func (s *Store) ClaimNotification(ctx context.Context, n Notification, until time.Time) (bool, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE notify_outbox SET next_at = ? WHERE id = ? AND next_at = ? AND delivered_at = 0`,
+		nanos(until), n.ID, nanos(n.NextAt))
+	if err != nil {
+		return false, fmt.Errorf("claim notification %s: %w", n.ID, err)
+	}
+	c, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("claim notification %s: %w", n.ID, err)
+	}
+	return c == 1, nil
+}
+
 // NotificationDelivered records that the webhook took notification id.
 func (s *Store) NotificationDelivered(ctx context.Context, id string, at time.Time) error {
 	if _, err := s.db.ExecContext(ctx, `UPDATE notify_outbox SET delivered_at = ?, attempts = attempts + 1, last_error = '' WHERE id = ?`,
