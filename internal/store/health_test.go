@@ -151,4 +151,20 @@ func TestNotificationOutbox(t *testing.T) {
 	if due, err := s.DueNotifications(ctx, now.Add(time.Hour), 10); err != nil || len(due) != 0 {
 		t.Fatalf("due after delivery = %+v, %v", due, err)
 	}
+	// Given up: never due again; gc removes it and the delivered one.
+	if _, err := s.AddNotification(ctx, Notification{ID: "d9", Key: "r2/failed/hook0", URL: "https://example.com/h", Body: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.NotificationFailed(ctx, "d9", "410", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if due, err := s.DueNotifications(ctx, now.AddDate(10, 0, 0), 10); err != nil || len(due) != 0 {
+		t.Fatalf("due after giving up = %+v, %v", due, err)
+	}
+	if n, err := s.PurgeNotifications(ctx, now); err != nil || n != 0 {
+		t.Fatalf("purge before they ended = %d, %v", n, err)
+	}
+	if n, err := s.PurgeNotifications(ctx, now.Add(2*time.Minute)); err != nil || n != 2 {
+		t.Fatalf("purge = %d, %v", n, err)
+	}
 }

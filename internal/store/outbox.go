@@ -96,7 +96,7 @@ func (s *Store) NotificationDelivered(ctx context.Context, id string, at time.Ti
 // error).
 func (s *Store) NotificationFailed(ctx context.Context, id, why string, next time.Time) error {
 	if next.IsZero() {
-		next = time.Unix(0, 1<<62) // never due
+		next = never
 	}
 	if _, err := s.db.ExecContext(ctx, `UPDATE notify_outbox SET attempts = attempts + 1, last_error = ?, next_at = ? WHERE id = ?`,
 		why, nanos(next), id); err != nil {
@@ -104,3 +104,21 @@ func (s *Store) NotificationFailed(ctx context.Context, id, why string, next tim
 	}
 	return nil
 }
+
+// PurgeNotifications removes the notifications delivered, or given up,
+// before before; it returns how many.
+func (s *Store) PurgeNotifications(ctx context.Context, before time.Time) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM notify_outbox WHERE (delivered_at > 0 AND delivered_at < ?) OR (next_at = ? AND created_at < ?)`,
+		nanos(before), nanos(never), nanos(before))
+	if err != nil {
+		return 0, fmt.Errorf("purge notifications: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("purge notifications: %w", err)
+	}
+	return n, nil
+}
+
+// never is the next attempt of a notification given up.
+var never = time.Unix(0, 1<<62)
