@@ -165,6 +165,15 @@ type RunEnder interface {
 	RunEnded(ctx context.Context, p RunProgress) error
 }
 
+// Noticer is implemented by surfaces that can post a notice about a run
+// or its spec, outside any question: a schedule that paused itself, a run
+// that ended (internal/notify). GitHub comments on the run's issue (opened
+// when it has none); the terminal prints it (serve's: logs it). key makes
+// it idempotent: a notice of a key posted already is not posted again.
+type Noticer interface {
+	Notice(ctx context.Context, runID, key, text string) error
+}
+
 // ProgressReporter is implemented by surfaces that show how a run is going
 // (GitHub's sticky status comment). The run loop calls Progress as the run
 // advances, from one goroutine per run and never for two runs' progress in

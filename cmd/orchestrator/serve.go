@@ -59,13 +59,17 @@ func (m *Main) runServe(ctx context.Context) error {
 	m.metrics = metrics
 	m.serving = true
 	m.handlers = serveHandlers{}
+	var sn *serveNotify // notify.go
 	r, ss, err := m.newRunner(st, func(ev runner.Event) {
 		metrics.Observe(ev)
 		logEvent(m.Logger, ev)
+		sn.observe(ev)
 	})
 	if err != nil {
 		return err
 	}
+	sn = m.newServeNotify(st, ss)
+	m.notifier = sn.n
 	// Build the configured surfaces now: a bad setup fails at start, and
 	// their webhook handlers are mounted.
 	for _, name := range m.defaultSurfaces() {
@@ -98,6 +102,10 @@ func (m *Main) runServe(ctx context.Context) error {
 		Metrics:       metrics,
 		SurfaceHealth: ss.health,
 		Logger:        m.Logger,
+
+		// Schedule health and its notices (notify.go).
+		PauseAfterFailures: pauseAfterFailures(m.Config.Serve.PauseAfterFailures),
+		Notice:             sn.notice,
 	})
 	if err != nil {
 		return configError(problemsError("serve", err))
@@ -106,6 +114,8 @@ func (m *Main) runServe(ctx context.Context) error {
 	dm.Store(d)
 	go m.retryDeliveries(ctx, st, r)
 	go m.serveGC(ctx, st) // serve_gc.go
+	sn.start(ctx)
+	defer sn.wait()
 	go func() {
 		select {
 		case <-d.Ready():

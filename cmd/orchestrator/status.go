@@ -84,6 +84,10 @@ type statusNext struct {
 	Spec         string         `json:"spec"`
 	Next         *time.Time     `json:"next,omitempty"`
 	SkippedWhile *statusSkipped `json:"skipped_while,omitempty"`
+	// Paused is set while the spec's schedule is paused, TicksSkipped
+	// counts its ticks that started no run (schedule.go).
+	Paused       *statusPause         `json:"paused,omitempty"`
+	TicksSkipped []statusTicksSkipped `json:"ticks_skipped,omitempty"`
 }
 
 // statusSkipped is the run of a spec that still runs or waits: the
@@ -223,6 +227,9 @@ func (m *Main) gatherStatus(ctx context.Context, st *store.Store, q statusQuery)
 	rep.More.Runs = max(0, listed-len(rep.Runs))
 	list, _ := specs.LoadDir(m.Config.Specs.Dir) // validate reports bad specs; status lists the good ones
 	if rep.Schedule, err = statusSchedule(ctx, st, list, q.spec, time.Now()); err != nil {
+		return rep, err
+	}
+	if rep.Schedule, err = statusScheduleHealth(ctx, st, rep.Schedule, q.spec); err != nil {
 		return rep, err
 	}
 	costs, err := st.SpecCosts(ctx, q.spec)

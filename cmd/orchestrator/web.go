@@ -100,6 +100,7 @@ func (m *Main) mountWeb(ctx context.Context, st *store.Store, ss *surfaceSet) (*
 		ProxyRole:         web.Role(wc.ProxyRole),
 		Logger:            m.Logger,
 	}
+	cfg.Schedules = webSchedules{m: m, st: st} // schedule.go
 	for _, u := range wc.Users {
 		cfg.Users = append(cfg.Users, web.User{Name: u.Name, TokenSHA256: u.TokenSHA256, Role: web.Role(u.Role)})
 	}

@@ -127,6 +127,8 @@ func (c *Config) Validate() error {
 		v.add("serve.min_schedule_interval", "must not be negative")
 	}
 	v.web(s.Web)
+	v.nonNegative("serve.pause_after_failures", int64(s.PauseAfterFailures))
+	c.Notify.check(v) // notify.go
 
 	return errors.Join(v.errs...)
 }

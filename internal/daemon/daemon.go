@@ -136,6 +136,13 @@ type Config struct {
 	// `orchestrator answer` always leads to a resume while a daemon runs;
 	// default 5s.
 	AdoptEvery time.Duration
+	// PauseAfterFailures pauses a scheduled spec's schedule once that many
+	// of its runs failed in a row (a spec's pause_after_failures wins);
+	// 0 means DefaultPauseAfterFailures, negative never (schedhealth.go).
+	PauseAfterFailures int
+	// Notice tells a spec's schedule paused itself, or that ticks started
+	// no run (at most once a day); optional (schedhealth.go).
+	Notice func(ctx context.Context, n ScheduleNotice)
 }
 
 // maxDriveBackoff bounds the wait (before its jitter) before driving again
@@ -210,6 +217,10 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.SurfaceHealth != nil {
 		cfg.Metrics.SetSurfaceHealth(cfg.SurfaceHealth)
 	}
+	var health HealthStore // schedhealth.go: its metrics, once d is made
+	if h, ok := cfg.Store.(HealthStore); ok {
+		health = h
+	}
 	if cfg.AdoptEvery <= 0 {
 		cfg.AdoptEvery = 5 * time.Second
 	}
@@ -221,6 +232,9 @@ func New(cfg Config) (*Daemon, error) {
 		bySpec:  map[string]int{},
 		failed:  map[string]again{},
 		store:   &storeHealth{log: cfg.Logger, now: time.Now},
+	}
+	if health != nil {
+		cfg.Metrics.watchHealth(health, d.scheduledSpecs)
 	}
 	initial := cfg.Specs
 	if cfg.SpecsDir != "" {
@@ -244,6 +258,8 @@ func New(cfg Config) (*Daemon, error) {
 			Busy:          d.busy,
 			LastRun:       d.lastRun,
 			MarkRun:       d.markRun,
+			Paused:        d.paused,
+			Skipped:       d.skipped,
 			Logger:        cfg.Logger,
 			Location:      cfg.Location,
 		})

@@ -61,6 +61,7 @@ type Metrics struct {
 	apiDuration *prometheus.HistogramVec
 	specRuns    *prometheus.CounterVec
 	specCost    *prometheus.CounterVec
+	healthOnce  sync.Once // watchHealth (schedhealth.go)
 
 	surfaceHealth surfaceHealth // orchestrator_surface_up
 

@@ -117,6 +117,9 @@ var pgTests = []struct {
 	{"TestPurgeCoversEveryRunTable", TestPurgeCoversEveryRunTable},
 	{"TestLazyCommitsLeaveThePoolFull", TestLazyCommitsLeaveThePoolFull},
 	{"TestWakeStampChangesWithAPoke", TestWakeStampChangesWithAPoke},
+	{"TestSchedulePauseAndFailureStreak", TestSchedulePauseAndFailureStreak},
+	{"TestScheduleSkipsCountAndNoticeOncePerDay", TestScheduleSkipsCountAndNoticeOncePerDay},
+	{"TestNotificationOutbox", TestNotificationOutbox},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.

@@ -41,6 +41,10 @@ type pageData struct {
 	LivePath  string
 	CancelURL string
 	ResumeURL string // empty when runs cannot be resumed here
+	// Schedules are the scheduled specs (schedules.go); SchedulesNav
+	// links their page.
+	Schedules    []Schedule
+	SchedulesNav bool
 }
 
 // md renders markdown without raw HTML (goldmark's default: raw HTML is
@@ -168,6 +172,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 		d.User, d.CSRF = id.Name, id.csrf
 	}
 	d.Now = s.cfg.Now()
+	d.SchedulesNav = s.cfg.Schedules != nil
 	var b bytes.Buffer
 	if err := s.tmpl.ExecuteTemplate(&b, name, d); err != nil {
 		s.log.Error("web: render", "page", name, "err", err)

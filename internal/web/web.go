@@ -209,6 +209,10 @@ type Config struct {
 	// ProxyRole is the role of the people a trusted proxy lets in;
 	// default RoleAnswer.
 	ProxyRole Role
+	// Schedules, when set, lists the scheduled specs with a Pause or
+	// Resume button each (GET /schedules, POST /api/schedules/SPEC/pause
+	// and /resume; schedules.go).
+	Schedules Schedules
 	// Poll is how often a live run page looks for changes; default 500ms.
 	Poll   time.Duration
 	Logger *slog.Logger
@@ -299,6 +303,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Resume != nil {
 		mux.HandleFunc("POST /runs/{id}/resume", s.authed(s.resumeForm))
 		mux.HandleFunc("POST /api/runs/{id}/resume", s.authed(s.apiResume))
+	}
+	if cfg.Schedules != nil { // schedules.go
+		mux.HandleFunc("GET /schedules", s.authed(s.schedulesPage))
+		mux.HandleFunc("POST /schedules/{spec}/pause", s.authed(s.pauseForm))
+		mux.HandleFunc("POST /schedules/{spec}/resume", s.authed(s.resumeScheduleForm))
+		mux.HandleFunc("GET /api/schedules", s.authed(s.apiSchedules))
+		mux.HandleFunc("POST /api/schedules/{spec}/pause", s.authed(s.apiPause))
+		mux.HandleFunc("POST /api/schedules/{spec}/resume", s.authed(s.apiResumeSchedule))
 	}
 	s.mux = mux
 	return s, nil
