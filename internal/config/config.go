@@ -40,6 +40,9 @@ type Config struct {
 	// Retention is how long gc keeps transcripts, finished runs and their
 	// local branches (retention.go).
 	Retention Retention `yaml:"retention"`
+	// Limits caps what all runs together spend a day and a month
+	// (limits.go).
+	Limits Limits `yaml:"limits"`
 
 	// source is the file the config came from ("" for defaults) and lines
 	// maps a dotted key to the line it was set on, so that Validate can
@@ -312,6 +315,7 @@ func DefaultEnv(lookup LookupFunc) Config {
 		Git:         Git{KeepWorktrees: DefaultKeepWorktrees, MaxFileSize: DefaultMaxFileSize},
 		Approvals:   Approvals{Hold: DefaultApprovalHold},
 		Retention:   Retention{Transcripts: DefaultRetainTranscripts, Runs: DefaultRetainRuns, Branches: DefaultRetainBranches},
+		Limits:      Limits{Timezone: "UTC"},
 		Log:         Log{Level: "info", Format: "text"},
 		Agent: Agent{
 			Command:        DefaultCommand,
