@@ -62,6 +62,7 @@ var pgTests = []struct {
 	fn   func(*testing.T)
 }{
 	{"TestRunLifecycle", TestRunLifecycle},
+	{"TestSpendByFinishTime", TestSpendByFinishTime},
 	{"TestClaimExactlyOnceUnderContention", TestClaimExactlyOnceUnderContention},
 	{"TestPartialAnswersAndFindQuestion", TestPartialAnswersAndFindQuestion},
 	{"TestOfferDecidesOnceUnderContention", TestOfferDecidesOnceUnderContention},
