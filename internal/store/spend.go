@@ -117,3 +117,22 @@ func scopeName(scope string) string {
 	}
 	return "spec " + scope
 }
+
+// ConsumeSet marks answered set setID of run runID resumed: the run
+// carried its answer out itself (a cap question whose period is over by
+// the time it is answered), nothing is handed to the model.
+func (s *Store) ConsumeSet(ctx context.Context, runID, setID string) error {
+	now := s.now().UTC()
+	err := s.tx(ctx, func(tx *txn) error {
+		if err := s.checkFence(ctx, tx, runID); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE question_sets SET state = ?, claimed_at = ?, resumed_at = ? WHERE id = ? AND run_id = ? AND state = ?`,
+			SetResumed, nanos(now), nanos(now), setID, runID, SetAnswered)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("consume question set %s: %w", setID, err)
+	}
+	return nil
+}
