@@ -111,6 +111,8 @@ type statusReport struct {
 	Schedule     []statusNext     `json:"schedule"`
 	Specs        []statusSpec     `json:"specs"`
 	Worktrees    []statusWorktree `json:"worktrees"` // gc.go
+	// Spend is what was spent against each spend cap (status_spend.go).
+	Spend []spendRow `json:"spend"`
 	// Deliveries are the deliveries still to finish: a done run's push
 	// or pull request that failed (pending, tried again), and a waiting
 	// run's work in progress that its push did not bring to the remote
@@ -223,6 +225,9 @@ func (m *Main) gatherStatus(ctx context.Context, st *store.Store, q statusQuery)
 	rep.More.Runs = max(0, listed-len(rep.Runs))
 	list, _ := specs.LoadDir(m.Config.Specs.Dir) // validate reports bad specs; status lists the good ones
 	if rep.Schedule, err = statusSchedule(ctx, st, list, q.spec, time.Now()); err != nil {
+		return rep, err
+	}
+	if rep.Spend, err = m.statusSpend(ctx, st, list, q.spec, time.Now()); err != nil { // status_spend.go
 		return rep, err
 	}
 	costs, err := st.SpecCosts(ctx, q.spec)

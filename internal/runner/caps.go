@@ -53,6 +53,24 @@ type Caps struct {
 	Location *time.Location
 }
 
+// capStopped reclassifies the outcome of a turn that stopped at
+// --max-budget-usd when that budget was what was left of a spend cap: the
+// CLI checks its budget after each API call, so a turn whose last call
+// crossed the cap stops there even when the model had ended its turn
+// (stop_reason end_turn): such a turn succeeded, its text is its final
+// text (the questions in it are asked as usual). Otherwise the turn was
+// cut short: CategorySpendCap, and the next turn asks about the cap.
+func capStopped(out *executor.Outcome, col *questions.TurnCollector) {
+	if out.Result != nil && out.Result.StopReason == "end_turn" {
+		out.Status, out.Category, out.Error, out.FullError = executor.StatusSuccess, "", "", ""
+		if out.FinalText == "" {
+			out.FinalText = col.Text()
+		}
+		return
+	}
+	out.Category = CategorySpendCap
+}
+
 // CapState is one cap as it stands: what was spent in its period against
 // its amount and what people raised it by.
 type CapState struct {
@@ -84,8 +102,8 @@ func (c CapState) key() string {
 // capSetID is the ID of the cap question of run for state c.
 func capSetID(runID string, c CapState) string { return questions.ToolSetID(runID, c.key()) }
 
-// periodOf is the day or month that holds t, in loc.
-func periodOf(period string, t time.Time, loc *time.Location) (start, end time.Time) {
+// PeriodOf is the day ("day") or month ("month") that holds t, in loc.
+func PeriodOf(period string, t time.Time, loc *time.Location) (start, end time.Time) {
 	t = t.In(loc)
 	if period == capMonth {
 		start = time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, loc)
@@ -111,7 +129,7 @@ func (r *Runner) CapStates(ctx context.Context, spec string, perDay float64) ([]
 			return nil
 		}
 		c := CapState{Scope: scope, Period: period, Amount: amount}
-		c.Start, c.End = periodOf(period, now, loc)
+		c.Start, c.End = PeriodOf(period, now, loc)
 		var err error
 		if c.Spent, err = r.cfg.Store.Spend(ctx, scope, c.Start, c.End); err != nil {
 			return err

@@ -311,9 +311,7 @@ func (r *Runner) finish(ctx context.Context, d *drive, run store.Run, t store.Tu
 		r.parkWork(ctx, run)
 	}
 	if d.capped && out.Category == executor.CategoryMaxBudget {
-		// The budget was a spend cap's, not the run's: the next turn
-		// finds the cap reached and asks about it (caps.go).
-		out.Category = CategorySpendCap
+		capStopped(&out, col) // caps.go
 	}
 	res := store.TurnResult{
 		Status:       out.Status,
