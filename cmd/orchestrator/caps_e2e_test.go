@@ -46,7 +46,7 @@ func TestSpecDailyCapAsksBeforeTheThirdRun(t *testing.T) {
 			t.Parallel()
 			e := newE2E(t, fakeapi.Rule{Reply: fakeapi.Reply{Text: "Nightly work done."}})
 			e.writeConfig(fmt.Sprintf("\nspecs:\n  dir: %q\n", filepath.Join(e.dir, "work"))) // status shows the caps of the specs there
-			spec := e.capSpec("nightly-deps", "0.001") // each call of the fake costs $0.0008
+			spec := e.capSpec("nightly-deps", "0.001")                                        // each call of the fake costs $0.0008
 			for i := range 2 {
 				if code, _, _ := e.run("", "run", spec); code != exitOK {
 					t.Fatalf("run %d exit %d, want done", i+1, code)
