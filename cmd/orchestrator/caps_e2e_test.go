@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -145,4 +146,93 @@ func abs(v float64) float64 {
 		return -v
 	}
 	return v
+}
+
+// TestScheduledSpecOverItsCapAsksOncePerDay: a spec scheduled every second
+// with max_cost_usd_per_day below two runs' cost, under serve: two runs
+// spend the day's cap, the third asks about it before any CLI starts; the
+// ticks while it waits start nothing, and once a person chose Stop every
+// later tick of the day is skipped by the cap: one question for the day,
+// however many ticks.
+func TestScheduledSpecOverItsCapAsksOncePerDay(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, fakeapi.Rule{Reply: fakeapi.Reply{Text: "Nightly work done."}})
+	specDir := filepath.Join(e.dir, "specs")
+	if err := os.MkdirAll(specDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	spec := "---\nname: nightly-deps\nschedule: \"@every 1s\"\nsurfaces: [terminal]\nmax_cost_usd_per_day: 0.001\n---\nDo the nightly work\n"
+	if err := os.WriteFile(filepath.Join(specDir, "nightly-deps.md"), []byte(spec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.writeConfig(fmt.Sprintf("specs:\n  dir: %q\nserve:\n  listen: 127.0.0.1:0\n  min_schedule_interval: 1s\n", specDir))
+
+	stdin, stdinW := io.Pipe() // the terminal: nobody types
+	defer stdinW.Close()
+	var out lockedBuffer
+	addr := make(chan string, 1)
+	m := &Main{Stdin: stdin, Stdout: &out, Stderr: &out, Dir: filepath.Join(e.dir, "work"),
+		LookupEnv: func(string) (string, bool) { return "", false }, serveReady: func(a string) { addr <- a }}
+	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan int, 1)
+	go func() { exited <- m.Exec(ctx, []string{"--config", e.config, "serve"}) }()
+	defer func() {
+		cancel()
+		<-exited
+		if t.Failed() {
+			t.Logf("serve output:\n%s", out.String())
+		}
+	}()
+	select {
+	case <-addr:
+	case <-time.After(time.Minute):
+		t.Fatal("serve did not start")
+	}
+	st := e.store()
+	bg := context.Background()
+	var asked store.SetRecord
+	waitFor(t, "a run to ask about the cap", func() bool {
+		sets, err := st.CapSets(bg, "nightly-deps", startOfDay(time.Now()))
+		if err != nil || len(sets) == 0 {
+			return false
+		}
+		asked = sets[0]
+		return true
+	})
+	calls := len(e.fake.Requests())
+	if code, _, _ := e.run("", "answer", asked.Set.Questions[0].ID, "Stop"); code != 0 {
+		t.Fatalf("answer exit %d", code)
+	}
+	waitFor(t, "the run to stop", func() bool {
+		run, err := st.Run(bg, asked.Set.RunID)
+		return err == nil && run.Status == store.RunStopped
+	})
+	waitFor(t, "three ticks skipped by the cap", func() bool {
+		return strings.Count(out.String(), "tick skipped by a spend cap") >= 3
+	})
+	runs, err := st.ListRuns(bg, store.RunFilter{Spec: "nightly-deps"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[store.RunStatus]int{}
+	for _, r := range runs {
+		counts[r.Status]++
+	}
+	if len(runs) != 3 || counts[store.RunDone] != 2 || counts[store.RunStopped] != 1 {
+		t.Fatalf("runs of the spec: %v; want two done and the one that asked, stopped", counts)
+	}
+	if sets, err := st.CapSets(bg, "nightly-deps", startOfDay(time.Now())); err != nil || len(sets) != 1 {
+		t.Fatalf("%d cap questions today (%v); want one", len(sets), err)
+	}
+	if n := len(e.fake.Requests()); n != calls {
+		t.Fatalf("the model was called %d times after the cap was reached", n-calls)
+	}
+	code, text, _ := e.run("", "status")
+	shown := false
+	for _, l := range strings.Split(text, "\n") {
+		shown = shown || strings.Join(strings.Fields(l), " ") == "nightly-deps today $0.0016 $0.0010"
+	}
+	if code != 0 || !strings.Contains(text, "SPEND") || !shown {
+		t.Errorf("status exit %d does not show the spec's spend against its cap:\n%s", code, text)
+	}
 }

@@ -92,6 +92,10 @@ func (m *Main) runServe(ctx context.Context) error {
 		Metrics:       metrics,
 		SurfaceHealth: ss.health,
 		Logger:        m.Logger,
+		// A schedule past its spend cap asks once per period (runner/caps.go).
+		CapSkip: func(ctx context.Context, sp specs.Spec) (string, error) {
+			return r.CapSkip(ctx, sp.Name, sp.MaxCostUSDPerDay)
+		},
 	})
 	if err != nil {
 		return configError(problemsError("serve", err))
