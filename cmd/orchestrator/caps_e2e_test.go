@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -183,8 +184,10 @@ func TestScheduledSpecOverItsCapAsksOncePerDay(t *testing.T) {
 			t.Logf("serve output:\n%s", out.String())
 		}
 	}()
+	var base string
 	select {
-	case <-addr:
+	case a := <-addr:
+		base = "http://" + a
 	case <-time.After(time.Minute):
 		t.Fatal("serve did not start")
 	}
@@ -226,6 +229,17 @@ func TestScheduledSpecOverItsCapAsksOncePerDay(t *testing.T) {
 	}
 	if n := len(e.fake.Requests()); n != calls {
 		t.Fatalf("the model was called %d times after the cap was reached", n-calls)
+	}
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`orchestrator_spend_usd{period="day"} 0.0016`, `orchestrator_spend_cap_usd{period="day"} 0`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 	code, text, _ := e.run("", "status")
 	shown := false

@@ -55,6 +55,7 @@ func (m *Main) runServe(ctx context.Context) error {
 	}
 	servePprof(ctx, m.Logger)
 	metrics := daemon.NewMetrics(st)
+	metrics.Registry.MustRegister(newSpendCollector(st, m.Config.Limits)) // spend_metrics.go
 	m.metrics = metrics
 	m.serving = true
 	m.handlers = serveHandlers{}
