@@ -63,6 +63,7 @@ var pgTests = []struct {
 }{
 	{"TestRunLifecycle", TestRunLifecycle},
 	{"TestSpendByFinishTime", TestSpendByFinishTime},
+	{"TestCapQuestionHoldsAnsweredRun", TestCapQuestionHoldsAnsweredRun},
 	{"TestClaimExactlyOnceUnderContention", TestClaimExactlyOnceUnderContention},
 	{"TestPartialAnswersAndFindQuestion", TestPartialAnswersAndFindQuestion},
 	{"TestOfferDecidesOnceUnderContention", TestOfferDecidesOnceUnderContention},

@@ -136,3 +136,8 @@ func (s *Store) ConsumeSet(ctx context.Context, runID, setID string) error {
 	}
 	return nil
 }
+
+// kindCap is the kind of a cap question (questions.KindCap): a run whose
+// cap question waits is not claimable for its other answered sets
+// (ClaimableRuns).
+const kindCap = questions.KindCap

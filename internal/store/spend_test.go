@@ -83,3 +83,38 @@ func TestSpendByFinishTime(t *testing.T) {
 		t.Fatalf("the raised cap's set is %s, %v; want resumed", rec.State, err)
 	}
 }
+
+// TestCapQuestionHoldsAnsweredRun: a waiting run whose model question is
+// answered is claimable, unless its spend cap question waits too: no
+// instance takes it up (and parks it again) before the cap is answered.
+func TestCapQuestionHoldsAnsweredRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	set := newWaitingRun(t, s, "r1", "q1")
+	answer(t, s, set, "A")
+	claimable := func() bool {
+		t.Helper()
+		runs, err := s.ClaimableRuns(ctx, "host", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(runs) == 1 && runs[0].ID == "r1"
+	}
+	if !claimable() {
+		t.Fatal("the answered run is not claimable")
+	}
+	capSet := questions.NewSet("r1\x00cap", 0, []questions.Question{{Header: "Spend cap", Text: "Continue?",
+		Options: []questions.Option{{Label: "Continue"}, {Label: "Stop"}}}})
+	capSet.RunID, capSet.Kind = "r1", questions.KindCap
+	if _, err := s.AskRun(ctx, capSet, nil); err != nil {
+		t.Fatal(err)
+	}
+	if claimable() {
+		t.Fatal("a run whose cap question waits is claimable")
+	}
+	answer(t, s, capSet, "Continue")
+	if !claimable() {
+		t.Fatal("the run is not claimable once its cap question is answered")
+	}
+}
