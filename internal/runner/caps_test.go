@@ -39,6 +39,83 @@ func (a *budgetAgent) started() []float64 {
 	return append([]float64(nil), a.budgets...)
 }
 
+// capHarness is a runner with spend caps over the real CLI and the fake
+// API, its turns' budgets recorded, its one surface a person.
+type capHarness struct {
+	st     *store.Store
+	r      *runner.Runner
+	agent  *budgetAgent
+	person *person
+	fake   *fakeapi.Server
+}
+
+func newCapHarness(t *testing.T, caps runner.Caps, rs ...fakeapi.Rule) *capHarness {
+	t.Helper()
+	f := fakeapi.New(rs...)
+	ts := httptest.NewServer(f)
+	t.Cleanup(func() { f.Close(); ts.Close() })
+	st, err := store.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ex, err := executor.New(executor.Config{Command: clitest.Claude(t), Env: clitest.Env(t, ts.URL), AppendSystemPrompt: questions.ProtocolPrompt(), Timeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &capHarness{st: st, agent: &budgetAgent{Agent: ex}, person: newPerson("test"), fake: f}
+	h.r, err = runner.New(runner.Config{
+		Store: st,
+		Resolve: func(store.Run) (runner.Resolved, error) {
+			return runner.Resolved{Agent: h.agent, Surfaces: []surfaces.Surface{h.person}}, nil
+		},
+		Caps:   caps,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// drive creates a run and drives it in the background: its ID, and its
+// run once the drive returned.
+func (h *capHarness) drive(t *testing.T) (string, <-chan store.Run) {
+	t.Helper()
+	ctx := context.Background()
+	run, err := h.r.Create(ctx, runner.NewRun{Prompt: "Do it", WorkDir: t.TempDir(), Surfaces: []string{"test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan store.Run, 1)
+	go func() {
+		dctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		defer cancel()
+		got, err := h.r.Drive(dctx, run.ID)
+		if err != nil {
+			t.Errorf("drive: %v", err)
+		}
+		out <- got
+	}()
+	return run.ID, out
+}
+
+// capQuestion waits for run id's pending cap question.
+func (h *capHarness) capQuestion(t *testing.T, id string) store.SetRecord {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		sets, err := h.st.OpenSets(context.Background(), id)
+		if err == nil && len(sets) == 1 && sets[0].Set.Kind == questions.KindCap {
+			return sets[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no cap question: %+v, %v", sets, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestGlobalDayCapBudgetsAndAsks: under limits.cost_usd_per_day, a turn
 // gets --max-budget-usd for what is left of the day; past the cap no agent
 // starts: the run asks on its surface, and Continue raises the day's cap
@@ -46,14 +123,8 @@ func (a *budgetAgent) started() []float64 {
 func TestGlobalDayCapBudgetsAndAsks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := fakeapi.New(fakeapi.Rule{Reply: fakeapi.Reply{Text: "Done."}}) // $0.0008 a call
-	ts := httptest.NewServer(f)
-	t.Cleanup(func() { f.Close(); ts.Close() })
-	st, err := store.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	h := newCapHarness(t, runner.Caps{DayUSD: 0.002, Location: time.UTC}, fakeapi.Rule{Reply: fakeapi.Reply{Text: "Done."}}) // $0.0008 a call
+	st, agent, p, f := h.st, h.agent, h.person, h.fake
 	// What another run spent today: $0.0015 of the $0.002.
 	if _, err := st.CreateRun(ctx, store.Run{ID: "earlier", Prompt: "p", Status: store.RunRunning}); err != nil {
 		t.Fatal(err)
@@ -65,44 +136,9 @@ func TestGlobalDayCapBudgetsAndAsks(t *testing.T) {
 	if err := st.FinishTurn(ctx, "earlier", tn.Seq, store.TurnResult{Status: executor.StatusSuccess, CostUSD: 0.0015}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	ex, err := executor.New(executor.Config{Command: clitest.Claude(t), Env: clitest.Env(t, ts.URL), AppendSystemPrompt: questions.ProtocolPrompt(), Timeout: 2 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent := &budgetAgent{Agent: ex}
-	p := newPerson("test")
-	r, err := runner.New(runner.Config{
-		Store: st,
-		Resolve: func(store.Run) (runner.Resolved, error) {
-			return runner.Resolved{Agent: agent, Surfaces: []surfaces.Surface{p}}, nil
-		},
-		Caps:   runner.Caps{DayUSD: 0.002, Location: time.UTC},
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	drive := func() (string, <-chan store.Run) {
-		run, err := r.Create(ctx, runner.NewRun{Prompt: "Do it", WorkDir: t.TempDir(), Surfaces: []string{"test"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := make(chan store.Run, 1)
-		go func() {
-			dctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-			defer cancel()
-			got, err := r.Drive(dctx, run.ID)
-			if err != nil {
-				t.Errorf("drive: %v", err)
-			}
-			out <- got
-		}()
-		return run.ID, out
-	}
-
 	// $0.0005 left: the turn gets it; its one call crosses the cap after
 	// the model ended its turn, so the run is done.
-	_, ended := drive()
+	_, ended := h.drive(t)
 	if run := <-ended; run.Status != store.RunDone || run.FinalText != "Done." {
 		t.Fatalf("first run %s %q %q; want done", run.Status, run.FinalText, run.Error)
 	}
@@ -111,20 +147,8 @@ func TestGlobalDayCapBudgetsAndAsks(t *testing.T) {
 	}
 
 	// $0.0023 spent of $0.002: no agent starts, the run asks.
-	id, ended := drive()
-	var rec store.SetRecord
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		sets, err := st.OpenSets(ctx, id)
-		if err == nil && len(sets) == 1 {
-			rec = sets[0]
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no cap question: %v, %v", sets, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	id, ended := h.drive(t)
+	rec := h.capQuestion(t, id)
 	q := rec.Set.Questions[0]
 	if rec.Set.Kind != questions.KindCap || q.Header != "Spend cap" ||
 		q.Text != "all runs have spent $0.0023 of their $0.0020 today (limits.cost_usd_per_day): continue?" {
@@ -151,6 +175,34 @@ func TestGlobalDayCapBudgetsAndAsks(t *testing.T) {
 		if strings.Contains(req.LastUserText, "Spend cap") || strings.Contains(req.LastUserText, rec.Set.ID) {
 			t.Fatalf("the cap question's answer reached the model: %q", req.LastUserText)
 		}
+	}
+}
+
+// TestTurnCutShortAtACapAsksThenGoesOn: a turn the model had not ended
+// (it calls a tool on every reply) stops at what was left of the cap; the
+// run then asks before its next turn, and Continue resumes the session with
+// what is left of the raised cap.
+func TestTurnCutShortAtACapAsksThenGoesOn(t *testing.T) {
+	t.Parallel()
+	h := newCapHarness(t, runner.Caps{DayUSD: 0.001},
+		fakeapi.Rule{When: "a person chose to continue", Reply: fakeapi.Reply{Text: "Finished after the cap was raised."}},
+		fakeapi.Rule{Reply: fakeapi.Reply{Text: "Working.", ToolUse: &fakeapi.ToolUse{Name: "Bash", Input: map[string]any{"command": "true", "description": "work"}}}})
+	id, ended := h.drive(t)
+	rec := h.capQuestion(t, id)
+	turns, err := h.st.Turns(context.Background(), id)
+	if err != nil || len(turns) != 1 || turns[0].Result.Category != runner.CategorySpendCap {
+		t.Fatalf("turns = %+v, %v; want one cut short at the cap", turns, err)
+	}
+	if q := rec.Set.Questions[0].Text; q != "all runs have spent $0.0016 of their $0.0010 today (limits.cost_usd_per_day): continue?" {
+		t.Fatalf("cap question %q", q)
+	}
+	h.person.answers <- []questions.Answer{{QuestionID: rec.Set.Questions[0].ID, Labels: []string{"Continue"}}}
+	run := <-ended
+	if run.Status != store.RunDone || run.FinalText != "Finished after the cap was raised." {
+		t.Fatalf("run %s %q %q; want done", run.Status, run.FinalText, run.Error)
+	}
+	if b := h.agent.started(); len(b) != 2 || math.Abs(b[0]-0.001) > 1e-9 || math.Abs(b[1]-0.0004) > 1e-9 {
+		t.Fatalf("budgets given: %v; want $0.001, then $0.0004 (the cap raised to $0.002, $0.0016 spent)", b)
 	}
 }
 
