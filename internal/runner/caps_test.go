@@ -47,6 +47,8 @@ type capHarness struct {
 	agent  *budgetAgent
 	person *person
 	fake   *fakeapi.Server
+	// pol is the runs' policy; set it before driving.
+	pol runner.Policy
 }
 
 func newCapHarness(t *testing.T, caps runner.Caps, rs ...fakeapi.Rule) *capHarness {
@@ -67,7 +69,7 @@ func newCapHarness(t *testing.T, caps runner.Caps, rs ...fakeapi.Rule) *capHarne
 	h.r, err = runner.New(runner.Config{
 		Store: st,
 		Resolve: func(store.Run) (runner.Resolved, error) {
-			return runner.Resolved{Agent: h.agent, Surfaces: []surfaces.Surface{h.person}}, nil
+			return runner.Resolved{Agent: h.agent, Surfaces: []surfaces.Surface{h.person}, Policy: h.pol}, nil
 		},
 		Caps:   caps,
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
@@ -203,6 +205,39 @@ func TestTurnCutShortAtACapAsksThenGoesOn(t *testing.T) {
 	}
 	if b := h.agent.started(); len(b) != 2 || math.Abs(b[0]-0.001) > 1e-9 || math.Abs(b[1]-0.0004) > 1e-9 {
 		t.Fatalf("budgets given: %v; want $0.001, then $0.0004 (the cap raised to $0.002, $0.0016 spent)", b)
+	}
+}
+
+// TestCapQuestionNobodyAnswersStops: a spec's daily cap reached, nobody
+// answering its question within question_timeout stops the run, whatever
+// on_timeout says (spending more is not the model's to decide).
+func TestCapQuestionNobodyAnswersStops(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newCapHarness(t, runner.Caps{}, fakeapi.Rule{Reply: fakeapi.Reply{Text: "Done."}})
+	h.pol = runner.Policy{MaxCostUSDPerDay: 0.001, QuestionTimeout: time.Second, OnTimeout: runner.OnTimeout{Action: "decide"}}
+	if _, err := h.st.CreateRun(ctx, store.Run{ID: "earlier", Spec: "nightly", Prompt: "p", Status: store.RunRunning}); err != nil {
+		t.Fatal(err)
+	}
+	tn, err := h.st.BeginTurn(ctx, store.Turn{RunID: "earlier", Kind: store.TurnStart, Prompt: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.st.FinishTurn(ctx, "earlier", tn.Seq, store.TurnResult{Status: executor.StatusSuccess, CostUSD: 0.001}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	run, err := h.r.Create(ctx, runner.NewRun{Spec: "nightly", Prompt: "Do it", WorkDir: t.TempDir(), Surfaces: []string{"test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	got, err := h.r.Drive(dctx, run.ID)
+	if err != nil || got.Status != store.RunStopped || !strings.Contains(got.Error, "Stop") {
+		t.Fatalf("run %s %q, %v; want stopped by nobody's answer", got.Status, got.Error, err)
+	}
+	if b := h.agent.started(); len(b) != 0 || len(h.fake.Requests()) != 0 {
+		t.Fatalf("an agent started past the cap: budgets %v, %d calls", b, len(h.fake.Requests()))
 	}
 }
 
