@@ -56,6 +56,7 @@ func (m *Main) runServe(ctx context.Context) error {
 	}
 	servePprof(ctx, m.Logger)
 	metrics := daemon.NewMetrics(st)
+	metrics.Registry.MustRegister(newSpendCollector(st, m.Config.Limits)) // spend_metrics.go
 	m.metrics = metrics
 	m.serving = true
 	m.handlers = serveHandlers{}
@@ -106,6 +107,10 @@ func (m *Main) runServe(ctx context.Context) error {
 		// Schedule health and its notices (notify.go).
 		PauseAfterFailures: pauseAfterFailures(m.Config.Serve.PauseAfterFailures),
 		Notice:             sn.notice,
+		// A schedule past its spend cap asks once per period (runner/caps.go).
+		CapSkip: func(ctx context.Context, sp specs.Spec) (string, error) {
+			return r.CapSkip(ctx, sp.Name, sp.MaxCostUSDPerDay)
+		},
 	})
 	if err != nil {
 		return configError(problemsError("serve", err))

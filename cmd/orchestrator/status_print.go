@@ -35,6 +35,7 @@ func printStatus(out io.Writer, rep statusReport) {
 		}
 		w.Flush()
 	}
+	printSpend(out, rep.Spend) // status_spend.go
 	printPendingDeliveries(out, rep.Deliveries)
 	printWorktrees(out, rep.Worktrees)
 	printStateDir(out, rep.StateDir) // retention.go

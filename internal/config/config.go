@@ -46,6 +46,9 @@ type Config struct {
 	// Notify says which events are told where: surfaces, webhooks
 	// (notify.go).
 	Notify Notify `yaml:"notify"`
+	// Limits caps what all runs together spend a day and a month
+	// (limits.go).
+	Limits Limits `yaml:"limits"`
 
 	// source is the file the config came from ("" for defaults) and lines
 	// maps a dotted key to the line it was set on, so that Validate can
@@ -323,6 +326,7 @@ func DefaultEnv(lookup LookupFunc) Config {
 		Approvals:   Approvals{Hold: DefaultApprovalHold},
 		Retention:   Retention{Transcripts: DefaultRetainTranscripts, Runs: DefaultRetainRuns, Branches: DefaultRetainBranches},
 		Triggers:    defaultTriggers(),
+		Limits:      Limits{Timezone: "UTC"},
 		Log:         Log{Level: "info", Format: "text"},
 		Notify:      Notify{NotifyRoute: NotifyRoute{WaitingAfter: DefaultWaitingAfter}},
 		Agent: Agent{

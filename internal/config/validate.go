@@ -123,6 +123,7 @@ func (c *Config) Validate() error {
 	c.validateApprovals(v.add) // approvals.go
 	c.validateRetention(v.add) // retention.go
 	c.validateTriggers(v.add)  // triggers.go
+	c.validateLimits(v.add)    // limits.go
 	if s.MinScheduleInterval < 0 {
 		v.add("serve.min_schedule_interval", "must not be negative")
 	}

@@ -130,6 +130,11 @@ type Config struct {
 	// Location is where schedules without CRON_TZ=/TZ= are read; default
 	// time.Local.
 	Location *time.Location
+	// CapSkip, when set, says why a tick of sp starts no run ("" when it
+	// may): the spec is past a spend cap it asked about already this
+	// period (runner.CapSkip), so a schedule asks once per cap period,
+	// not once per tick. Such a tick is logged as skipped by the cap.
+	CapSkip func(ctx context.Context, sp specs.Spec) (string, error)
 	// AdoptEvery is how often the daemon looks for active runs no process
 	// drives (a `run` that exited with its question waiting, a `resume`
 	// that was stopped, a process that died) and drives them, so that
@@ -441,6 +446,16 @@ func (d *Daemon) shutdown(cancelRuns context.CancelFunc, srv *http.Server) error
 // drive it. It returns once the run is final, left waiting, or stopped by
 // the shutdown, so the scheduler skips the spec's ticks meanwhile.
 func (d *Daemon) runSpec(ctx context.Context, sp specs.Spec) error {
+	if d.cfg.CapSkip != nil {
+		why, err := d.cfg.CapSkip(ctx, sp)
+		if err != nil {
+			return fmt.Errorf("spec %s: read its spend caps: %w", sp.Name, err)
+		}
+		if why != "" {
+			d.log.Info("tick skipped by a spend cap", "spec", sp.Name, "why", why)
+			return nil
+		}
+	}
 	var text []byte
 	d.mu.Lock()
 	if l, ok := d.specTexts[sp.Name]; ok && reflect.DeepEqual(l.spec, sp) {

@@ -225,7 +225,7 @@ func (m *Metrics) initLabels() {
 	for _, o := range runOutcomes {
 		m.runs.WithLabelValues(string(o))
 	}
-	for _, k := range []string{questions.KindMarker, questions.KindAskTool, questions.KindApproval, questions.KindSecrets, questions.KindLimit} {
+	for _, k := range []string{questions.KindMarker, questions.KindAskTool, questions.KindApproval, questions.KindSecrets, questions.KindLimit, questions.KindCap} {
 		m.askedKind.WithLabelValues(k)
 		m.answersKind.WithLabelValues(k)
 	}

@@ -39,6 +39,9 @@ type Policy struct {
 	// turn; a turn that reaches it makes the run ask whether to go on with
 	// as many again.
 	MaxTurns int
+	// MaxCostUSDPerDay, when set, is what the runs of the run's spec may
+	// spend together in one day (max_cost_usd_per_day; caps.go).
+	MaxCostUSDPerDay float64
 }
 
 // Preset is an answer given in advance: Match is a question's header or

@@ -63,6 +63,8 @@ var pgTests = []struct {
 }{
 	{"TestRunLifecycle", TestRunLifecycle},
 	{"TestRunRequestOnce", TestRunRequestOnce},
+	{"TestSpendByFinishTime", TestSpendByFinishTime},
+	{"TestCapQuestionHoldsAnsweredRun", TestCapQuestionHoldsAnsweredRun},
 	{"TestClaimExactlyOnceUnderContention", TestClaimExactlyOnceUnderContention},
 	{"TestPartialAnswersAndFindQuestion", TestPartialAnswersAndFindQuestion},
 	{"TestOfferDecidesOnceUnderContention", TestOfferDecidesOnceUnderContention},
