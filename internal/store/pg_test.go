@@ -115,6 +115,8 @@ var pgTests = []struct {
 	{"TestPurgeCoversEveryRunTable", TestPurgeCoversEveryRunTable},
 	{"TestLazyCommitsLeaveThePoolFull", TestLazyCommitsLeaveThePoolFull},
 	{"TestWakeStampChangesWithAPoke", TestWakeStampChangesWithAPoke},
+	{"TestAnswerGroup", TestAnswerGroup},
+	{"TestAnswerGroupOnceUnderContention", TestAnswerGroupOnceUnderContention},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.
