@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+)
+
+// groupRules are standardRules plus a run that asks another question.
+func groupRules() []fakeapi.Rule {
+	return append(standardRules(0), fakeapi.Rule{When: "Implement spec Y", Reply: fakeapi.Reply{Text: "One more thing.\n" +
+		`<!--QUESTION:{"questions":[{"question":"Which database?","options":[{"label":"SQLite"},{"label":"PostgreSQL"}]}]}-->`}})
+}
+
+// groupSpecs writes the specs nightly-a and nightly-b (the same question)
+// and other (another question) into dir.
+func groupSpecs(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, prompt := range map[string]string{"nightly-a": "Implement spec X", "nightly-b": "Implement spec X", "other": "Implement spec Y"} {
+		body := fmt.Sprintf("---\nname: %s\nsurfaces: [terminal]\n---\n%s\n", name, prompt)
+		if err := os.WriteFile(filepath.Join(dir, name+".md"), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// sharedLine is show's line about a shared decision covering run other.
+func sharedLine(other, spec string) *regexp.Regexp {
+	return regexp.MustCompile(`shared decision g[0-9a-f]{11} by \S.* on cli, also answered in run ` + regexp.QuoteMeta(other) + ` of spec ` + regexp.QuoteMeta(spec))
+}
+
+// TestAnswerAllResumesEveryRunOnce: with the real CLI, two runs of two
+// specs wait on the same question (a third on another). `answer QID 2
+// --all` answers both in one go, not the third; each run resumes exactly
+// once with the answer, and both decision logs (show, show --json) name
+// the shared decision and the other run it covered.
+func TestAnswerAllResumesEveryRunOnce(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, groupRules()...)
+	specs := filepath.Join(e.dir, "specs")
+	groupSpecs(t, specs)
+	e.writeConfig(fmt.Sprintf("\nspecs:\n  dir: %q\n", specs))
+	for _, name := range []string{"nightly-a", "nightly-b", "other"} {
+		if code, _, _ := e.run("", "run", name); code != exitWaiting {
+			t.Fatalf("run %s: exit %d, want %d (waiting)", name, code, exitWaiting)
+		}
+	}
+	a, b, other := e.onlyRunOf("nightly-a"), e.onlyRunOf("nightly-b"), e.onlyRunOf("other")
+	ctx := context.Background()
+	st := e.store()
+	sets, err := st.OpenSets(ctx, a.ID)
+	if err != nil || len(sets) != 1 {
+		t.Fatalf("open sets of %s: %+v, %v", a.ID, sets, err)
+	}
+	qid := sets[0].Set.Questions[0].ID
+
+	code, out, _ := e.run("", "answer", qid, "2", "--all")
+	if code != 0 {
+		t.Fatalf("answer --all: exit %d", code)
+	}
+	for _, want := range []string{"answered: question set " + sets[0].Set.ID + " of run " + a.ID + " (spec nightly-a)",
+		"of run " + b.ID + " (spec nightly-b)", "answered 2 run(s)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("answer --all says\n%s\nwant %q", out, want)
+		}
+	}
+	if strings.Contains(out, other.ID) {
+		t.Errorf("answer --all touched the run asking another question:\n%s", out)
+	}
+	for _, r := range []store.Run{a, b} {
+		code, out, _ := e.run("", "resume", r.ID)
+		if code != 0 || !strings.Contains(out, "Implemented with JWT.") {
+			t.Fatalf("resume %s: exit %d", r.ID, code)
+		}
+	}
+	if n := e.answerRequests(); n != 2 {
+		t.Fatalf("the answer reached the model %d times, want 2 (once per run)", n)
+	}
+	// A second resume carries nothing more.
+	for _, r := range []store.Run{a, b} {
+		e.run("", "resume", r.ID)
+	}
+	if n := e.answerRequests(); n != 2 {
+		t.Fatalf("after resuming again the answer reached the model %d times, want 2", n)
+	}
+	if r, err := st.Run(ctx, other.ID); err != nil || r.Status != store.RunWaiting {
+		t.Errorf("the other run: %s, %v; want it still waiting", r.Status, err)
+	}
+	for _, c := range []struct {
+		run, other store.Run
+	}{{a, b}, {b, a}} {
+		code, out, _ := e.run("", "show", c.run.ID)
+		if code != 0 || !sharedLine(c.other.ID, c.other.Spec).MatchString(out) {
+			t.Errorf("show %s (exit %d) does not name the shared decision covering %s:\n%s", c.run.ID, code, c.other.ID, out)
+		}
+		code, out, _ = e.run("", "show", c.run.ID, "--json")
+		var show showOutput
+		if code != 0 || json.Unmarshal([]byte(out), &show) != nil || len(show.Decisions) != 1 || len(show.Decisions[0].Shared) != 1 ||
+			len(show.Decisions[0].Shared[0].Runs) != 1 || show.Decisions[0].Shared[0].Runs[0].RunID != c.other.ID {
+			t.Errorf("show %s --json: exit %d, decisions %+v", c.run.ID, code, show.Decisions)
+		}
+	}
+}
