@@ -112,3 +112,55 @@ func TestAnswerAllResumesEveryRunOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterAnswerAllOnPostgres: two serve instances on one PostgreSQL
+// database take two queued runs of two specs that ask the same question.
+// `answer QID 2 --all` from a third process answers both; each run resumes
+// exactly once, on some instance, and both decision logs name the shared
+// decision.
+func TestClusterAnswerAllOnPostgres(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 2, "", groupRules()...)
+	groupSpecs(t, c.specs)
+	for _, in := range c.nodes {
+		c.start(in)
+	}
+	ids := map[string]string{}
+	for _, name := range []string{"nightly-a", "nightly-b", "other"} {
+		ids[name] = strings.TrimSpace(c.command("submit", name))
+	}
+	st := c.store()
+	ctx := context.Background()
+	var first store.SetRecord
+	waitFor(t, "the three runs' questions pending", func() bool {
+		sets, _ := st.QuestionSets(ctx, store.SetFilter{State: []store.SetState{store.SetPending}})
+		for _, s := range sets {
+			if s.Set.RunID == ids["nightly-a"] {
+				first = s
+			}
+		}
+		return len(sets) == 3
+	})
+	out := c.command("answer", first.Set.Questions[0].ID, "2", "--all")
+	if !strings.Contains(out, "answered 2 run(s)") || !strings.Contains(out, ids["nightly-b"]) || strings.Contains(out, ids["other"]) {
+		t.Fatalf("answer --all says:\n%s", out)
+	}
+	for _, name := range []string{"nightly-a", "nightly-b"} {
+		waitFor(t, name+" done", func() bool {
+			r, err := st.Run(ctx, ids[name])
+			return err == nil && r.Status == store.RunDone
+		})
+	}
+	if n := c.e.answerRequests(); n != 2 {
+		t.Fatalf("the answer reached the model %d times, want 2 (once per run)", n)
+	}
+	if r, err := st.Run(ctx, ids["other"]); err != nil || r.Status != store.RunWaiting {
+		t.Errorf("the other run: %s, %v; want it still waiting", r.Status, err)
+	}
+	for run, other := range map[string]string{"nightly-a": "nightly-b", "nightly-b": "nightly-a"} {
+		out := c.command("show", ids[run])
+		if !sharedLine(ids[other], other).MatchString(out) {
+			t.Errorf("show %s does not name the shared decision covering %s:\n%s", ids[run], ids[other], out)
+		}
+	}
+}
