@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"strconv"
 	"strings"
 )
 
@@ -102,4 +103,76 @@ func ForSet(from, to Set, resp Response) Response {
 		}
 	}
 	return out
+}
+
+// GroupRun is another run a question waits in: its pending set of the
+// same fingerprint.
+type GroupRun struct {
+	SetID string `json:"set_id"`
+	RunID string `json:"run_id"`
+	Spec  string `json:"spec,omitempty"` // the run's spec ("" for a prompt)
+	Title string `json:"title,omitempty"`
+}
+
+// Name names the run for people: its spec (or title) and its ID.
+func (g GroupRun) Name() string {
+	switch {
+	case g.Spec != "":
+		return g.Spec + " (run " + g.RunID + ")"
+	case g.Title != "":
+		return g.Title + " (run " + g.RunID + ")"
+	}
+	return "run " + g.RunID
+}
+
+// GroupNote says that s also waits in other runs, in one line of plain
+// text (surfaces clean it for their markup), or "" when it does not:
+// "This question also waits in 2 other runs: nightly-b (run r2), r3 (run r3)."
+// At most five runs are named.
+func GroupNote(s Set) string {
+	if len(s.Group) == 0 {
+		return ""
+	}
+	var names []string
+	for i, g := range s.Group {
+		if i == 5 {
+			names = append(names, "…")
+			break
+		}
+		names = append(names, Printable(g.Name()))
+	}
+	runs := "runs"
+	if len(s.Group) == 1 {
+		runs = "run"
+	}
+	return "This question also waits in " + strconv.Itoa(len(s.Group)) + " other " + runs + ": " + strings.Join(names, ", ") + "."
+}
+
+// GroupOutcome is what became of an answer given for a group (answer
+// --all) in one of its sets.
+type GroupOutcome struct {
+	GroupRun
+	// Decision is the store's, as for an answer offered to that set alone:
+	// Taken, or Closed (answered before: Final says by whom), or Invalid
+	// (not a set of the group any more, or the person may not answer it).
+	Decision Decision
+}
+
+// GroupDecision is what became of an answer given for a group.
+type GroupDecision struct {
+	// ID names the shared decision ("" when no set took the answer).
+	ID string
+	// Sets are the outcomes, the answered set's first.
+	Sets []GroupOutcome
+}
+
+// Taken counts the sets that took the answer.
+func (g GroupDecision) Taken() int {
+	n := 0
+	for _, o := range g.Sets {
+		if o.Decision.Taken {
+			n++
+		}
+	}
+	return n
 }

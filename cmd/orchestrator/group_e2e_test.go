@@ -51,12 +51,23 @@ func TestAnswerAllResumesEveryRunOnce(t *testing.T) {
 	specs := filepath.Join(e.dir, "specs")
 	groupSpecs(t, specs)
 	e.writeConfig(fmt.Sprintf("\nspecs:\n  dir: %q\n", specs))
+	outs := map[string]string{}
 	for _, name := range []string{"nightly-a", "nightly-b", "other"} {
-		if code, _, _ := e.run("", "run", name); code != exitWaiting {
+		code, out, _ := e.run("", "run", name)
+		if code != exitWaiting {
 			t.Fatalf("run %s: exit %d, want %d (waiting)", name, code, exitWaiting)
 		}
+		outs[name] = out
 	}
 	a, b, other := e.onlyRunOf("nightly-a"), e.onlyRunOf("nightly-b"), e.onlyRunOf("other")
+	// The terminal of the second run says the question waits in the first.
+	if want := "This question also waits in 1 other run: nightly-a (run " + a.ID + ")."; !strings.Contains(outs["nightly-b"], want) ||
+		!strings.Contains(outs["nightly-b"], "ANSWER --all") {
+		t.Errorf("the second run's terminal lacks %q:\n%s", want, outs["nightly-b"])
+	}
+	if strings.Contains(outs["other"], "also waits") {
+		t.Errorf("the run asking another question says it waits elsewhere:\n%s", outs["other"])
+	}
 	ctx := context.Background()
 	st := e.store()
 	sets, err := st.OpenSets(ctx, a.ID)

@@ -22,12 +22,7 @@ import (
 
 // GroupRun is a run a question also waits in: its pending set of the same
 // fingerprint.
-type GroupRun struct {
-	SetID string
-	RunID string
-	Spec  string // the run's spec ("" for a prompt)
-	Title string
-}
+type GroupRun = questions.GroupRun
 
 // Group returns the other pending sets of setID's group (the pending sets
 // of other runs with the same fingerprint), oldest first; none for a set
@@ -71,33 +66,11 @@ func groupOf(ctx context.Context, q querier, fp, runID string) ([]GroupRun, erro
 }
 
 // GroupOutcome is what became of a shared answer in one set.
-type GroupOutcome struct {
-	GroupRun
-	// Decision is the store's, as for an answer offered to that set alone:
-	// Taken, or Closed (answered before, its Final says by whom), or
-	// Invalid (not a set of the group any more, or the answer does not fit).
-	Decision questions.Decision
-}
+type GroupOutcome = questions.GroupOutcome
 
-// GroupAnswer is the result of AnswerGroup.
-type GroupAnswer struct {
-	// ID names the shared decision ("" when no set took the answer).
-	ID string
-	// Sets are the outcomes, the answered set's first, then the others
-	// in the order given.
-	Sets []GroupOutcome
-}
-
-// Taken counts the sets that took the answer.
-func (g GroupAnswer) Taken() int {
-	n := 0
-	for _, o := range g.Sets {
-		if o.Decision.Taken {
-			n++
-		}
-	}
-	return n
-}
+// GroupAnswer is the result of AnswerGroup: the outcomes, the answered
+// set's first, then the others in the order given.
+type GroupAnswer = questions.GroupDecision
 
 // AnswerGroup answers resp's set and the sets others of its group (set
 // IDs from Group, those the person may answer: the caller checks each
@@ -108,6 +81,13 @@ func (g GroupAnswer) Taken() int {
 // not resp's set's. The sets that took the answer record the shared
 // decision (DecisionLog names it and the runs it covered).
 func (s *Store) AnswerGroup(ctx context.Context, resp questions.Response, others []string) (GroupAnswer, error) {
+	return s.AnswerGroupFor(ctx, "", resp, others)
+}
+
+// AnswerGroupFor is AnswerGroup when resp's set must be one of run runID
+// (a surface answering for the run it asks for); with runID "" it is
+// AnswerGroup.
+func (s *Store) AnswerGroupFor(ctx context.Context, runID string, resp questions.Response, others []string) (GroupAnswer, error) {
 	now := s.now().UTC()
 	if resp.At.IsZero() {
 		resp.At = now
@@ -150,7 +130,11 @@ func (s *Store) AnswerGroup(ctx context.Context, resp questions.Response, others
 				o.Decision = questions.Decision{Invalid: fmt.Errorf("question set %s is of the same run as %s", setID, resp.SetID)}
 			default:
 				var open questions.Response
-				o.Decision, open = decide("", g.rec, r)
+				own := ""
+				if i == 0 {
+					own = runID
+				}
+				o.Decision, open = decide(own, g.rec, r)
 				if !o.Decision.Taken {
 					break
 				}
