@@ -116,6 +116,15 @@ type apiError struct {
 	Final  *apiResponse `json:"final,omitempty"`
 }
 
+// apiGroupResult is what became of a shared answer in another run.
+type apiGroupResult struct {
+	SetID string `json:"set_id"`
+	RunID string `json:"run_id"`
+	Spec  string `json:"spec,omitempty"`
+	Taken bool   `json:"taken"`
+	Error string `json:"error,omitempty"`
+}
+
 // fail answers an error: JSON on the API (and to scripts), a page otherwise.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	if isAPI(r) || r.Method != http.MethodGet {
@@ -218,6 +227,8 @@ func transcriptPath(runID string, seq int) string {
 type apiAnswerRequest struct {
 	SetID   string          `json:"set_id"`
 	Answers []output.Answer `json:"answers"`
+	// All answers the same question in the other runs it waits in too.
+	All bool `json:"all,omitempty"`
 }
 
 func (s *Server) apiAnswer(w http.ResponseWriter, r *http.Request) {
@@ -233,7 +244,7 @@ func (s *Server) apiAnswer(w http.ResponseWriter, r *http.Request) {
 	for _, a := range req.Answers {
 		resp.Answers = append(resp.Answers, questions.Answer{QuestionID: a.QuestionID, Labels: a.Labels, Text: a.Text})
 	}
-	status, res := s.offer(r, resp)
+	status, res := s.offer(r, resp, req.All)
 	s.writeJSON(w, status, res)
 }
 
@@ -245,11 +256,16 @@ type answerResult struct {
 	Closed bool         `json:"closed"`
 	Error  string       `json:"error,omitempty"`
 	Final  *apiResponse `json:"final,omitempty"`
+	// Shared names the shared decision of an answer given for every run
+	// waiting on the question ("all"), and Others what became of it in
+	// the other runs.
+	Shared string           `json:"shared,omitempty"`
+	Others []apiGroupResult `json:"others,omitempty"`
 }
 
 // offer hands resp, from the signed-in user, to the backend and says what
 // became of it, with the HTTP status to answer.
-func (s *Server) offer(r *http.Request, resp questions.Response) (int, answerResult) {
+func (s *Server) offer(r *http.Request, resp questions.Response, all bool) (int, answerResult) {
 	res := answerResult{V: 1, SetID: resp.SetID}
 	if resp.SetID == "" {
 		res.Error = "set_id: required"
@@ -265,7 +281,13 @@ func (s *Server) offer(r *http.Request, resp questions.Response) (int, answerRes
 	}
 	id := who(r)
 	resp.By, resp.Surface, resp.At = id.Name, SurfaceName, s.cfg.Now().UTC()
-	d, err := s.cfg.Backend.Offer(r.Context(), resp)
+	var d Decision
+	var err error
+	if g, ok := s.cfg.Backend.(GroupOfferer); ok && all {
+		d, err = s.offerGroup(r, g, resp, &res)
+	} else {
+		d, err = s.cfg.Backend.Offer(r.Context(), resp)
+	}
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			res.Error = "question set " + resp.SetID + ": not found"
@@ -292,6 +314,34 @@ func (s *Server) offer(r *http.Request, resp questions.Response) (int, answerRes
 	}
 	s.log.Info("answered on the web", "set", resp.SetID, "by", id.Name)
 	return http.StatusOK, res
+}
+
+// offerGroup offers resp to its set and the same question in the other
+// runs it waits in; res gets the shared decision and the other runs'
+// outcomes. It returns the decision about resp's set.
+func (s *Server) offerGroup(r *http.Request, g GroupOfferer, resp questions.Response, res *answerResult) (Decision, error) {
+	gd, err := g.OfferGroup(r.Context(), resp)
+	if err != nil {
+		return Decision{}, err
+	}
+	if len(gd.Sets) == 0 {
+		return Decision{}, fmt.Errorf("the group answer to %s decided nothing", resp.SetID)
+	}
+	res.Shared = gd.ID
+	for _, o := range gd.Sets[1:] {
+		gr := apiGroupResult{SetID: o.SetID, RunID: o.RunID, Spec: p(o.Spec), Taken: o.Decision.Taken}
+		switch d := o.Decision; {
+		case d.Invalid != nil:
+			gr.Error = p(d.Invalid.Error())
+		case !d.Taken && d.Final != nil:
+			gr.Error = fmt.Sprintf("answered before by %s on %s", p(d.Final.By), p(d.Final.Surface))
+		case !d.Taken:
+			gr.Error = "closed"
+		}
+		res.Others = append(res.Others, gr)
+	}
+	d := gd.Sets[0].Decision
+	return Decision{Taken: d.Taken, Invalid: d.Invalid, Final: d.Final, Closed: d.Closed}, nil
 }
 
 func (s *Server) apiCancel(w http.ResponseWriter, r *http.Request) {
