@@ -125,13 +125,21 @@ func (g GroupRun) Name() string {
 	return "run " + g.RunID
 }
 
+// GroupShown is how many of the other runs a question waits in a set
+// shown to people lists (Set.Group); Set.GroupMore says there are more.
+const GroupShown = 10
+
 // GroupNote says that s also waits in other runs, in one line of plain
 // text (surfaces clean it for their markup), or "" when it does not:
 // "This question also waits in 2 other runs: nightly-b (run r2), r3 (run r3)."
-// At most five runs are named.
+// At most five runs are named; with GroupMore, "in 10 or more other runs".
 func GroupNote(s Set) string {
 	if len(s.Group) == 0 {
 		return ""
+	}
+	more := ""
+	if s.GroupMore {
+		more = " or more"
 	}
 	var names []string
 	for i, g := range s.Group {
@@ -145,7 +153,10 @@ func GroupNote(s Set) string {
 	if len(s.Group) == 1 {
 		runs = "run"
 	}
-	return "This question also waits in " + strconv.Itoa(len(s.Group)) + " other " + runs + ": " + strings.Join(names, ", ") + "."
+	if s.GroupMore {
+		runs = "runs"
+	}
+	return "This question also waits in " + strconv.Itoa(len(s.Group)) + more + " other " + runs + ": " + strings.Join(names, ", ") + "."
 }
 
 // GroupOutcome is what became of an answer given for a group (answer

@@ -2,6 +2,7 @@ package questions
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -80,5 +81,27 @@ func TestForSet(t *testing.T) {
 	if got.SetID != to.ID || got.By != "alice" || len(got.Answers) != 2 ||
 		got.Answers[0].QuestionID != to.Questions[1].ID || got.Answers[1].QuestionID != to.Questions[0].ID || got.Answers[1].Labels[0] != "y" {
 		t.Fatalf("ForSet = %+v", got)
+	}
+}
+
+func TestGroupNote(t *testing.T) {
+	t.Parallel()
+	s := Set{Group: []GroupRun{{RunID: "r2", Spec: "nightly-b"}, {RunID: "r3"}}}
+	if got, want := GroupNote(s), "This question also waits in 2 other runs: nightly-b (run r2), run r3."; got != want {
+		t.Errorf("GroupNote = %q, want %q", got, want)
+	}
+	s.Group = s.Group[:1]
+	if got, want := GroupNote(s), "This question also waits in 1 other run: nightly-b (run r2)."; got != want {
+		t.Errorf("GroupNote = %q, want %q", got, want)
+	}
+	s.GroupMore = true
+	if got := GroupNote(s); !strings.HasPrefix(got, "This question also waits in 1 or more other runs:") {
+		t.Errorf("GroupNote = %q", got)
+	}
+	for i := 0; i < GroupShown; i++ {
+		s.Group = append(s.Group, GroupRun{RunID: "rx"})
+	}
+	if got := GroupNote(s); strings.Count(got, "run rx") != 4 || !strings.HasSuffix(got, "….") {
+		t.Errorf("GroupNote names %q; want five runs, then …", got)
 	}
 }

@@ -55,6 +55,9 @@ type Set struct {
 	// and offer to answer them all (surfaces.GroupAnswers). It is not part
 	// of what the model asked, and is never stored.
 	Group []GroupRun `json:"group,omitempty"`
+	// GroupMore: the question waits in more runs than Group lists (at
+	// most GroupShown).
+	GroupMore bool `json:"group_more,omitempty"`
 }
 
 // Question returns the question of s with the given short ID.

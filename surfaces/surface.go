@@ -108,7 +108,8 @@ type Answers interface {
 // Group lists the other runs a set's question waits in
 // (questions.Fingerprint: the same text, options and kind, or for an
 // approval the same tool and input), as they stand (answered meanwhile:
-// gone; asked since: there): one indexed read. A surface that shows this
+// gone; asked since: there), oldest first, at most max (max <= 0: all of
+// them, for answering them all): one indexed read. A surface that shows this
 // fills set.Group with WithGroup when it shows the set, says so
 // (questions.GroupNote) and offers to answer them all: a flag (`/answer
 // QID ANSWER --all` on GitHub), a button (Discord), a choice (the web
@@ -131,12 +132,14 @@ type Answers interface {
 // before; set.Group is only information for it.
 type GroupAnswers interface {
 	Answers
-	Group(ctx context.Context, setID string) ([]questions.GroupRun, error)
+	Group(ctx context.Context, setID string, max int) ([]questions.GroupRun, error)
 	OfferGroup(ctx context.Context, resp questions.Response, others []string) (questions.GroupDecision, error)
 }
 
-// WithGroup is set with set.Group filled from answers, when answers is a
-// GroupAnswers and set.Group is empty; set as it is otherwise, and when the
+// WithGroup is set with set.Group filled from answers (at most
+// questions.GroupShown runs, set.GroupMore when there are more: one read
+// however large the group), when answers is a GroupAnswers and set.Group
+// is empty; set as it is otherwise, and when the
 // store cannot tell (the question is shown all the same: the error is for
 // the log).
 func WithGroup(ctx context.Context, set questions.Set, answers Answers) (questions.Set, error) {
@@ -144,9 +147,12 @@ func WithGroup(ctx context.Context, set questions.Set, answers Answers) (questio
 	if !ok || len(set.Group) > 0 || questions.Fingerprint(set) == "" {
 		return set, nil
 	}
-	g, err := ga.Group(ctx, set.ID)
+	g, err := ga.Group(ctx, set.ID, questions.GroupShown+1)
 	if err != nil {
 		return set, err
+	}
+	if len(g) > questions.GroupShown {
+		g, set.GroupMore = g[:questions.GroupShown], true
 	}
 	set.Group = g
 	return set, nil

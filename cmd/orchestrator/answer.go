@@ -103,7 +103,7 @@ func (m *Main) runAnswer(ctx context.Context, qid, text string, all bool) error 
 // other runs (answer --all). Whoever may run answer on the store may
 // answer in every run, so the whole group is answered.
 func (m *Main) answerGroup(ctx context.Context, st *store.Store, rec store.SetRecord, resp questions.Response) error {
-	group, err := st.Group(ctx, rec.Set.ID)
+	group, err := st.Group(ctx, rec.Set.ID, 0)
 	if err != nil {
 		return err
 	}

@@ -71,8 +71,8 @@ func (a *storeAnswers) Offer(ctx context.Context, resp questions.Response) (surf
 var _ surfaces.GroupAnswers = (*storeAnswers)(nil)
 
 // Group implements surfaces.GroupAnswers.
-func (a *storeAnswers) Group(ctx context.Context, setID string) ([]questions.GroupRun, error) {
-	return a.st.Group(ctx, setID)
+func (a *storeAnswers) Group(ctx context.Context, setID string, max int) ([]questions.GroupRun, error) {
+	return a.st.Group(ctx, setID, max)
 }
 
 // OfferGroup implements surfaces.GroupAnswers.

@@ -25,9 +25,11 @@ import (
 type GroupRun = questions.GroupRun
 
 // Group returns the other pending sets of setID's group (the pending sets
-// of other runs with the same fingerprint), oldest first; none for a set
-// that is never grouped. setID itself may be in any state.
-func (s *Store) Group(ctx context.Context, setID string) ([]GroupRun, error) {
+// of other runs with the same fingerprint), oldest first, at most max of
+// them (max <= 0: all); none for a set that is never grouped. setID itself
+// may be in any state. One indexed read (two when setID's fingerprint is
+// to be read).
+func (s *Store) Group(ctx context.Context, setID string, max int) ([]GroupRun, error) {
 	var fp, runID string
 	err := s.db.QueryRowContext(ctx, `SELECT fingerprint, run_id FROM question_sets WHERE id = ?`, setID).Scan(&fp, &runID)
 	if err != nil {
@@ -39,17 +41,28 @@ func (s *Store) Group(ctx context.Context, setID string) ([]GroupRun, error) {
 	if fp == "" {
 		return nil, nil
 	}
-	out, err := groupOf(ctx, s.db, fp, runID)
+	out, err := groupOf(ctx, s.db, fp, runID, max)
 	if err != nil {
 		return nil, fmt.Errorf("group of question set %s: %w", setID, err)
 	}
 	return out, nil
 }
 
-// groupOf is the pending sets of fingerprint fp, but those of run runID.
-func groupOf(ctx context.Context, q querier, fp, runID string) ([]GroupRun, error) {
-	rows, err := q.QueryContext(ctx, `SELECT qs.id, qs.run_id, r.spec, r.title FROM question_sets qs JOIN runs r ON r.id = qs.run_id
-		WHERE qs.fingerprint = ? AND qs.state = ? AND qs.run_id <> ? ORDER BY qs.created_at, qs.id`, fp, SetPending, runID)
+// groupQuery reads the pending sets of a fingerprint but a run's, by the
+// index question_sets_fingerprint: its condition names the index's
+// (fingerprint <> ''), which SQLite and PostgreSQL's generic plans need to
+// use a partial index.
+const groupQuery = `SELECT qs.id, qs.run_id, r.spec, r.title FROM question_sets qs JOIN runs r ON r.id = qs.run_id
+	WHERE qs.fingerprint = ? AND qs.fingerprint <> '' AND qs.state = ? AND qs.run_id <> ? ORDER BY qs.created_at, qs.id`
+
+// groupOf is the pending sets of fingerprint fp, but those of run runID:
+// at most max (max <= 0: all).
+func groupOf(ctx context.Context, q querier, fp, runID string, max int) ([]GroupRun, error) {
+	limit := ""
+	if max > 0 {
+		limit = " LIMIT " + strconv.Itoa(max)
+	}
+	rows, err := q.QueryContext(ctx, groupQuery+limit, fp, SetPending, runID)
 	if err != nil {
 		return nil, err
 	}

@@ -40,17 +40,17 @@ func TestAnswerGroup(t *testing.T) {
 	s3 := newGroupRun(t, s, "r3", "nightly-c", "Upgrade to pgx v5?")
 	s4 := newGroupRun(t, s, "r4", "nightly-d", "Upgrade to pgx v6?")
 
-	g, err := s.Group(ctx, s1.ID)
+	g, err := s.Group(ctx, s1.ID, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(g) != 2 || g[0].SetID != s2.ID || g[0].Spec != "nightly-b" || g[1].SetID != s3.ID {
 		t.Fatalf("group of %s = %+v, want the sets of r2 and r3", s1.ID, g)
 	}
-	if g, err := s.Group(ctx, s4.ID); err != nil || len(g) != 0 {
+	if g, err := s.Group(ctx, s4.ID, 0); err != nil || len(g) != 0 {
 		t.Fatalf("group of another question = %+v, %v", g, err)
 	}
-	if _, err := s.Group(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Group(ctx, "nope", 0); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("group of no set: %v", err)
 	}
 	// r3's question is answered on its own first.
@@ -116,7 +116,7 @@ func TestAnswerGroup(t *testing.T) {
 		t.Errorf("decision log of r3 = %+v, %v; want no shared decision", log, err)
 	}
 	// Once answered, nothing is left of the group.
-	if g, err := s.Group(ctx, s1.ID); err != nil || len(g) != 0 {
+	if g, err := s.Group(ctx, s1.ID, 0); err != nil || len(g) != 0 {
 		t.Errorf("group after the answer = %+v, %v", g, err)
 	}
 	// Again: every set is closed, nothing is taken.
@@ -179,5 +179,35 @@ func TestAnswerGroupOnceUnderContention(t *testing.T) {
 		if rec.Response.By != by {
 			t.Errorf("set %s answered by %s, another by %s: one transaction answers the whole group", set.ID, rec.Response.By, by)
 		}
+	}
+}
+
+// TestGroupQueryUsesTheIndex: among 10,000 waiting runs, the runs a
+// question also waits in are found by the fingerprint index, not a scan;
+// max bounds what is read.
+func TestGroupQueryUsesTheIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	seedWaitingRuns(t, s, "w-", 10000)
+	var sets []questions.Set
+	for _, r := range []string{"g1", "g2", "g3"} {
+		sets = append(sets, newGroupRun(t, s, r, "spec-"+r, "Upgrade to pgx v5?"))
+	}
+	plan := explain(t, s, groupQuery+" LIMIT 11", questions.Fingerprint(sets[0]), SetPending, "g1")
+	t.Logf("Group:\n\t%s", strings.Join(plan, "\n\t"))
+	used := false
+	for _, step := range plan {
+		used = used || strings.Contains(step, "question_sets_fingerprint")
+		if s.Shared() && strings.Contains(step, "Seq Scan on question_sets") || !s.Shared() && strings.HasPrefix(step, "SCAN ") {
+			t.Errorf("Group reads a whole table: %s", step)
+		}
+	}
+	if !used {
+		t.Errorf("Group does not use question_sets_fingerprint")
+	}
+	g, err := s.Group(ctx, sets[0].ID, 1)
+	if err != nil || len(g) != 1 || g[0].SetID != sets[1].ID {
+		t.Errorf("Group with max 1 = %+v, %v; want g2's set", g, err)
 	}
 }

@@ -117,6 +117,7 @@ var pgTests = []struct {
 	{"TestWakeStampChangesWithAPoke", TestWakeStampChangesWithAPoke},
 	{"TestAnswerGroup", TestAnswerGroup},
 	{"TestAnswerGroupOnceUnderContention", TestAnswerGroupOnceUnderContention},
+	{"TestGroupQueryUsesTheIndex", TestGroupQueryUsesTheIndex},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.

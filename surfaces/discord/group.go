@@ -73,7 +73,7 @@ func (s *Surface) offerAll(ctx context.Context, qs *qState, a *answered) (surfac
 	if !ok {
 		return s.offer(ctx, qs, a)
 	}
-	group, err := ga.Group(ctx, set.ID)
+	group, err := ga.Group(ctx, set.ID, 0)
 	if err != nil {
 		s.log.Error("find the runs the same question waits in", "set", set.ID, "err", err)
 		return surfaces.Decision{}, err

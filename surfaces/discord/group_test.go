@@ -28,7 +28,7 @@ type groupAnswers struct {
 
 var _ surfaces.GroupAnswers = (*groupAnswers)(nil)
 
-func (g *groupAnswers) Group(_ context.Context, setID string) ([]questions.GroupRun, error) {
+func (g *groupAnswers) Group(_ context.Context, setID string, _ int) ([]questions.GroupRun, error) {
 	return g.group[setID], nil
 }
 

@@ -72,7 +72,7 @@ func (c *Client) waiterFor(setID string) (*poller, *waiter) {
 // returns the decision about w's set.
 func (p *poller) offerAll(ctx context.Context, issue int, st *issueState, c *gh.IssueComment, w *waiter, ga surfaces.GroupAnswers, resp questions.Response) (questions.Decision, error) {
 	login := c.GetUser().GetLogin()
-	group, err := ga.Group(ctx, w.set.ID)
+	group, err := ga.Group(ctx, w.set.ID, 0)
 	if err != nil {
 		return questions.Decision{}, err
 	}

@@ -333,7 +333,8 @@ func (b *Backend) Offer(ctx context.Context, resp questions.Response) (web.Decis
 var _ web.GroupOfferer = (*Backend)(nil)
 
 // withGroups fills each pending set's Group with the other pending sets of
-// its fingerprint among list (all of them: no read more), other runs only.
+// its fingerprint among list (all of them: no read more), other runs only,
+// at most questions.GroupShown (GroupMore when there are more).
 func withGroups(list []web.Pending) {
 	byFP := map[string][]int{}
 	for i, p := range list {
@@ -344,10 +345,15 @@ func withGroups(list []web.Pending) {
 	for _, idx := range byFP {
 		for _, i := range idx {
 			for _, j := range idx {
-				if list[j].Set.RunID != list[i].Set.RunID {
-					list[i].Set.Group = append(list[i].Set.Group, questions.GroupRun{SetID: list[j].Set.ID, RunID: list[j].Set.RunID,
-						Spec: list[j].Spec, Title: list[j].RunTitle})
+				if list[j].Set.RunID == list[i].Set.RunID {
+					continue
 				}
+				if len(list[i].Set.Group) == questions.GroupShown {
+					list[i].Set.GroupMore = true
+					break
+				}
+				list[i].Set.Group = append(list[i].Set.Group, questions.GroupRun{SetID: list[j].Set.ID, RunID: list[j].Set.RunID,
+					Spec: list[j].Spec, Title: list[j].RunTitle})
 			}
 		}
 	}
@@ -356,7 +362,7 @@ func withGroups(list []web.Pending) {
 // OfferGroup implements web.GroupOfferer: the group as the store has it
 // now, answered in one transaction (store.AnswerGroup).
 func (b *Backend) OfferGroup(ctx context.Context, resp questions.Response) (questions.GroupDecision, error) {
-	group, err := b.Store.Group(ctx, resp.SetID)
+	group, err := b.Store.Group(ctx, resp.SetID, 0)
 	if errors.Is(err, store.ErrNotFound) {
 		return questions.GroupDecision{}, notFound(err)
 	}

@@ -4,7 +4,7 @@
 -- sets of a fingerprint in one look; and the shared decisions, each set an
 -- answer given for a whole group was stored in, by the decision's ID.
 ALTER TABLE question_sets ADD COLUMN fingerprint TEXT NOT NULL DEFAULT '';
-CREATE INDEX question_sets_fingerprint ON question_sets(fingerprint, state) WHERE fingerprint <> '';
+CREATE INDEX question_sets_fingerprint ON question_sets(fingerprint, state, created_at, id) WHERE fingerprint <> '';
 CREATE TABLE group_answers (
 	group_id    TEXT NOT NULL,
 	set_id      TEXT NOT NULL REFERENCES question_sets(id),
