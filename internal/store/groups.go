@@ -50,7 +50,7 @@ func (s *Store) Group(ctx context.Context, setID string, max int) ([]GroupRun, e
 
 // groupQuery reads the pending sets of a fingerprint but a run's, by the
 // index question_sets_fingerprint: its condition names the index's
-// (fingerprint <> ”), which SQLite and PostgreSQL's generic plans need to
+// (a fingerprint that is not empty), which SQLite and PostgreSQL's generic plans need to
 // use a partial index.
 const groupQuery = `SELECT qs.id, qs.run_id, r.spec, r.title FROM question_sets qs JOIN runs r ON r.id = qs.run_id
 	WHERE qs.fingerprint = ? AND qs.fingerprint <> '' AND qs.state = ? AND qs.run_id <> ? ORDER BY qs.created_at, qs.id`
