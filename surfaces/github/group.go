@@ -44,8 +44,8 @@ func wantsAll(body string) bool {
 	return false
 }
 
-// waiterFor finds the waiter of a set this client shows, in any
-// repository, and its poller.
+// waiterFor finds the waiter of a set this client shows (asks or
+// watches), in any repository, and its poller.
 func (c *Client) waiterFor(setID string) (*poller, *waiter) {
 	c.mu.Lock()
 	ps := make([]*poller, 0, len(c.pollers))
@@ -56,6 +56,14 @@ func (c *Client) waiterFor(setID string) (*poller, *waiter) {
 	for _, p := range ps {
 		p.mu.Lock()
 		for w := range p.waiters {
+			if w.set.ID == setID && !w.finished() {
+				p.mu.Unlock()
+				return p, w
+			}
+		}
+		// A watched set is known here as soon as it is posted, before its
+		// waiter takes answers.
+		for _, w := range p.watched {
 			if w.set.ID == setID && !w.finished() {
 				p.mu.Unlock()
 				return p, w
