@@ -175,3 +175,54 @@ func TestClusterAnswerAllOnPostgres(t *testing.T) {
 		}
 	}
 }
+
+// TestAnswerAllApprovals: two runs park on the approval of the same tool
+// call (Bash, the same command), with the real CLI. `answer QID "Allow
+// once" --all` allows both; each run's resume runs the command exactly
+// once (one tool result each), and the hook takes each decision once.
+func TestAnswerAllApprovals(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t,
+		fakeapi.Rule{When: "make the file", Reply: fakeapi.Reply{Text: "Making it.", ToolUse: &fakeapi.ToolUse{Name: "Bash",
+			Input: map[string]any{"command": "touch " + madeFile, "description": "Create the marker file"}}}, Times: 2},
+		fakeapi.Rule{Respond: func(r fakeapi.Request) fakeapi.Reply {
+			return fakeapi.Reply{Text: "SAW " + strings.Join(r.ToolResults, " | ")}
+		}})
+	var runs []store.Run
+	for i := 0; i < 2; i++ {
+		if code, _, _ := e.run("", "run", "--prompt", "make the file", "--surface", "terminal"); code != exitWaiting {
+			t.Fatalf("run %d: exit %d, want %d (waiting on the approval)", i, code, exitWaiting)
+		}
+	}
+	ctx := context.Background()
+	st := e.store()
+	runs, err := st.ListRuns(ctx, store.RunFilter{})
+	if err != nil || len(runs) != 2 {
+		t.Fatalf("runs = %+v, %v", runs, err)
+	}
+	sets, err := st.OpenSets(ctx, runs[0].ID)
+	if err != nil || len(sets) != 1 || sets[0].Set.Kind != "approval" {
+		t.Fatalf("open sets of %s: %+v, %v; want one approval", runs[0].ID, sets, err)
+	}
+	code, out, _ := e.run("", "answer", sets[0].Set.Questions[0].ID, "Allow once", "--all")
+	if code != 0 || !strings.Contains(out, "answered 2 run(s)") {
+		t.Fatalf("answer --all: exit %d\n%s", code, out)
+	}
+	if e.made() {
+		t.Fatal("the command ran before a run resumed")
+	}
+	for _, r := range runs {
+		if code, out, _ := e.run("", "resume", r.ID); code != 0 || !strings.Contains(out, "SAW") {
+			t.Fatalf("resume %s: exit %d", r.ID, code)
+		}
+	}
+	if !e.made() || e.toolResults() != 2 {
+		t.Errorf("the command ran: %v; tool results %d, want 2 (once per run)", e.made(), e.toolResults())
+	}
+	for _, r := range runs {
+		calls, err := st.ToolCalls(ctx, r.ID)
+		if err != nil || len(calls) != 1 || calls[0].Decision != store.DecisionAllow || calls[0].UsedAt.IsZero() {
+			t.Errorf("tool calls of %s: %+v, %v; want one allowed and used", r.ID, calls, err)
+		}
+	}
+}
