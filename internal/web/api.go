@@ -32,6 +32,17 @@ type apiSet struct {
 	Title     string `json:"title,omitempty"`
 	Context   string `json:"context,omitempty"`
 	Reminders int    `json:"reminders"`
+	// Group lists other runs the same question waits in (at most 10;
+	// group_more: there are more): "all" in POST /api/answer answers them.
+	Group     []apiGroupRun `json:"group,omitempty"`
+	GroupMore bool          `json:"group_more,omitempty"`
+}
+
+// apiGroupRun is another run a question waits in.
+type apiGroupRun struct {
+	SetID string `json:"set_id"`
+	RunID string `json:"run_id"`
+	Spec  string `json:"spec,omitempty"`
 }
 
 type apiRun struct {
@@ -86,6 +97,10 @@ func toAPISet(pd Pending) apiSet {
 		Title: p(pd.Set.Title), Context: p(pd.Set.Context), Reminders: pd.Reminders}
 	out.State = "pending"
 	out.Surfaces = append([]string{}, pd.Surfaces...)
+	for _, g := range pd.Set.Group {
+		out.Group = append(out.Group, apiGroupRun{SetID: g.SetID, RunID: g.RunID, Spec: p(g.Spec)})
+	}
+	out.GroupMore = pd.Set.GroupMore
 	if !pd.AskedAt.IsZero() {
 		asked := pd.AskedAt.UTC()
 		out.CreatedAt = &asked

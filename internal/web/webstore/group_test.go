@@ -83,7 +83,11 @@ func TestInboxAnswersTheGroup(t *testing.T) {
 		!strings.Contains(page, `href="/runs/r2"`) {
 		t.Fatalf("inbox %d does not offer to answer the group:\n%s", code, page)
 	}
-	code, body := do("POST", "/api/answer", `{"set_id":"`+sets[0].ID+`","answers":[{"question_id":"`+sets[0].Questions[0].ID+`","labels":["Yes"]}],"all":true}`)
+	code, body := do("GET", "/api/pending", "")
+	if code != 200 || !strings.Contains(body, `"group":[{"set_id":"`) || !strings.Contains(body, `"spec":"nightly-r2"`) {
+		t.Errorf("GET /api/pending %d does not list the groups:\n%s", code, body)
+	}
+	code, body = do("POST", "/api/answer", `{"set_id":"`+sets[0].ID+`","answers":[{"question_id":"`+sets[0].Questions[0].ID+`","labels":["Yes"]}],"all":true}`)
 	var res struct {
 		Taken  bool   `json:"taken"`
 		Shared string `json:"shared"`
