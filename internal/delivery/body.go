@@ -140,6 +140,9 @@ func (r Report) PRBody() string {
 		if answer == "" {
 			answer = "(" + string(d.State) + ")"
 		}
+		for _, sh := range d.Shared {
+			answer += " " + SharedNote(sh)
+		}
 		// The answerer is named as the surface knows them; the rest
 		// is model or human text and mentions nobody.
 		rows = append(rows, fmt.Sprintf("| %d | %s | %s | %s | %s | %s | %s |\n", i+1, noMentions(cell(q)), noMentions(cell(strings.Join(d.Options, " / "))),
@@ -195,6 +198,24 @@ func (r Report) PRBody() string {
 	}
 	b.WriteString(tail)
 	return b.String()
+}
+
+// SharedNote says that an answer was a shared decision and which other
+// runs it answered: "(shared decision g1a2b3c4d5e6, also answered in run
+// r-2 of spec nightly-b)".
+func SharedNote(sh store.SharedDecision) string {
+	var runs []string
+	for _, o := range sh.Others {
+		r := "run " + o.RunID
+		if o.Spec != "" {
+			r += " of spec " + o.Spec
+		}
+		runs = append(runs, r)
+	}
+	if len(runs) == 0 {
+		return "(shared decision " + sh.ID + ")"
+	}
+	return "(shared decision " + sh.ID + ", also answered in " + strings.Join(runs, ", ") + ")"
 }
 
 // runSection is the end of a pull request's body: the run's numbers, its

@@ -122,6 +122,9 @@ var pgTests = []struct {
 	{"TestSchedulePauseAndFailureStreak", TestSchedulePauseAndFailureStreak},
 	{"TestScheduleSkipsCountAndNoticeOncePerDay", TestScheduleSkipsCountAndNoticeOncePerDay},
 	{"TestNotificationOutbox", TestNotificationOutbox},
+	{"TestAnswerGroup", TestAnswerGroup},
+	{"TestAnswerGroupOnceUnderContention", TestAnswerGroupOnceUnderContention},
+	{"TestGroupQueryUsesTheIndex", TestGroupQueryUsesTheIndex},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.

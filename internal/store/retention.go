@@ -31,7 +31,7 @@ var runTables = []string{"turns", "tool_calls", "run_rules", "run_policies", "ru
 
 // setTables are the tables with a set_id column that refers to
 // question_sets.
-var setTables = []string{"questions", "answers", "cap_raises"}
+var setTables = []string{"questions", "answers", "cap_raises", "group_answers"}
 
 // expiredWhere selects the runs of r that retention removes; its
 // arguments are the cutoff and now, in nanoseconds.

@@ -260,8 +260,10 @@ func (s *Server) answerForm(w http.ResponseWriter, r *http.Request) {
 	for _, qid := range order {
 		resp.Answers = append(resp.Answers, *answers[qid])
 	}
-	status, res := s.offer(r, resp, what)
+	status, res := s.offer(r, resp, what, r.PostForm.Get("all") == "1")
 	switch {
+	case res.Taken && res.Closed && res.Shared != "":
+		s.inboxWith(w, r, status, groupFlash(res), resp.SetID, "")
 	case res.Taken && res.Closed:
 		s.inboxWith(w, r, status, "Answer recorded: the run resumes.", ref, "")
 	case res.Taken:
@@ -298,6 +300,25 @@ func (s *Server) askedSet(r *http.Request, runID, qid string) (questions.Set, er
 		}
 	}
 	return questions.Set{}, fmt.Errorf("run %s: question %s: %w", runID, qid, ErrNotFound)
+}
+
+// groupFlash says what an answer given for every run waiting on the
+// question did.
+func groupFlash(res answerResult) string {
+	taken := 1
+	var skipped []string
+	for _, o := range res.Others {
+		if o.Taken {
+			taken++
+		} else {
+			skipped = append(skipped, "run "+o.RunID+" ("+o.Error+")")
+		}
+	}
+	msg := fmt.Sprintf("Answer recorded in %d runs (shared decision %s): they resume.", taken, res.Shared)
+	if len(skipped) > 0 {
+		msg += " Skipped: " + strings.Join(skipped, ", ") + "."
+	}
+	return msg
 }
 
 var runStatuses = []string{"queued", "running", "waiting", "interrupted", "done", "failed", "cancelled", "stopped"}

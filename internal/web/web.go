@@ -59,6 +59,17 @@ type Backend interface {
 	Transcript(ctx context.Context, runID string, seq int) (io.ReadCloser, error)
 }
 
+// GroupOfferer is implemented by a Backend that answers the same question
+// in several runs at once (issue 28): Pending lists with each set, in
+// Set.Group, the other runs its question waits in, and the inbox offers to
+// answer them all. Whoever may use the inbox may answer in every run (it
+// has no roles per run or spec), so OfferGroup answers the whole group as
+// it stands, in one decision of the store; the first outcome is resp's
+// set's.
+type GroupOfferer interface {
+	OfferGroup(ctx context.Context, resp questions.Response) (questions.GroupDecision, error)
+}
+
 // Decision is what became of an offered answer (the same fields as the
 // surfaces' Answers contract).
 type Decision struct {

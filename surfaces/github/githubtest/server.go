@@ -91,29 +91,32 @@ type Server struct {
 	t   testing.TB
 	srv *httptest.Server
 
-	mu       sync.Mutex
-	changed  chan struct{} // closed and replaced on every change
-	now      func() time.Time
-	nextID   int64
-	repos    map[string]*repo
-	events   map[string][]*issueEvent // by lower-case repository name (labels.go)
-	users    map[string]*user
-	perms    map[string]string // lower login → permission
-	token    string            // required token, if any
-	apps     map[int64]app     // installation ID → app
-	appToks  map[string]int64  // installation tokens handed out → installation ID
-	requests []Request
-	used     int // requests counted against the rate limit (304s are not)
-	faults   []fault
-	lasting  []*fault
-	renamed  map[string]*repo // old lower-case name → the repository now
-	hangs    []*hang
-	botLogin string
-	as       string                    // the login the request being served acts as (authLocked)
-	pulls    map[string][]*PullRequest // by lower-case repository name (pulls.go)
-	auth     tokenAuth                 // the static token's grants (tokens.go)
-	appPerms map[int64]map[string]string
-	hooks    map[string][]hook // by lower-case repository name (tokens.go)
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every change
+	now     func() time.Time
+	nextID  int64
+	repos   map[string]*repo
+	events  map[string][]*issueEvent // by lower-case repository name (labels.go)
+	users   map[string]*user
+	perms   map[string]string // lower login → permission
+	// repoPerms are permissions on one repository (lower "owner/name",
+	// a NUL, lower login), before perms.
+	repoPerms map[string]string
+	token     string           // required token, if any
+	apps      map[int64]app    // installation ID → app
+	appToks   map[string]int64 // installation tokens handed out → installation ID
+	requests  []Request
+	used      int // requests counted against the rate limit (304s are not)
+	faults    []fault
+	lasting   []*fault
+	renamed   map[string]*repo // old lower-case name → the repository now
+	hangs     []*hang
+	botLogin  string
+	as        string                    // the login the request being served acts as (authLocked)
+	pulls     map[string][]*PullRequest // by lower-case repository name (pulls.go)
+	auth      tokenAuth                 // the static token's grants (tokens.go)
+	appPerms  map[int64]map[string]string
+	hooks     map[string][]hook // by lower-case repository name (tokens.go)
 }
 
 type repo struct {
@@ -149,16 +152,17 @@ type fault struct {
 // NewServer starts a fake GitHub and closes it when the test ends.
 func NewServer(t testing.TB) *Server {
 	s := &Server{
-		t:       t,
-		changed: make(chan struct{}),
-		now:     time.Now,
-		nextID:  1000,
-		repos:   make(map[string]*repo),
-		users:   make(map[string]*user),
-		perms:   make(map[string]string),
-		apps:    make(map[int64]app),
-		appToks: make(map[string]int64),
-		pulls:   make(map[string][]*PullRequest),
+		t:         t,
+		changed:   make(chan struct{}),
+		now:       time.Now,
+		nextID:    1000,
+		repos:     make(map[string]*repo),
+		users:     make(map[string]*user),
+		perms:     make(map[string]string),
+		repoPerms: make(map[string]string),
+		apps:      make(map[int64]app),
+		appToks:   make(map[string]int64),
+		pulls:     make(map[string][]*PullRequest),
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.srv.Close)
@@ -215,6 +219,14 @@ func (s *Server) SetPermission(login, permission string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.perms[strings.ToLower(login)] = permission
+}
+
+// SetRepoPermission sets login's permission on one repository ("owner/name"),
+// before what SetPermission set for every repository.
+func (s *Server) SetRepoPermission(repo, login, permission string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.repoPerms[strings.ToLower(repo)+"\x00"+strings.ToLower(login)] = permission
 }
 
 // SetBot makes login a bot account (user type "Bot"). Logins ending in
@@ -1133,7 +1145,10 @@ func (s *Server) route(h http.Header, r *http.Request, segs []string) (any, erro
 	switch {
 	// /collaborators/{user}/permission
 	case len(rest) == 3 && rest[0] == "collaborators" && rest[2] == "permission" && r.Method == http.MethodGet:
-		perm := s.perms[strings.ToLower(rest[1])]
+		perm, ok := s.repoPerms[strings.ToLower(rp.fullName)+"\x00"+strings.ToLower(rest[1])]
+		if !ok {
+			perm = s.perms[strings.ToLower(rest[1])]
+		}
 		if perm == "" {
 			perm = "read"
 		}
