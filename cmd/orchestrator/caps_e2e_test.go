@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
+	"github.com/orchestrator-dev/orchestrator/internal/notify"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
@@ -166,7 +167,9 @@ func TestScheduledSpecOverItsCapAsksOncePerDay(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(specDir, "nightly-deps.md"), []byte(spec), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.writeConfig(fmt.Sprintf("specs:\n  dir: %q\nserve:\n  listen: 127.0.0.1:0\n  min_schedule_interval: 1s\n", specDir))
+	hook := newHookReceiver(t) // the cap question is told once, as cap_reached
+	e.writeConfig(fmt.Sprintf("specs:\n  dir: %q\nserve:\n  listen: 127.0.0.1:0\n  min_schedule_interval: 1s\n"+
+		"notify:\n  secret: %s\n  webhooks:\n    - url: %s\n      events: [cap_reached]\n", specDir, notifySecret, hook.url))
 
 	stdin, stdinW := io.Pipe() // the terminal: nobody types
 	defer stdinW.Close()
@@ -229,6 +232,10 @@ func TestScheduledSpecOverItsCapAsksOncePerDay(t *testing.T) {
 	}
 	if n := len(e.fake.Requests()); n != calls {
 		t.Fatalf("the model was called %d times after the cap was reached", n-calls)
+	}
+	waitFor(t, "the cap_reached event", func() bool { return len(hook.of(notify.CapReached)) > 0 })
+	if got := hook.of(notify.CapReached); len(got) != 1 || got[0].Spec != "nightly-deps" || got[0].RunID != asked.Set.RunID || len(hook.problems()) > 0 {
+		t.Errorf("cap_reached events %+v (problems %v); want one for run %s of nightly-deps", got, hook.problems(), asked.Set.RunID)
 	}
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {

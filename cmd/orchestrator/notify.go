@@ -116,8 +116,13 @@ func (sn *serveNotify) post(ctx context.Context, ev notify.Event) error {
 }
 
 // observe turns a run's end into its event: done (with its pull request
-// and cost), failed (with the error and the show command), stopped.
+// and cost), failed (with the error and the show command), stopped; and a
+// spend cap's question into cap_reached, once per question.
 func (sn *serveNotify) observe(ev runner.Event) {
+	if sn != nil && ev.Kind == runner.EventCapReached && ev.Set != nil {
+		sn.capReached(ev)
+		return
+	}
 	if sn == nil || ev.Kind != runner.EventRunEnded || ev.Run == nil {
 		return
 	}
@@ -156,6 +161,29 @@ func (sn *serveNotify) observe(ev runner.Event) {
 		}
 		if err := sn.n.Emit(ctx, e); err != nil {
 			sn.m.Logger.Warn("notify: run ended", "run", run.ID, "err", err)
+		}
+	}()
+}
+
+// capReached emits cap_reached for a run a spend cap stopped before a
+// turn, keyed by its question set: the same cap question is told once.
+func (sn *serveNotify) capReached(ev runner.Event) {
+	set := *ev.Set
+	sn.wg.Add(1)
+	go func() {
+		defer sn.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		e := notify.Event{Kind: notify.CapReached, RunID: ev.RunID, Status: "waiting", Title: set.Title, Key: set.ID + "/" + notify.CapReached}
+		if run, err := sn.st.Run(ctx, ev.RunID); err == nil {
+			e.Spec, e.CostUSD = run.Spec, run.CostUSD
+		}
+		e.Text = ev.Text
+		if len(set.Questions) > 0 {
+			e.Text += "\nIt asks: " + set.Questions[0].Text + " (`orchestrator answer` or any surface of the run)."
+		}
+		if err := sn.n.Emit(ctx, e); err != nil {
+			sn.m.Logger.Warn("notify: cap reached", "run", ev.RunID, "err", err)
 		}
 	}()
 }

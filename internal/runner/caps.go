@@ -198,6 +198,7 @@ func (r *Runner) checkCaps(ctx context.Context, d *drive, run store.Run) (float6
 			}
 			r.log.Warn("spend cap reached: the run asks whether to raise it", "run", run.ID, "spec", run.Spec,
 				"cap", capName(*reached), "spent", reached.Spent, "limit", reached.Limit(), "set", set.ID)
+			r.emit(Event{Kind: EventCapReached, RunID: run.ID, Set: &set, Text: set.Context})
 			r.cfg.Failpoint("question-stored")
 			return 0, errCapAsked // the loop waits for it (or parks)
 		case err != nil:
