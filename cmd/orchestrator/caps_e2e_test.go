@@ -233,6 +233,9 @@ func TestScheduledSpecOverItsCapAsksOncePerDay(t *testing.T) {
 	if n := len(e.fake.Requests()); n != calls {
 		t.Fatalf("the model was called %d times after the cap was reached", n-calls)
 	}
+	if code, text, _ := e.run("", "status", "--json"); code != 0 || !strings.Contains(text, `"reason": "spend_cap"`) {
+		t.Errorf("status --json exit %d does not count the ticks skipped by the cap:\n%s", code, text)
+	}
 	waitFor(t, "the cap_reached event", func() bool { return len(hook.of(notify.CapReached)) > 0 })
 	if got := hook.of(notify.CapReached); len(got) != 1 || got[0].Spec != "nightly-deps" || got[0].RunID != asked.Set.RunID || len(hook.problems()) > 0 {
 		t.Errorf("cap_reached events %+v (problems %v); want one for run %s of nightly-deps", got, hook.problems(), asked.Set.RunID)

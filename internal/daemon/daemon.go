@@ -453,6 +453,7 @@ func (d *Daemon) runSpec(ctx context.Context, sp specs.Spec) error {
 		}
 		if why != "" {
 			d.log.Info("tick skipped by a spend cap", "spec", sp.Name, "why", why)
+			d.skipped(sp.Name, store.SkipCap, 1, time.Now()) // status, metrics, a notice once a day
 			return nil
 		}
 	}

@@ -151,6 +151,8 @@ func skipWhy(reason string) string {
 		return "missed (no serve ran)"
 	case store.SkipBusy:
 		return "skipped (the previous run still ran or waited on a question)"
+	case store.SkipCap:
+		return "skipped by a spend cap (asked once this period)"
 	}
 	return reason
 }

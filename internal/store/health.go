@@ -162,7 +162,7 @@ func (s *Store) FailureStreak(ctx context.Context, spec string, n int) ([]Run, e
 // ScheduleSkip counts a spec's ticks that started no run for a reason.
 type ScheduleSkip struct {
 	Spec      string
-	Reason    string // SkipMissed or SkipBusy
+	Reason    string // SkipMissed, SkipBusy or SkipCap
 	Count     int64
 	LastTick  time.Time
 	NoticedAt time.Time
@@ -170,8 +170,9 @@ type ScheduleSkip struct {
 
 // Reasons of a skipped tick.
 const (
-	SkipMissed = "missed" // no serve ran at the tick
-	SkipBusy   = "busy"   // the previous run of the spec still ran or waited
+	SkipMissed = "missed"    // no serve ran at the tick
+	SkipBusy   = "busy"      // the previous run of the spec still ran or waited
+	SkipCap    = "spend_cap" // a spend cap was reached and asked about this period
 )
 
 // RecordSkips adds n ticks of spec skipped for reason, the last at tick.
