@@ -115,6 +115,10 @@ var pgTests = []struct {
 	{"TestPurgeCoversEveryRunTable", TestPurgeCoversEveryRunTable},
 	{"TestLazyCommitsLeaveThePoolFull", TestLazyCommitsLeaveThePoolFull},
 	{"TestWakeStampChangesWithAPoke", TestWakeStampChangesWithAPoke},
+	{"TestQueueFollowUpRequeuesOnce", TestQueueFollowUpRequeuesOnce},
+	{"TestQueueFollowUpRefusals", TestQueueFollowUpRefusals},
+	{"TestFollowUpWhileRunningRequeuedAfterDone", TestFollowUpWhileRunningRequeuedAfterDone},
+	{"TestReopenDelivery", TestReopenDelivery},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.
