@@ -19,6 +19,7 @@
 //	last turn's marker invalid  → resume with a correction prompt
 //	last turn stopped at max_cost_usd or max_turns
 //	                            → (its set asks whether to go on, limit.go)
+//	a follow-up pending         → resume with the feedback (followup.go)
 //	last turn succeeded         → done
 //	otherwise                   → failed
 package runner
