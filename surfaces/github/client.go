@@ -58,6 +58,7 @@ type Client struct {
 	deliveries deliveries
 	progress   map[string]*progressState // repo + run ID → its status comment
 	progressIv time.Duration
+	reviews    map[string]*Reviews // by lower-case "owner/name" (review.go)
 }
 
 type permEntry struct {
