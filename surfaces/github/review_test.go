@@ -164,7 +164,6 @@ func TestReviewWebhookTakesFeedbackOnce(t *testing.T) {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-
 // TestReviewPollTakesFeedbackOnce: without webhooks, polling finds the
 // review comment, the conversation's comment and the review written since
 // the cursor, once each, across polls and a new intake (a restart) on the
