@@ -40,12 +40,31 @@ type Config struct {
 	// Retention is how long gc keeps transcripts, finished runs and their
 	// local branches (retention.go).
 	Retention Retention `yaml:"retention"`
+	// Triggers start and continue runs from where people work (GitHub).
+	Triggers Triggers `yaml:"triggers"`
 
 	// source is the file the config came from ("" for defaults) and lines
 	// maps a dotted key to the line it was set on, so that Validate can
 	// name both.
 	source string
 	lines  map[string]int
+}
+
+// Triggers start and continue runs from events (review.go).
+type Triggers struct {
+	GitHub GitHubTriggers `yaml:"github"`
+}
+
+// GitHubTriggers are the GitHub events that start or continue runs.
+type GitHubTriggers struct {
+	// Enabled turns the GitHub triggers on. Default: false.
+	Enabled bool `yaml:"enabled"`
+	// Mention starts a comment meant for the orchestrator. Default:
+	// "@orchestrator".
+	Mention string `yaml:"mention"`
+	// Review: comments on a run's pull request resume that run. Default:
+	// true (with enabled).
+	Review bool `yaml:"review"`
 }
 
 // Log configures the orchestrator's own log (stderr).
@@ -312,6 +331,7 @@ func DefaultEnv(lookup LookupFunc) Config {
 		Git:         Git{KeepWorktrees: DefaultKeepWorktrees, MaxFileSize: DefaultMaxFileSize},
 		Approvals:   Approvals{Hold: DefaultApprovalHold},
 		Retention:   Retention{Transcripts: DefaultRetainTranscripts, Runs: DefaultRetainRuns, Branches: DefaultRetainBranches},
+		Triggers:    Triggers{GitHub: GitHubTriggers{Mention: DefaultMention, Review: true}},
 		Log:         Log{Level: "info", Format: "text"},
 		Agent: Agent{
 			Command:        DefaultCommand,
