@@ -72,6 +72,9 @@ func (m *Main) runServe(ctx context.Context) error {
 			return configError(fmt.Errorf("surface %s: %w", name, err))
 		}
 	}
+	if err := m.startReviewIntake(ctx, st, ss); err != nil { // review.go
+		return err
+	}
 	resumer, err := m.mountWeb(ctx, st, ss)
 	if err != nil {
 		return err

@@ -255,3 +255,53 @@ func (s *Store) ReopenDelivery(ctx context.Context, runID string) (bool, error) 
 	n, err := res.RowsAffected()
 	return n == 1, err
 }
+
+// prOfRepo reports whether a pull request's page (Delivery.PRURL,
+// https://HOST/OWNER/NAME/pull/N) is in repo ("owner/name").
+func prOfRepo(prURL, repo string) bool {
+	return strings.Contains(strings.ToLower(prURL), "/"+strings.ToLower(repo)+"/pull/")
+}
+
+// RunOfPullRequest returns the run whose delivery opened pull request
+// number of repo ("owner/name"); "" when none did.
+func (s *Store) RunOfPullRequest(ctx context.Context, repo string, number int) (string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT run_id, pr_url FROM deliveries WHERE pr_number = ? ORDER BY created_at DESC`, number)
+	if err != nil {
+		return "", fmt.Errorf("the run of pull request %s#%d: %w", repo, number, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, u string
+		if err := rows.Scan(&id, &u); err != nil {
+			return "", fmt.Errorf("the run of pull request %s#%d: %w", repo, number, err)
+		}
+		if prOfRepo(u, repo) {
+			return id, nil
+		}
+	}
+	return "", rows.Err()
+}
+
+// RunPullRequests returns the numbers of the pull requests of repo that
+// runs opened and that may still get feedback: of runs not cancelled,
+// changed within the last since.
+func (s *Store) RunPullRequests(ctx context.Context, repo string, since time.Time) ([]int, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT d.pr_number, d.pr_url FROM deliveries d JOIN runs r ON r.id = d.run_id
+		WHERE d.pr_number > 0 AND r.status <> ? AND r.updated_at >= ? ORDER BY d.pr_number`, RunCancelled, nanos(since))
+	if err != nil {
+		return nil, fmt.Errorf("the runs' pull requests of %s: %w", repo, err)
+	}
+	defer rows.Close()
+	var out []int
+	for rows.Next() {
+		var n int
+		var u string
+		if err := rows.Scan(&n, &u); err != nil {
+			return nil, fmt.Errorf("the runs' pull requests of %s: %w", repo, err)
+		}
+		if prOfRepo(u, repo) {
+			out = append(out, n)
+		}
+	}
+	return out, rows.Err()
+}

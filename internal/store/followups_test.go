@@ -174,3 +174,28 @@ func TestReopenDelivery(t *testing.T) {
 		t.Fatal("reopened twice")
 	}
 }
+
+func TestRunOfPullRequest(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	ctx := context.Background()
+	doneRun(t, s, "r1")
+	doneRun(t, s, "r2")
+	for _, d := range []Delivery{
+		{RunID: "r1", Worktree: "/wt/r1", Branch: "b1", State: DeliveryOpened, PRNumber: 7, PRURL: "https://github.com/Acme/App/pull/7"},
+		{RunID: "r2", Worktree: "/wt/r2", Branch: "b2", State: DeliveryOpened, PRNumber: 7, PRURL: "https://github.com/acme/other/pull/7"},
+	} {
+		if err := s.SaveDelivery(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if id, err := s.RunOfPullRequest(ctx, "acme/app", 7); err != nil || id != "r1" {
+		t.Errorf("acme/app#7: %q %v", id, err)
+	}
+	if id, err := s.RunOfPullRequest(ctx, "acme/app", 8); err != nil || id != "" {
+		t.Errorf("acme/app#8: %q %v", id, err)
+	}
+	if prs, err := s.RunPullRequests(ctx, "acme/other", time.Time{}); err != nil || len(prs) != 1 || prs[0] != 7 {
+		t.Errorf("acme/other: %v %v", prs, err)
+	}
+}

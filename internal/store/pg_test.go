@@ -119,6 +119,7 @@ var pgTests = []struct {
 	{"TestQueueFollowUpRefusals", TestQueueFollowUpRefusals},
 	{"TestFollowUpWhileRunningRequeuedAfterDone", TestFollowUpWhileRunningRequeuedAfterDone},
 	{"TestReopenDelivery", TestReopenDelivery},
+	{"TestRunOfPullRequest", TestRunOfPullRequest},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.

@@ -328,7 +328,7 @@ func (c *Client) takeReview(w http.ResponseWriter, event, delivery string, paylo
 	switch event {
 	case "issue_comment":
 		var ev gh.IssueCommentEvent
-		if json.Unmarshal(payload, &ev) != nil || !ev.GetIssue().IsPullRequest() {
+		if json.Unmarshal(payload, &ev) != nil || ev.Issue == nil || !ev.Issue.IsPullRequest() {
 			return false
 		}
 		if ev.GetAction() != "created" || ev.Comment == nil {
