@@ -146,6 +146,16 @@ func requeueForFollowUps(ctx context.Context, tx *txn, runID string, now time.Ti
 // follow-up's own transaction found the run not ended yet). It reports
 // whether the run was queued.
 func (s *Store) RequeueForFollowUps(ctx context.Context, runID string) (bool, error) {
+	// Most runs end with no feedback: one read, no write. A follow-up
+	// whose transaction commits after this read found the run ended (its
+	// transaction takes the run's row first) and queued it itself.
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM follow_ups WHERE run_id = ? AND turn = 0`, runID).Scan(&n); err != nil {
+		return false, fmt.Errorf("requeue run %s for its follow-ups: %w", runID, err)
+	}
+	if n == 0 {
+		return false, nil
+	}
 	queued := false
 	err := s.tx(ctx, func(tx *txn) error {
 		if err := requeueForFollowUps(ctx, tx, runID, s.now().UTC()); err != nil {
