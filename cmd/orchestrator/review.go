@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/internal/store"
@@ -20,7 +21,8 @@ const reviewWindow = 30 * 24 * time.Hour
 // surfaces.github, becomes a follow-up of the run (store.QueueFollowUp),
 // which any instance then drives on. It comes by the GitHub webhook when
 // surfaces.github.webhook_secret is set, else by polling every
-// surfaces.github.poll_interval until ctx ends.
+// surfaces.github.poll_interval until ctx ends, on one instance of a
+// cluster at a time.
 func (m *Main) startReviewIntake(ctx context.Context, st *store.Store, ss *surfaceSet) error {
 	on, mention := m.Config.ReviewTrigger()
 	if !on {
@@ -53,7 +55,9 @@ func (m *Main) startReviewIntake(ctx context.Context, st *store.Store, ss *surfa
 		return configError(fmt.Errorf("triggers.github.review: %w", err))
 	}
 	if gc.WebhookSecret == "" {
-		go rv.Poll(ctx)
+		// One instance of a cluster polls (a leadership of its own); a
+		// webhook delivery is taken by whichever instance it reaches.
+		go st.Lead(ctx, "review-poll "+strings.ToLower(gc.Repo), time.Second, func(lctx context.Context) { rv.Poll(lctx) })
 	}
 	m.Logger.Info("review loop on: comments on the runs' pull requests resume them", "repo", gc.Repo, "mention", mention,
 		"by", map[bool]string{true: "webhook", false: "polling"}[gc.WebhookSecret != ""])
