@@ -159,3 +159,29 @@ func TestFollowUpKilledMidTurnReachesTheModelOnce(t *testing.T) {
 	}
 	g.wantFollowedUp(t, run.ID, "please also add a test")
 }
+
+// TestFollowUpKilledAfterTheClaim: the process is killed (SIGKILL) once the
+// follow-up turn claimed the feedback, before the CLI started; resume
+// finds the prompt never reached the session, gives the feedback back and
+// sends it, once.
+func TestFollowUpKilledAfterTheClaim(t *testing.T) {
+	clitest.Claude(t)
+	t.Parallel()
+	g := newGitE2EWith(t, followUpRules(0)...)
+	spec := g.presetSpec("deps", "Implement spec X", "")
+	if code, _, _ := g.run("", "run", spec); code != 0 {
+		t.Fatalf("run: exit %d", code)
+	}
+	run := g.onlyRun()
+	wantKilled(t, g.child("", "followup-claimed", "followup", run.ID, "please also add a test").Run())
+	if n := len(g.feedbackRequests()); n != 0 {
+		t.Fatalf("the feedback reached the model %d times before the kill, want 0", n)
+	}
+	if err := g.child("", "", "resume", run.ID).Run(); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	if n := len(g.feedbackRequests()); n != 1 {
+		t.Fatalf("the feedback reached the model %d times, want exactly 1", n)
+	}
+	g.wantFollowedUp(t, run.ID, "please also add a test")
+}
