@@ -54,6 +54,7 @@ func (m *Main) startReviewIntake(ctx context.Context, st *store.Store, ss *surfa
 	if err != nil {
 		return configError(fmt.Errorf("triggers.github.review: %w", err))
 	}
+	m.reviews = rv
 	if gc.WebhookSecret == "" {
 		// One instance of a cluster polls (a leadership of its own); a
 		// webhook delivery is taken by whichever instance it reaches.
@@ -62,4 +63,13 @@ func (m *Main) startReviewIntake(ctx context.Context, st *store.Store, ss *surfa
 	m.Logger.Info("review loop on: comments on the runs' pull requests resume them", "repo", gc.Repo, "mention", mention,
 		"by", map[bool]string{true: "webhook", false: "polling"}[gc.WebhookSecret != ""])
 	return nil
+}
+
+// followUpStarted shows on the pull request comment a follow-up came from
+// that the run's session resumed with it (🚀), when serve's review intake
+// is on.
+func (m *Main) followUpStarted(ctx context.Context, f store.FollowUp) {
+	if m.reviews != nil {
+		m.reviews.Resumed(ctx, f.EventKey)
+	}
 }

@@ -37,7 +37,13 @@ func testReviewLoop(t *testing.T, webhook bool) {
 	const secret = "review-hook-secret"
 	g := newGitE2EWith(t, followUpRules(0)...)
 	spec := filepath.Join(g.dir, "deps.md")
-	body := fmt.Sprintf("---\nname: deps\nworkdir: %q\nallowed_tools: [Bash]\nsurfaces: [github]\nanswers:\n  Auth: JWT\ngit:\n  pull_request:\n    reviewers: [octocat]\n    labels: [orchestrator]\n---\nImplement spec X\n", g.checkout)
+	// The run asks on GitHub, or (polling) on the terminal only: 🚀 comes
+	// from the run's surface, or from the review intake itself.
+	surface := "github"
+	if !webhook {
+		surface = "terminal"
+	}
+	body := fmt.Sprintf("---\nname: deps\nworkdir: %q\nallowed_tools: [Bash]\nsurfaces: [%s]\nanswers:\n  Auth: JWT\ngit:\n  pull_request:\n    reviewers: [octocat]\n    labels: [orchestrator]\n---\nImplement spec X\n", g.checkout, surface)
 	if err := os.WriteFile(spec, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}

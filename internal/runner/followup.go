@@ -72,6 +72,9 @@ func (r *Runner) followUpStarted(ctx context.Context, d *drive, t store.Turn) {
 				}
 			}
 		}
+		if r.cfg.FollowUpStarted != nil {
+			r.cfg.FollowUpStarted(ctx, f)
+		}
 	}
 }
 

@@ -162,6 +162,10 @@ type Config struct {
 	// does nothing more once another instance may take the run over. stop
 	// ends the guard; it is called when the CLI has ended.
 	Guard func(runID string, token int64, pid int) (stop func())
+	// FollowUpStarted, when set, is told that a follow-up reached the
+	// model (followup.go), besides the run's surfaces: the review intake
+	// shows it on the comment it came from, whatever the run's surfaces.
+	FollowUpStarted func(ctx context.Context, f store.FollowUp)
 }
 
 // Runner drives runs. It is safe for concurrent use: each run is driven by

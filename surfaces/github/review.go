@@ -306,6 +306,14 @@ func (s *Surface) FollowUpResumed(ctx context.Context, key string) error {
 	return nil
 }
 
+// Resumed shows on the comment that brought feedback (its key) that the
+// run's session resumed with it: 🚀. Other keys are ignored.
+func (rv *Reviews) Resumed(ctx context.Context, key string) {
+	if kind, id, ok := parseFeedbackKey(key); ok {
+		rv.react(ctx, kind, id, "rocket")
+	}
+}
+
 func parseFeedbackKey(key string) (kind string, id int64, ok bool) {
 	parts := strings.Split(key, ":")
 	if len(parts) != 3 || parts[0] != "github" {
