@@ -20,7 +20,7 @@ const reviewWindow = 30 * 24 * time.Hour
 // or a review requesting changes, by someone allowed to answer on
 // surfaces.github, becomes a follow-up of the run (store.QueueFollowUp),
 // which any instance then drives on. It comes by the GitHub webhook when
-// surfaces.github.webhook_secret is set, else by polling every
+// surfaces.github.webhook_secret is set, and by polling every
 // surfaces.github.poll_interval until ctx ends, on one instance of a
 // cluster at a time.
 func (m *Main) startReviewIntake(ctx context.Context, st *store.Store, ss *surfaceSet) error {
@@ -55,13 +55,13 @@ func (m *Main) startReviewIntake(ctx context.Context, st *store.Store, ss *surfa
 		return configError(fmt.Errorf("triggers.github.review: %w", err))
 	}
 	m.reviews = rv
-	if gc.WebhookSecret == "" {
-		// One instance of a cluster polls (a leadership of its own); a
-		// webhook delivery is taken by whichever instance it reaches.
-		go st.Lead(ctx, "review-poll "+strings.ToLower(gc.Repo), time.Second, func(lctx context.Context) { rv.Poll(lctx) })
-	}
+	// One instance of a cluster polls (a leadership of its own), with a
+	// webhook too, as its safety net (a delivery lost, or whose feedback
+	// could not be recorded then); a webhook delivery is taken by
+	// whichever instance it reaches.
+	go st.Lead(ctx, "review-poll "+strings.ToLower(gc.Repo), time.Second, func(lctx context.Context) { rv.Poll(lctx) })
 	m.Logger.Info("review loop on: comments on the runs' pull requests resume them", "repo", gc.Repo, "mention", mention,
-		"by", map[bool]string{true: "webhook", false: "polling"}[gc.WebhookSecret != ""])
+		"webhook", gc.WebhookSecret != "")
 	return nil
 }
 

@@ -52,7 +52,13 @@ func testReviewLoop(t *testing.T, webhook bool) {
 	}
 	run := g.onlyRun()
 	_, pr := g.wantDelivered(t, run)
-	block := fmt.Sprintf("  github:\n    enabled: true\n    base_url: %q\n    token: test-token\n    repo: %s\n    poll_interval: 100ms\n", g.gh.URL()+"/", deliveryRepo)
+	// With the webhook, polling (its safety net) waits an hour: the
+	// webhook alone brings the comments.
+	interval := "100ms"
+	if webhook {
+		interval = "1h"
+	}
+	block := fmt.Sprintf("  github:\n    enabled: true\n    base_url: %q\n    token: test-token\n    repo: %s\n    poll_interval: %s\n", g.gh.URL()+"/", deliveryRepo, interval)
 	if webhook {
 		block += fmt.Sprintf("    webhook_secret: %s\n", secret)
 	}

@@ -2,6 +2,8 @@ package github
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -255,14 +257,27 @@ func (rv *Reviews) mayGiveFeedback(ctx context.Context, login string) (bool, err
 	return false, nil
 }
 
-// reply posts body on the pull request's conversation, once per event:
-// Refs (when there are) keep that it was posted.
+// reply posts body on the pull request's conversation, at most once per
+// event, whichever of this process's and other instances' takes of it
+// (webhook, poll) get there: the first to record its claim in the Ledger
+// posts; Refs keep that it was posted.
 func (rv *Reviews) reply(ctx context.Context, e prEvent, body string) {
 	rkey := noticeRefKey(rv.repo(), e.pr, e.key())
 	if rv.c.refs != nil {
 		if _, ok, err := rv.c.refs.Ref(ctx, rkey); err == nil && ok {
-			return
+			return // posted (Refs outlive a Ledger kept in memory)
 		}
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	claim := "reply " + hex.EncodeToString(b[:])
+	got, err := rv.c.ledger.DecideComment(ctx, "github-review/"+strings.ToLower(rv.repo())+"/reply/"+e.key(), claim)
+	if err != nil {
+		rv.c.log.Warn("github: record a reply", "repo", rv.repo(), "key", e.key(), "err", err)
+		return
+	}
+	if got != claim {
+		return // told already, or being told by another take
 	}
 	body += "\n\n" + noticeMarker(e.key())
 	if _, _, err := rv.c.api.Issues.CreateComment(ctx, rv.owner, rv.name, e.pr, &gh.IssueComment{Body: gh.String(body)}); err != nil {
