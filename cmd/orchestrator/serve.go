@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
@@ -72,6 +73,11 @@ func (m *Main) runServe(ctx context.Context) error {
 			return configError(fmt.Errorf("surface %s: %w", name, err))
 		}
 	}
+	var dm atomic.Pointer[daemon.Daemon] // the daemon, once made: whether it leads
+	leading := func() bool { d := dm.Load(); return d != nil && d.Leader() }
+	if err := m.startTriggers(ctx, st, r, leading); err != nil { // triggers.go
+		return err
+	}
 	if err := m.startReviewIntake(ctx, st, ss); err != nil { // review.go
 		return err
 	}
@@ -100,6 +106,7 @@ func (m *Main) runServe(ctx context.Context) error {
 		return configError(problemsError("serve", err))
 	}
 	resumer.d = d
+	dm.Store(d)
 	go m.retryDeliveries(ctx, st, r)
 	go m.serveGC(ctx, st) // serve_gc.go
 	go func() {

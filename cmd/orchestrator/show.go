@@ -54,6 +54,9 @@ type showOutput struct {
 	// FollowUps: feedback given after the model was done (followup.go).
 	FollowUps []showFollowUp `json:"follow_ups,omitempty"`
 	Delivery  *showDelivery  `json:"delivery"`
+	// StartedBy says what started the run from outside (a GitHub issue
+	// comment or label; store.Trigger.Origin), if anything did.
+	StartedBy string `json:"started_by,omitempty"`
 }
 
 // showRefused is a tool call the CLI refused, and the turn it was in.
@@ -139,6 +142,11 @@ func buildShow(ctx context.Context, st *store.Store, id string, maxLine int) (sh
 		}
 	}
 	out := showOutput{V: jsonVersion, Run: newJSONRun(run), Timeline: []jsonTurn{}, Refused: []showRefused{}, Decisions: []showDecision{}}
+	if tr, ok, err := st.TriggerOf(ctx, run.ID); err != nil {
+		return showOutput{}, err
+	} else if ok {
+		out.StartedBy = tr.Origin
+	}
 	asked := map[int]string{}
 	for _, d := range decisions {
 		asked[d.Turn] = d.SetID
@@ -341,6 +349,9 @@ func printShow(w io.Writer, o showOutput) {
 	fmt.Fprintf(w, "run %s: %s (%s)\n", r.ID, safe(r.Title, 80), r.Status)
 	if r.Spec != "" {
 		fmt.Fprintf(w, "  spec %s\n", r.Spec)
+	}
+	if o.StartedBy != "" {
+		fmt.Fprintf(w, "  started by %s\n", safe(o.StartedBy, 200))
 	}
 	fmt.Fprintf(w, "  %d turns, $%.4f, created %s, updated %s\n", len(o.Timeline), r.CostUSD, r.CreatedAt.Format(time.RFC3339), r.UpdatedAt.Format(time.RFC3339))
 	if r.Error != "" {

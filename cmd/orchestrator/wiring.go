@@ -35,6 +35,8 @@ type runOptions struct {
 	Env map[string]string `json:"env,omitempty"`
 	// Git delivers the run through git (run --git; delivery.go).
 	Git bool `json:"git,omitempty"`
+	// Issue is the GitHub issue the run was started from (triggers.go).
+	Issue *issueOrigin `json:"issue,omitempty"`
 }
 
 func decodeRunOptions(run store.Run) (runOptions, error) {

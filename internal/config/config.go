@@ -40,7 +40,8 @@ type Config struct {
 	// Retention is how long gc keeps transcripts, finished runs and their
 	// local branches (retention.go).
 	Retention Retention `yaml:"retention"`
-	// Triggers start and continue runs from where people work (GitHub).
+	// Triggers start runs from events elsewhere: GitHub issues
+	// (triggers.go).
 	Triggers Triggers `yaml:"triggers"`
 
 	// source is the file the config came from ("" for defaults) and lines
@@ -48,23 +49,6 @@ type Config struct {
 	// name both.
 	source string
 	lines  map[string]int
-}
-
-// Triggers start and continue runs from events (review.go).
-type Triggers struct {
-	GitHub GitHubTriggers `yaml:"github"`
-}
-
-// GitHubTriggers are the GitHub events that start or continue runs.
-type GitHubTriggers struct {
-	// Enabled turns the GitHub triggers on. Default: false.
-	Enabled bool `yaml:"enabled"`
-	// Mention starts a comment meant for the orchestrator. Default:
-	// "@orchestrator".
-	Mention string `yaml:"mention"`
-	// Review: comments on a run's pull request resume that run. Default:
-	// true (with enabled).
-	Review bool `yaml:"review"`
 }
 
 // Log configures the orchestrator's own log (stderr).
@@ -331,7 +315,7 @@ func DefaultEnv(lookup LookupFunc) Config {
 		Git:         Git{KeepWorktrees: DefaultKeepWorktrees, MaxFileSize: DefaultMaxFileSize},
 		Approvals:   Approvals{Hold: DefaultApprovalHold},
 		Retention:   Retention{Transcripts: DefaultRetainTranscripts, Runs: DefaultRetainRuns, Branches: DefaultRetainBranches},
-		Triggers:    Triggers{GitHub: GitHubTriggers{Mention: DefaultMention, Review: true}},
+		Triggers:    defaultTriggers(),
 		Log:         Log{Level: "info", Format: "text"},
 		Agent: Agent{
 			Command:        DefaultCommand,
@@ -366,7 +350,7 @@ func DefaultEnv(lookup LookupFunc) Config {
 			LeaseTTL:          DefaultLeaseTTL,
 
 			MinScheduleInterval: DefaultMinScheduleInterval,
-			Web:                 Web{ProxyHeader: DefaultProxyHeader, ProxySecretHeader: DefaultProxySecretHeader},
+			Web:                 Web{ProxyHeader: DefaultProxyHeader, ProxySecretHeader: DefaultProxySecretHeader, ProxyRole: "answer"},
 		},
 	}
 }

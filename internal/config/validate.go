@@ -122,7 +122,7 @@ func (c *Config) Validate() error {
 	c.validateGit(v.add)       // git.go
 	c.validateApprovals(v.add) // approvals.go
 	c.validateRetention(v.add) // retention.go
-	c.validateReview(v.add)    // review.go
+	c.validateTriggers(v.add)  // triggers.go
 	if s.MinScheduleInterval < 0 {
 		v.add("serve.min_schedule_interval", "must not be negative")
 	}

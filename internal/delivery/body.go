@@ -25,6 +25,9 @@ type Report struct {
 	Duration  time.Duration
 	// IssueURL is the run's question issue, if it has one.
 	IssueURL string
+	// Closes is the issue the pull request closes ("#7", "owner/name#7"),
+	// if any: the body says "Closes #7", which GitHub links.
+	Closes string
 }
 
 // Marker ends every pull request body the orchestrator writes.
@@ -38,6 +41,9 @@ func Marker(runID string) string {
 func untrusted(s string) string {
 	return strings.TrimSpace(secretscan.Redact(questions.Clean(questions.Strip(s))))
 }
+
+// closesRE is an issue a pull request may close: "#7", "owner/name#7".
+var closesRE = regexp.MustCompile(`^(?:[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)?#[1-9][0-9]*$`)
 
 // mentionRE finds @mentions (users, teams) in text.
 var mentionRE = regexp.MustCompile(`@([A-Za-z0-9])`)
@@ -204,6 +210,9 @@ func (r Report) runSection() string {
 	fmt.Fprintf(&b, "- %d %s, $%.4f, %s\n", r.Turns, plural(r.Turns, "turn", "turns"), r.CostUSD, r.Duration.Round(time.Second))
 	if r.IssueURL != "" {
 		fmt.Fprintf(&b, "- Questions and answers: %s\n", r.IssueURL)
+	}
+	if closesRE.MatchString(r.Closes) {
+		fmt.Fprintf(&b, "\nCloses %s\n", r.Closes)
 	}
 	b.WriteString("\n")
 	b.WriteString(Marker(r.RunID))

@@ -236,6 +236,7 @@ func (d *Deliverer) ship(ctx context.Context, run store.Run, o Options, dl *stor
 		if err != nil {
 			return err
 		}
+		rep.Closes = o.PullRequest.Closes
 		base := dl.Base
 		if o.Base != "" {
 			base = o.Base

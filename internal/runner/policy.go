@@ -52,7 +52,8 @@ type Preset struct {
 // default), answer with the "default" Option, "decide" (the model is told
 // nobody answered and decides itself) or "skip" (the model is told nobody
 // answered and leaves out what depends on the answer). The texts the model
-// gets are TimeoutText's; README "When nobody answers" quotes them.
+// gets are TimeoutText's; docs/specs.md "When nobody answers: `on_timeout`"
+// quotes them.
 type OnTimeout struct {
 	Action string
 	Option string

@@ -62,6 +62,7 @@ var pgTests = []struct {
 	fn   func(*testing.T)
 }{
 	{"TestRunLifecycle", TestRunLifecycle},
+	{"TestRunRequestOnce", TestRunRequestOnce},
 	{"TestClaimExactlyOnceUnderContention", TestClaimExactlyOnceUnderContention},
 	{"TestPartialAnswersAndFindQuestion", TestPartialAnswersAndFindQuestion},
 	{"TestOfferDecidesOnceUnderContention", TestOfferDecidesOnceUnderContention},
@@ -88,6 +89,7 @@ var pgTests = []struct {
 	{"TestCostAndTimesKeepTheirPrecision", TestCostAndTimesKeepTheirPrecision},
 	{"TestNotifyWakesAnotherInstanceAndSurvivesALostListener", testNotifyWakesAnotherInstanceAndSurvivesALostListener},
 	{"TestScheduleTickMakesOneRun", TestScheduleTickMakesOneRun},
+	{"TestTriggerMakesOneRun", TestTriggerMakesOneRun},
 	{"TestSessionRecordRoundTrip", TestSessionRecordRoundTrip},
 	{"TestClaimableRuns", TestClaimableRuns},
 	{"TestLeaseOneHolderAndTakeOver", TestLeaseOneHolderAndTakeOver},

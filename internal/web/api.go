@@ -233,7 +233,7 @@ func (s *Server) apiAnswer(w http.ResponseWriter, r *http.Request) {
 	for _, a := range req.Answers {
 		resp.Answers = append(resp.Answers, questions.Answer{QuestionID: a.QuestionID, Labels: a.Labels, Text: a.Text})
 	}
-	status, res := s.offer(r, resp)
+	status, res := s.offer(r, resp, "question set "+resp.SetID)
 	s.writeJSON(w, status, res)
 }
 
@@ -248,8 +248,9 @@ type answerResult struct {
 }
 
 // offer hands resp, from the signed-in user, to the backend and says what
-// became of it, with the HTTP status to answer.
-func (s *Server) offer(r *http.Request, resp questions.Response) (int, answerResult) {
+// became of it, with the HTTP status to answer. what names the set in
+// errors, as the caller named it.
+func (s *Server) offer(r *http.Request, resp questions.Response, what string) (int, answerResult) {
 	res := answerResult{V: 1, SetID: resp.SetID}
 	if resp.SetID == "" {
 		res.Error = "set_id: required"
@@ -268,7 +269,7 @@ func (s *Server) offer(r *http.Request, resp questions.Response) (int, answerRes
 	d, err := s.cfg.Backend.Offer(r.Context(), resp)
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
-			res.Error = "question set " + resp.SetID + ": not found"
+			res.Error = what + ": not found"
 			return http.StatusNotFound, res
 		}
 		s.log.Error("web: offer", "set", resp.SetID, "err", err)

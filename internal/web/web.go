@@ -168,6 +168,8 @@ type User struct {
 	Name string
 	// TokenSHA256 is the hex SHA-256 of the token.
 	TokenSHA256 string
+	// Role is what they may do beyond answering; default RoleAnswer.
+	Role Role
 }
 
 // Config is what a Server is made of.
@@ -201,6 +203,12 @@ type Config struct {
 	// Resume, when set, offers to resume an interrupted run (a button on
 	// its page, POST /api/runs/ID/resume).
 	Resume Resumer
+	// Start, when set, lets people whose role allows it start runs (a
+	// form in the inbox, POST /api/runs).
+	Start Starter
+	// ProxyRole is the role of the people a trusted proxy lets in;
+	// default RoleAnswer.
+	ProxyRole Role
 	// Poll is how often a live run page looks for changes; default 500ms.
 	Poll   time.Duration
 	Logger *slog.Logger
@@ -222,6 +230,7 @@ type Server struct {
 	mux   *http.ServeMux
 	key   []byte // signs CSRF tokens of proxy and token identities
 	users map[[32]byte]string
+	roles map[string]Role // by user name
 
 	mu       sync.Mutex
 	sessions map[string]session
@@ -258,6 +267,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.users = users
+	if err := s.setRoles(); err != nil {
+		return nil, err
+	}
 	s.tmpl, err = template.New("").Funcs(s.funcs()).ParseFS(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, err
@@ -280,6 +292,10 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /api/runs/{id}", s.authed(s.apiRun))
 	mux.HandleFunc("POST /api/answer", s.authed(s.apiAnswer))
 	mux.HandleFunc("POST /api/runs/{id}/cancel", s.authed(s.apiCancel))
+	if cfg.Start != nil {
+		mux.HandleFunc("POST /runs", s.authed(s.startForm))
+		mux.HandleFunc("POST /api/runs", s.authed(s.apiStart))
+	}
 	if cfg.Resume != nil {
 		mux.HandleFunc("POST /runs/{id}/resume", s.authed(s.resumeForm))
 		mux.HandleFunc("POST /api/runs/{id}/resume", s.authed(s.apiResume))

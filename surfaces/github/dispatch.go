@@ -311,24 +311,7 @@ func (p *poller) showAnswered(ctx context.Context, st *issueState, tg target, fi
 // mayAnswer reports whether login may answer on s: deny by default; write,
 // maintain or admin permission, or the allowlist.
 func (p *poller) mayAnswer(ctx context.Context, s *Surface, login string) (bool, error) {
-	if login == "" {
-		return false, nil
-	}
-	if s.allow[strings.ToLower(login)] {
-		return true, nil
-	}
-	if s.cfg.AllowOnly {
-		return false, nil
-	}
-	level, err := p.c.permission(ctx, p.owner, p.name, login)
-	if err != nil {
-		return false, err
-	}
-	switch level {
-	case "admin", "maintain", "write":
-		return true, nil
-	}
-	return false, nil
+	return p.c.allowed(ctx, p.owner, p.name, login, s.allow, s.cfg.AllowOnly) // triggers.go
 }
 
 // permission returns login's permission on the repository, cached briefly.

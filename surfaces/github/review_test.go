@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -135,9 +134,9 @@ func TestReviewWebhookTakesFeedbackOnce(t *testing.T) {
 	got := sink.feedback()
 	slices.SortFunc(got, func(a, b Feedback) int { return strings.Compare(a.Key, b.Key) })
 	want := map[string][2]string{
-		"github:review-comment:" + itoa(rc): {"@alice", "please also add a test"},
-		"github:pr-comment:" + itoa(pc):     {"@maintainer-mo", "rename the flag"},
-		"github:review:" + itoa(rvw):        {"@alice", "The error path is untested."},
+		"github:review-comment:" + itoa64(rc): {"@alice", "please also add a test"},
+		"github:pr-comment:" + itoa64(pc):     {"@maintainer-mo", "rename the flag"},
+		"github:review:" + itoa64(rvw):        {"@alice", "The error path is untested."},
 	}
 	for _, fb := range got {
 		w, ok := want[fb.Key]
@@ -161,8 +160,6 @@ func TestReviewWebhookTakesFeedbackOnce(t *testing.T) {
 		t.Errorf("the stranger's comment got %v", r)
 	}
 }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // TestReviewPollTakesFeedbackOnce: without webhooks, polling finds the
 // review comment, the conversation's comment and the review written since
@@ -212,7 +209,7 @@ func TestReviewPollTakesFeedbackOnce(t *testing.T) {
 	for _, fb := range got {
 		keys[fb.Key] = true
 	}
-	if !keys["github:review-comment:"+itoa(rc)] || !keys["github:pr-comment:"+itoa(pc)] {
+	if !keys["github:review-comment:"+itoa64(rc)] || !keys["github:pr-comment:"+itoa64(pc)] {
 		t.Errorf("keys = %v", keys)
 	}
 	var replies int

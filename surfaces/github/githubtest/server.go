@@ -81,6 +81,9 @@ type Issue struct {
 	State       string
 	StateReason string
 	ClosedAt    time.Time
+	// UpdatedAt is when a label was put on or taken off it last (labels.go);
+	// its updated_at is the latest of that, its creation and its comments.
+	UpdatedAt time.Time
 }
 
 // Server is a fake GitHub REST API. Its methods are safe for concurrent use.
@@ -93,6 +96,7 @@ type Server struct {
 	now      func() time.Time
 	nextID   int64
 	repos    map[string]*repo
+	events   map[string][]*issueEvent // by lower-case repository name (labels.go)
 	users    map[string]*user
 	perms    map[string]string // lower login → permission
 	token    string            // required token, if any
@@ -726,6 +730,9 @@ func (s *Server) issueJSON(r *repo, is *Issue) map[string]any {
 	}
 	n := 0
 	updated := is.CreatedAt
+	if is.UpdatedAt.After(updated) {
+		updated = is.UpdatedAt
+	}
 	for _, c := range r.comments {
 		if c.Issue == is.Number && !c.Deleted {
 			n++
@@ -1124,7 +1131,9 @@ func (s *Server) route(h http.Header, r *http.Request, segs []string) (any, erro
 	if out, err, ok := s.routeHooks(r, rp, rest); ok { // tokens.go
 		return out, err
 	}
-	q := r.URL.Query()
+	if out, err, ok := s.routeIssueEvents(h, r, rp, rest); ok { // labels.go
+		return out, err
+	}
 	switch {
 	// /collaborators/{user}/permission
 	case len(rest) == 3 && rest[0] == "collaborators" && rest[2] == "permission" && r.Method == http.MethodGet:
@@ -1146,17 +1155,7 @@ func (s *Server) route(h http.Header, r *http.Request, segs []string) (any, erro
 
 	// /issues
 	case len(rest) == 1 && r.Method == http.MethodGet:
-		var items []map[string]any
-		want := splitNonEmpty(q.Get("labels"))
-		for _, is := range rp.issues {
-			if hasAll(is.Labels, want) {
-				items = append(items, s.issueJSON(rp, is))
-			}
-		}
-		if q.Get("direction") != "asc" {
-			slices.Reverse(items)
-		}
-		return s.page(h, r, items)
+		return s.listIssues(h, r, rp) // labels.go
 	case len(rest) == 1 && r.Method == http.MethodPost:
 		var in struct {
 			Title  string   `json:"title"`
