@@ -58,6 +58,7 @@ Exit codes:
 		m.newStatusCmd(),
 		m.newAnswerCmd(),
 		m.newCancelCmd(),
+		m.newFollowUpCmd(),
 		m.newRehearseCmd(),
 		m.newServeCmd(),
 		m.newShowCmd(), // show.go

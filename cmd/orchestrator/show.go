@@ -51,6 +51,8 @@ type showOutput struct {
 	// that "succeeded" without doing what it needed shows here.
 	Refused   []showRefused  `json:"refused"`
 	Decisions []showDecision `json:"decisions"`
+	// FollowUps: feedback given after the model was done (followup.go).
+	FollowUps []showFollowUp `json:"follow_ups,omitempty"`
 	Delivery  *showDelivery  `json:"delivery"`
 	// StartedBy says what started the run from outside (a GitHub issue
 	// comment or label; store.Trigger.Origin), if anything did.
@@ -195,6 +197,9 @@ func buildShow(ctx context.Context, st *store.Store, id string, maxLine int) (sh
 			}
 		}
 		out.Timeline = append(out.Timeline, jt)
+	}
+	if out.FollowUps, err = showFollowUps(ctx, st, run.ID); err != nil {
+		return showOutput{}, err
 	}
 	if dl, ok, err := st.Delivery(ctx, run.ID); err != nil {
 		return showOutput{}, err
@@ -420,6 +425,7 @@ func printShow(w io.Writer, o showOutput) {
 	for _, d := range o.Decisions {
 		printDecision(w, d)
 	}
+	printFollowUps(w, o.FollowUps)
 	if d := o.Delivery; d != nil {
 		fmt.Fprintln(w, "\ndelivery:")
 		fmt.Fprintf(w, "  branch %s (from %s), %s\n", d.Branch, d.Base, d.State)

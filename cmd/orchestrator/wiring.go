@@ -168,6 +168,8 @@ func (m *Main) newRunner(st *store.Store, observe func(runner.Event)) (*runner.R
 	rc := m.Config.Run
 	r, err := runner.New(runner.Config{
 		Store: st,
+		// The review intake's 🚀 on the comment feedback came from (review.go).
+		FollowUpStarted: m.followUpStarted,
 		// Called once per drive: the run's spec (as kept with the run),
 		// agent, surfaces and policy; an error fails the run, saying why.
 		Resolve: func(run store.Run) (runner.Resolved, error) {

@@ -304,6 +304,9 @@ func (d *Deliverer) report(ctx context.Context, run store.Run, issueURL string) 
 	if err != nil {
 		return Report{}, err
 	}
+	if decisions, err = withFollowUps(ctx, st, run.ID, decisions); err != nil { // followups.go
+		return Report{}, err
+	}
 	turns, err := st.Turns(ctx, run.ID)
 	if err != nil {
 		return Report{}, err

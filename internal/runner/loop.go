@@ -211,6 +211,11 @@ func (r *Runner) step(ctx context.Context, d *drive, run store.Run) error {
 		}
 		return r.wait(ctx, d, run, sets[0])
 	}
+	if f, ok, err := st.PendingFollowUp(ctx, run.ID); err != nil {
+		return err
+	} else if ok {
+		return r.followUp(ctx, d, run, last, f) // followup.go
+	}
 	res := last.Result
 	switch {
 	case res.Category == store.CategoryNotDelivered:

@@ -61,6 +61,9 @@ func (r *Runner) runTurn(ctx context.Context, d *drive, run store.Run, t store.T
 	if t.Kind == store.TurnAnswer {
 		r.cfg.Failpoint("claimed")
 	}
+	if t.FollowUpID != "" {
+		r.cfg.Failpoint(FailpointFollowUpClaimed)
+	}
 	req, native, err := r.turnRequest(ctx, d, run, t, workdir)
 	if err != nil {
 		return err
@@ -105,6 +108,9 @@ func (r *Runner) runTurn(ctx context.Context, d *drive, run store.Run, t store.T
 	if t.Kind == store.TurnAnswer {
 		r.cfg.Failpoint("turn-started")
 		r.notifyResumed(ctx, d, answered)
+	}
+	if t.FollowUpID != "" {
+		r.followUpStarted(ctx, d, t) // followup.go
 	}
 	col, out := r.readTurn(run, t, ex, live, started)
 	close(turnOver)

@@ -125,6 +125,11 @@ var pgTests = []struct {
 	{"TestAnswerGroup", TestAnswerGroup},
 	{"TestAnswerGroupOnceUnderContention", TestAnswerGroupOnceUnderContention},
 	{"TestGroupQueryUsesTheIndex", TestGroupQueryUsesTheIndex},
+	{"TestQueueFollowUpRequeuesOnce", TestQueueFollowUpRequeuesOnce},
+	{"TestQueueFollowUpRefusals", TestQueueFollowUpRefusals},
+	{"TestFollowUpWhileRunningRequeuedAfterDone", TestFollowUpWhileRunningRequeuedAfterDone},
+	{"TestReopenDelivery", TestReopenDelivery},
+	{"TestRunOfPullRequest", TestRunOfPullRequest},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.

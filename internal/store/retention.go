@@ -27,7 +27,7 @@ import (
 // set (questions, answers) are removed through question_sets first.
 // TestPurgeCoversEveryRunTable checks that this is every such table.
 var runTables = []string{"turns", "tool_calls", "run_rules", "run_policies", "run_leases", "sessions",
-	"git_guards", "turn_tool_calls", "deliveries", "schedule_ticks", "run_requests"}
+	"git_guards", "turn_tool_calls", "deliveries", "schedule_ticks", "run_requests", "follow_ups"}
 
 // setTables are the tables with a set_id column that refers to
 // question_sets.

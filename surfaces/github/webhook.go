@@ -95,6 +95,9 @@ func (c *Client) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		c.triggerIssuesEvent(w, delivery, payload) // triggers_webhook.go
 		return
 	}
+	if c.takeReview(w, event, delivery, payload) { // review.go: comments and reviews of a run's pull request
+		return
+	}
 	if event != "issue_comment" {
 		w.WriteHeader(http.StatusNoContent)
 		return

@@ -117,6 +117,7 @@ type Server struct {
 	auth      tokenAuth                 // the static token's grants (tokens.go)
 	appPerms  map[int64]map[string]string
 	hooks     map[string][]hook // by lower-case repository name (tokens.go)
+	rv        reviewState       // pull requests' review comments and reviews (reviews.go)
 }
 
 type repo struct {
@@ -1133,6 +1134,9 @@ func (s *Server) route(h http.Header, r *http.Request, segs []string) (any, erro
 	}
 	rp := s.repoLocked(segs[1] + "/" + segs[2])
 	rest := segs[3:]
+	if out, err, ok := s.routeReviews(h, r, rp, rest); ok { // reviews.go
+		return out, err
+	}
 	if out, err, ok := s.routePulls(r, rp, rest); ok { // pulls.go
 		return out, err
 	}
