@@ -59,6 +59,7 @@ Exit codes:
 		m.newAnswerCmd(),
 		m.newCancelCmd(),
 		m.newRulesCmd(),
+		m.newFollowUpCmd(),
 		m.newRehearseCmd(),
 		m.newServeCmd(),
 		m.newShowCmd(), // show.go
@@ -68,6 +69,7 @@ Exit codes:
 		m.newGuardCmd(),  // guard.go
 		m.newInitCmd(),   // init.go
 		m.newDoctorCmd(), // doctor.go
+		m.newScheduleCmd(),
 	)
 
 	markRunning(root, &m.running)

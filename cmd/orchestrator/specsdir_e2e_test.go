@@ -281,9 +281,11 @@ func TestServeAdoptsStrayAnsweredRun(t *testing.T) {
 	if !strings.Contains(s.out.String(), "adopting a run no process drives") && !strings.Contains(s.out.String(), "taking up run") {
 		t.Errorf("serve did not log adopting the run")
 	}
-	if v := s.metric(t, "orchestrator_spec_runs_total", "spec", "", "outcome", "done"); v != 1 {
-		t.Errorf(`orchestrator_spec_runs_total{spec="",outcome="done"} = %v, want 1`, v)
-	}
+	// The run is counted when its drive ends, just after it is recorded
+	// done.
+	waitFor(t, `orchestrator_spec_runs_total{spec="",outcome="done"} = 1`, func() bool {
+		return s.metric(t, "orchestrator_spec_runs_total", "spec", "", "outcome", "done") == 1
+	})
 }
 
 // TestRunSpecByName: `run NAME` runs the spec of that name in specs.dir;

@@ -42,6 +42,15 @@ type Config struct {
 	Retention Retention `yaml:"retention"`
 	// Rules bounds remembered decisions (rules.go).
 	Rules Rules `yaml:"rules"`
+	// Triggers start runs from events elsewhere: GitHub issues
+	// (triggers.go).
+	Triggers Triggers `yaml:"triggers"`
+	// Notify says which events are told where: surfaces, webhooks
+	// (notify.go).
+	Notify Notify `yaml:"notify"`
+	// Limits caps what all runs together spend a day and a month
+	// (limits.go).
+	Limits Limits `yaml:"limits"`
 
 	// source is the file the config came from ("" for defaults) and lines
 	// maps a dotted key to the line it was set on, so that Validate can
@@ -254,6 +263,10 @@ type Serve struct {
 	// paid run. 0 means the default, 1m; lower it (e.g. to 1s) only on
 	// purpose, as tests do.
 	MinScheduleInterval Duration `yaml:"min_schedule_interval"`
+	// PauseAfterFailures pauses a scheduled spec's schedule once that many
+	// of its runs failed in a row (a spec's pause_after_failures wins);
+	// 0 never pauses. Default: 3.
+	PauseAfterFailures int `yaml:"pause_after_failures"`
 	// Web is the web inbox (internal/config/web.go).
 	Web Web `yaml:"web"`
 }
@@ -315,7 +328,10 @@ func DefaultEnv(lookup LookupFunc) Config {
 		Approvals:   Approvals{Hold: DefaultApprovalHold},
 		Retention:   Retention{Transcripts: DefaultRetainTranscripts, Runs: DefaultRetainRuns, Branches: DefaultRetainBranches},
 		Rules:       Rules{MaxLifetime: DefaultRuleMaxLifetime, SuggestAfter: DefaultRuleSuggestAfter},
+		Triggers:    defaultTriggers(),
+		Limits:      Limits{Timezone: "UTC"},
 		Log:         Log{Level: "info", Format: "text"},
+		Notify:      Notify{NotifyRoute: NotifyRoute{WaitingAfter: DefaultWaitingAfter}},
 		Agent: Agent{
 			Command:        DefaultCommand,
 			Harness:        DefaultHarness,
@@ -349,7 +365,8 @@ func DefaultEnv(lookup LookupFunc) Config {
 			LeaseTTL:          DefaultLeaseTTL,
 
 			MinScheduleInterval: DefaultMinScheduleInterval,
-			Web:                 Web{ProxyHeader: DefaultProxyHeader, ProxySecretHeader: DefaultProxySecretHeader},
+			PauseAfterFailures:  DefaultPauseAfterFailures,
+			Web:                 Web{ProxyHeader: DefaultProxyHeader, ProxySecretHeader: DefaultProxySecretHeader, ProxyRole: "answer"},
 		},
 	}
 }

@@ -127,6 +127,9 @@ func (r *Runner) done(ctx context.Context, d *drive, run store.Run, last store.T
 	if err := r.cfg.Store.UpdateRun(ctx, run.ID, store.RunUpdate{Status: store.RunDone, FinalText: nonEmpty(final)}); err != nil {
 		return err
 	}
+	if r.requeued(ctx, run.ID) {
+		return nil // feedback came while it ran: the loop goes on with it (followup.go)
+	}
 	if dv != nil {
 		run.Status = store.RunDone
 		if err := dv.Finish(context.WithoutCancel(ctx), run); err != nil {

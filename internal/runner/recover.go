@@ -19,7 +19,7 @@ func needle(t store.Turn) string {
 	switch t.Kind {
 	case store.TurnAnswer:
 		return t.SetID
-	case store.TurnStart:
+	case store.TurnStart, store.TurnFollowUp: // a follow-up's first line names it
 		line := strings.TrimSpace(t.Prompt)
 		if i := strings.IndexByte(line, '\n'); i >= 0 {
 			line = line[:i]

@@ -19,6 +19,7 @@
 //	last turn's marker invalid  → resume with a correction prompt
 //	last turn stopped at max_cost_usd or max_turns
 //	                            → (its set asks whether to go on, limit.go)
+//	a follow-up pending         → resume with the feedback (followup.go)
 //	last turn succeeded         → done
 //	otherwise                   → failed
 package runner
@@ -161,6 +162,12 @@ type Config struct {
 	// does nothing more once another instance may take the run over. stop
 	// ends the guard; it is called when the CLI has ended.
 	Guard func(runID string, token int64, pid int) (stop func())
+	// Caps are the spend caps on all runs together (caps.go).
+	Caps Caps
+	// FollowUpStarted, when set, is told that a follow-up reached the
+	// model (followup.go), besides the run's surfaces: the review intake
+	// shows it on the comment it came from, whatever the run's surfaces.
+	FollowUpStarted func(ctx context.Context, f store.FollowUp)
 }
 
 // Runner drives runs. It is safe for concurrent use: each run is driven by

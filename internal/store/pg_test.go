@@ -62,6 +62,9 @@ var pgTests = []struct {
 	fn   func(*testing.T)
 }{
 	{"TestRunLifecycle", TestRunLifecycle},
+	{"TestRunRequestOnce", TestRunRequestOnce},
+	{"TestSpendByFinishTime", TestSpendByFinishTime},
+	{"TestCapQuestionHoldsAnsweredRun", TestCapQuestionHoldsAnsweredRun},
 	{"TestClaimExactlyOnceUnderContention", TestClaimExactlyOnceUnderContention},
 	{"TestPartialAnswersAndFindQuestion", TestPartialAnswersAndFindQuestion},
 	{"TestOfferDecidesOnceUnderContention", TestOfferDecidesOnceUnderContention},
@@ -91,6 +94,7 @@ var pgTests = []struct {
 	{"TestCostAndTimesKeepTheirPrecision", TestCostAndTimesKeepTheirPrecision},
 	{"TestNotifyWakesAnotherInstanceAndSurvivesALostListener", testNotifyWakesAnotherInstanceAndSurvivesALostListener},
 	{"TestScheduleTickMakesOneRun", TestScheduleTickMakesOneRun},
+	{"TestTriggerMakesOneRun", TestTriggerMakesOneRun},
 	{"TestSessionRecordRoundTrip", TestSessionRecordRoundTrip},
 	{"TestClaimableRuns", TestClaimableRuns},
 	{"TestLeaseOneHolderAndTakeOver", TestLeaseOneHolderAndTakeOver},
@@ -118,6 +122,17 @@ var pgTests = []struct {
 	{"TestPurgeCoversEveryRunTable", TestPurgeCoversEveryRunTable},
 	{"TestLazyCommitsLeaveThePoolFull", TestLazyCommitsLeaveThePoolFull},
 	{"TestWakeStampChangesWithAPoke", TestWakeStampChangesWithAPoke},
+	{"TestSchedulePauseAndFailureStreak", TestSchedulePauseAndFailureStreak},
+	{"TestScheduleSkipsCountAndNoticeOncePerDay", TestScheduleSkipsCountAndNoticeOncePerDay},
+	{"TestNotificationOutbox", TestNotificationOutbox},
+	{"TestAnswerGroup", TestAnswerGroup},
+	{"TestAnswerGroupOnceUnderContention", TestAnswerGroupOnceUnderContention},
+	{"TestGroupQueryUsesTheIndex", TestGroupQueryUsesTheIndex},
+	{"TestQueueFollowUpRequeuesOnce", TestQueueFollowUpRequeuesOnce},
+	{"TestQueueFollowUpRefusals", TestQueueFollowUpRefusals},
+	{"TestFollowUpWhileRunningRequeuedAfterDone", TestFollowUpWhileRunningRequeuedAfterDone},
+	{"TestReopenDelivery", TestReopenDelivery},
+	{"TestRunOfPullRequest", TestRunOfPullRequest},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.

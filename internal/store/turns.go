@@ -22,6 +22,7 @@ const (
 	TurnCorrection TurnKind = "correction" // asks the model to re-emit a malformed QUESTION block
 	TurnRetry      TurnKind = "retry"      // the previous turn hit a rate limit: the same prompt again
 	TurnContinue   TurnKind = "continue"   // the previous turn was interrupted after its prompt reached the session
+	TurnFollowUp   TurnKind = "followup"   // carries feedback given after the run's model was done (followups.go)
 )
 
 // Turn is one call of the agent CLI.
@@ -32,6 +33,9 @@ type Turn struct {
 	Prompt string
 	// SetID is the question set whose answers this turn carries (TurnAnswer).
 	SetID string
+	// FollowUpID is the follow-up a TurnFollowUp carries, claimed by
+	// BeginTurn (not stored with the turn: the follow-up names its turn).
+	FollowUpID string
 	// SessionID is the session the turn runs in: the one resumed, or the
 	// one fixed up front with --session-id for a run's first turn.
 	SessionID string
@@ -112,6 +116,11 @@ func (s *Store) BeginTurn(ctx context.Context, t Turn) (Turn, error) {
 		}
 		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM turns WHERE run_id = ?`, t.RunID).Scan(&t.Seq); err != nil {
 			return err
+		}
+		if t.FollowUpID != "" {
+			if err := claimFollowUp(ctx, tx, t.RunID, t.FollowUpID, t.Seq, now); err != nil {
+				return err
+			}
 		}
 		t.StartedAt = now
 		if t.TranscriptPath == "" && t.TranscriptDir != "" {
@@ -227,7 +236,7 @@ func (s *Store) AbandonTurn(ctx context.Context, runID string, seq int) error {
 				return err
 			}
 		}
-		return nil
+		return unclaimFollowUps(ctx, tx, runID, seq)
 	})
 	if err != nil {
 		return fmt.Errorf("abandon turn %d of run %s: %w", seq, runID, err)

@@ -56,7 +56,7 @@ func TestRememberOnTheWeb(t *testing.T) {
 	if !strings.Contains(inbox.body, `name="remember"`) || !strings.Contains(inbox.body, `value="spec:7d"`) || !strings.Contains(inbox.body, `href="/rules"`) {
 		t.Fatalf("the inbox offers no remember choice:\n%s", inbox.body)
 	}
-	body, h := form(url.Values{"csrf": {csrf}, "set_id": {"r1-1"}, "a:qa1": {"JWT"}, "remember": {"spec:7d"}})
+	body, h := form(url.Values{"csrf": {csrf}, "run": {"r1"}, "question": {"qa1"}, "a:qa1": {"JWT"}, "remember": {"spec:7d"}})
 	r := f.do(c, "POST", "/answer", body, h)
 	if r.status != http.StatusOK || !strings.Contains(r.body, "Kept as rule r1a2b3c4") {
 		t.Fatalf("answer: %d\n%s", r.status, r.body)

@@ -58,6 +58,8 @@ type Client struct {
 	deliveries deliveries
 	progress   map[string]*progressState // repo + run ID → its status comment
 	progressIv time.Duration
+	triggers   *triggers           // runs started from issues (triggers.go); nil: none
+	reviews    map[string]*Reviews // by lower-case "owner/name" (review.go)
 }
 
 type permEntry struct {

@@ -124,6 +124,15 @@ func FuzzWebhook(f *testing.F) {
 	f.Add(valid, githubtest.Signature(secret, valid), "issue_comment")
 	f.Add(valid, "sha256=", "issue_comment")
 	f.Add([]byte("payload=%7B%7D"), githubtest.Signature(secret, []byte("payload=%7B%7D")), "issue_comment")
+	// A pull request's comments and reviews (review.go).
+	for event, body := range map[string]string{
+		"issue_comment":               `{"action":"created","issue":{"number":9,"pull_request":{}},"comment":{"id":6,"body":"@orchestrator go","user":{"login":"alice"}},"repository":{"full_name":"acme/app"}}`,
+		"pull_request_review_comment": `{"action":"created","pull_request":{"number":9},"comment":{"id":7,"body":"@orchestrator go"},"repository":{"full_name":"acme/app"}}`,
+		"pull_request_review":         `{"action":"submitted","pull_request":{"number":9},"review":{"id":8,"state":"changes_requested"},"repository":{"full_name":"acme/app"}}`,
+	} {
+		f.Add([]byte(body), githubtest.Signature(secret, []byte(body)), event)
+		f.Add([]byte(`not json`), githubtest.Signature(secret, []byte(`not json`)), event)
+	}
 	c, err := NewClient(ClientConfig{Token: "x", WebhookSecret: secret, BaseURL: "http://127.0.0.1:1/"})
 	if err != nil {
 		f.Fatal(err)

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/surfaces/github"
+)
+
+// reviewWindow is how long after its last change a run's pull request
+// has its reviews polled (comments are polled for the whole repository).
+const reviewWindow = 30 * 24 * time.Hour
+
+// startReviewIntake starts the review loop (triggers.github.review): a
+// comment starting with triggers.github.mention on a run's pull request,
+// or a review requesting changes, by someone allowed to answer on
+// surfaces.github, becomes a follow-up of the run (store.QueueFollowUp),
+// which any instance then drives on. It comes by the GitHub webhook when
+// surfaces.github.webhook_secret is set, and by polling every
+// surfaces.github.poll_interval until ctx ends, on one instance of a
+// cluster at a time.
+func (m *Main) startReviewIntake(ctx context.Context, st *store.Store, ss *surfaceSet) error {
+	on, mention := m.Config.ReviewTrigger()
+	if !on {
+		return nil
+	}
+	gc := m.Config.Surfaces.GitHub
+	if !gc.Enabled || gc.Repo == "" {
+		return configError(errors.New("triggers.github.review: needs surfaces.github enabled, with its repo and token (the pull requests' repository)"))
+	}
+	if m.github == nil {
+		if _, err := ss.get("github", nil); err != nil {
+			return configError(fmt.Errorf("triggers.github.review: surface github: %w", err))
+		}
+	}
+	rv, err := m.github.Reviews(github.ReviewConfig{
+		Repo: gc.Repo, Mention: mention, Allow: gc.Allow, AllowOnly: gc.AllowOnly,
+		RunOfPR: st.RunOfPullRequest,
+		Queue: func(ctx context.Context, f github.Feedback) (bool, error) {
+			_, created, err := st.QueueFollowUp(ctx, f.RunID, f.Key, f.By, "github", f.Text, f.At)
+			if errors.Is(err, store.ErrFollowUpRefused) {
+				err = fmt.Errorf("%w: %v", github.ErrFeedbackRefused, err)
+			}
+			return created, err
+		},
+		PullRequests: func(ctx context.Context, repo string) ([]int, error) {
+			return st.RunPullRequests(ctx, repo, time.Now().Add(-reviewWindow))
+		},
+	})
+	if err != nil {
+		return configError(fmt.Errorf("triggers.github.review: %w", err))
+	}
+	m.reviews = rv
+	// One instance of a cluster polls (a leadership of its own), with a
+	// webhook too, as its safety net (a delivery lost, or whose feedback
+	// could not be recorded then); a webhook delivery is taken by
+	// whichever instance it reaches.
+	go st.Lead(ctx, "review-poll "+strings.ToLower(gc.Repo), time.Second, func(lctx context.Context) { rv.Poll(lctx) })
+	m.Logger.Info("review loop on: comments on the runs' pull requests resume them", "repo", gc.Repo, "mention", mention,
+		"webhook", gc.WebhookSecret != "")
+	return nil
+}
+
+// followUpStarted shows on the pull request comment a follow-up came from
+// that the run's session resumed with it (🚀), when serve's review intake
+// is on.
+func (m *Main) followUpStarted(ctx context.Context, f store.FollowUp) {
+	if m.reviews != nil {
+		m.reviews.Resumed(ctx, f.EventKey)
+	}
+}
