@@ -49,6 +49,7 @@ var surfaceKinds = []surfaceKind{
 	{name: "terminal", help: "asks on this terminal when stdin is one", build: buildTerminal},
 	{name: "github", help: "asks in GitHub issue comments (an issue per run, or one issue)", build: buildGitHub},
 	{name: "discord", help: "asks in a Discord channel, with buttons for the options", build: buildDiscord},
+	{name: "slack", help: "asks in a Slack channel (Socket Mode), with buttons, menus and a form", build: buildSlack},
 }
 
 func surfaceKindOf(name string) (surfaceKind, bool) {
