@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
+	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/surfaces/slack/slacktest"
 )
 
@@ -237,5 +238,50 @@ func TestAskUserQuestionOnSlack(t *testing.T) {
 		if b["type"] == "actions" {
 			t.Errorf("controls left on the answered message: %s", final.Blocks)
 		}
+	}
+}
+
+// TestSlackRestartWhileWaiting: the process asking on Slack dies (kill -9)
+// once the question is posted; `serve` takes the run up, finds the message
+// it posted (no second post), and a later click resumes the session once.
+func TestSlackRestartWhileWaiting(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, standardRules(0)...)
+	sl := slacktest.NewServer(t)
+	e.writeConfig(slackConfig(sl, true) + fmt.Sprintf("\nspecs:\n  dir: %q\nserve:\n  listen: 127.0.0.1:0\n", filepath.Join(t.TempDir(), "no-specs")))
+	cmd := e.child("", "", "run", "--surface", "slack", "--prompt", "Implement spec X")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	msg := slackQuestion(ctx, t, sl, "Which auth method?")
+	cmd.Process.Kill()
+	cmd.Wait()
+	posts := sl.Calls("chat.postMessage")
+
+	startServe(t, e)
+	st := e.store()
+	// serve watches the set again: its click is taken (the store decides
+	// also before the Watch).
+	slackRetry(ctx, t, func() error { _, err := sl.ClickButton(slackAlice, msg.TS, "JWT"); return err })
+	waitFor(t, "serve to finish the run", func() bool {
+		runs, err := st.ListRuns(context.Background(), store.RunFilter{})
+		return err == nil && len(runs) == 1 && runs[0].Status == store.RunDone
+	})
+	if n := e.answerRequests(); n != 1 {
+		t.Errorf("answers sent %d times, want 1", n)
+	}
+	if run := e.onlyRun(); run.FinalText != "Implemented with JWT." {
+		t.Errorf("final = %q", run.FinalText)
+	}
+	questions := 0
+	for _, m := range sl.Messages() {
+		if strings.Contains(string(m.Blocks), "Which auth method?") {
+			questions++
+		}
+	}
+	if questions != 1 {
+		t.Errorf("the question was posted %d times, want once (posts before the restart %d, after %d)", questions, posts, sl.Calls("chat.postMessage"))
 	}
 }

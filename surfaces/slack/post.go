@@ -74,6 +74,23 @@ func (s *Surface) ensurePosted(ctx context.Context, st *setState) error {
 		if err != nil {
 			return err
 		}
+		// A process that died between posting and remembering the post
+		// left the message there: find it by its metadata.
+		if found, err := s.findPosted(ctx, c, thread, "set_id", set.ID); err != nil {
+			return err
+		} else if found != "" {
+			channel, ts, ok = c, found, true
+			if err := s.refs.SetRef(ctx, s.msgKey(set.ID), channel+"/"+ts); err != nil {
+				s.log.Error("remember posted message", "set", set.ID, "err", err)
+			}
+			s.log.Info("found the question posted before", "set", set.ID, "ts", ts)
+		}
+	}
+	if !ok {
+		c, thread, err := s.threadFor(ctx, set)
+		if err != nil {
+			return err
+		}
 		text, blocks := render(set, prior, "")
 		// A post once started is finished and remembered even if ctx ends
 		// meanwhile: a message posted but not remembered would be posted
@@ -120,6 +137,36 @@ func (s *Surface) ensurePosted(ctx context.Context, st *setState) error {
 	return nil
 }
 
+// findPosted looks among the channel's recent messages (or the thread's)
+// for one of ours whose metadata has key = value, and returns its ts.
+func (s *Surface) findPosted(ctx context.Context, channel, thread, key, value string) (string, error) {
+	var msgs []slack.Message
+	err := s.call(ctx, "look for a message posted before", func(ctx context.Context) error {
+		var err error
+		if thread != "" {
+			msgs, _, _, err = s.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{ChannelID: channel, Timestamp: thread, Limit: 200, IncludeAllMetadata: true})
+			return err
+		}
+		res, err := s.api.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{ChannelID: channel, Limit: 100, IncludeAllMetadata: true})
+		if err == nil {
+			msgs = res.Messages
+		}
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	for _, m := range msgs {
+		if !strings.HasPrefix(m.Metadata.EventType, "orchestrator_") {
+			continue
+		}
+		if v, _ := m.Metadata.EventPayload[key].(string); v == value {
+			return m.Timestamp, nil
+		}
+	}
+	return "", nil
+}
+
 // threadFor returns the channel and thread (empty: none) set is asked in.
 func (s *Surface) threadFor(ctx context.Context, set questions.Set) (channel, thread string, err error) {
 	if !s.cfg.ThreadPerRun {
@@ -144,6 +191,14 @@ func (s *Surface) runThread(ctx context.Context, run, title string, create bool)
 	}
 	if !create {
 		return s.cfg.ChannelID, "", nil
+	}
+	if found, err := s.findPosted(ctx, s.cfg.ChannelID, "", "run_id", run); err != nil {
+		return "", "", err
+	} else if found != "" {
+		if err := s.refs.SetRef(ctx, key, found); err != nil {
+			s.log.Error("remember the thread", "run", run, "err", err)
+		}
+		return s.cfg.ChannelID, found, nil
 	}
 	if strings.TrimSpace(title) == "" {
 		title = "run " + run

@@ -335,6 +335,8 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		res, aerr = s.openView(params)
 	case "conversations.history":
 		res, aerr = s.history(params)
+	case "conversations.replies":
+		res, aerr = s.replies(params)
 	case "conversations.info":
 		res, aerr = s.info(params)
 	case "usergroups.users.list":
@@ -547,7 +549,37 @@ func (s *Server) history(p map[string]any) (map[string]any, apiError) {
 		if m.Channel != ch || m.ThreadTS != "" {
 			continue
 		}
-		msgs = append(msgs, map[string]any{"type": "message", "ts": m.TS, "text": m.Text, "user": BotUserID, "bot_id": BotID, "metadata": m.Metadata})
+		msgs = append(msgs, listed(m, p))
+	}
+	return map[string]any{"messages": msgs, "has_more": false}, ""
+}
+
+// listed is m as conversations.history and .replies list it: with its
+// metadata only when include_all_metadata is set.
+func listed(m *Message, p map[string]any) map[string]any {
+	out := map[string]any{"type": "message", "ts": m.TS, "text": m.Text, "user": BotUserID, "bot_id": BotID}
+	if m.ThreadTS != "" {
+		out["thread_ts"] = m.ThreadTS
+	}
+	if v := p["include_all_metadata"]; (v == "true" || v == "1" || v == true) && m.Metadata != nil {
+		out["metadata"] = m.Metadata
+	}
+	return out
+}
+
+func (s *Server) replies(p map[string]any) (map[string]any, apiError) {
+	ch, ts := str(p["channel"]), str(p["ts"])
+	if !s.members[ch] {
+		return nil, "not_in_channel"
+	}
+	if s.find(ch, ts) == nil {
+		return nil, "thread_not_found"
+	}
+	var msgs []map[string]any
+	for _, m := range s.messages {
+		if m.Channel == ch && (m.TS == ts || m.ThreadTS == ts) {
+			msgs = append(msgs, listed(m, p))
+		}
 	}
 	return map[string]any{"messages": msgs, "has_more": false}, ""
 }
