@@ -72,4 +72,3 @@ func (m *Main) doctorSlack(ctx context.Context, d *doctor) {
 func slackOpenConnection(ctx context.Context, api *slack.Client) (*slack.SocketModeConnection, string, error) {
 	return api.StartSocketModeContext(ctx)
 }
-
