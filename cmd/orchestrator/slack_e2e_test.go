@@ -285,3 +285,42 @@ func TestSlackRestartWhileWaiting(t *testing.T) {
 		t.Errorf("the question was posted %d times, want once (posts before the restart %d, after %d)", questions, posts, sl.Calls("chat.postMessage"))
 	}
 }
+
+// TestRehearseOnSlack: `rehearse --surface slack` checks a Slack setup end
+// to end: the scripted model's question is posted on the fake Slack, a
+// click answers it, and the real CLI finishes with that option.
+func TestRehearseOnSlack(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	sl := slacktest.NewServer(t)
+	e.writeConfig(slackConfig(sl, true))
+	type result struct {
+		code int
+		out  string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, _ := e.run("", "rehearse", "--surface", "slack", "--prompt", "Add a login page")
+		done <- result{code, out}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	m, err := sl.WaitMessage(ctx, func(m slacktest.Message) bool {
+		return strings.Contains(string(m.Blocks), "Signed JWT") && strings.Contains(string(m.Blocks), `"actions"`)
+	})
+	if err != nil {
+		t.Fatalf("no question on Slack: %v", err)
+	}
+	slackRetry(ctx, t, func() error { _, err := sl.ClickButton(slackAlice, m.TS, "Signed JWT"); return err })
+	select {
+	case r := <-done:
+		if r.code != 0 || !strings.Contains(r.out, "Signed JWT") {
+			t.Fatalf("exit %d:\n%s", r.code, r.out)
+		}
+		if strings.Contains(r.out, sl.BotToken()) || strings.Contains(r.out, sl.AppToken()) {
+			t.Errorf("the output shows a token")
+		}
+	case <-ctx.Done():
+		t.Fatal("the rehearsal did not finish")
+	}
+}
