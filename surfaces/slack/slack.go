@@ -137,12 +137,13 @@ type Surface struct {
 	fatalCh   chan struct{} // closed once fatal is set
 	stopped   chan struct{} // closed when the socket loop returns
 
-	mu      sync.Mutex
-	sets    map[string]*setState
-	health  error
-	fatal   error
-	groups  map[string]groupMembers
-	threads sync.Mutex // serializes thread creation
+	mu       sync.Mutex
+	sets     map[string]*setState
+	health   error
+	fatal    error
+	groups   map[string]groupMembers
+	progress map[string]*progressState // by run ID
+	threads  sync.Mutex                // serializes thread creation
 }
 
 type groupMembers struct {

@@ -182,7 +182,15 @@ func texts(raw json.RawMessage) string {
 	return b.String()
 }
 
-func TestConformance(t *testing.T) {
+func TestConformance(t *testing.T) { conformance(t) }
+
+// TestConformanceThreadPerRun runs the suite with a thread per run: the
+// questions, the run's status and its end in the run's thread.
+func TestConformanceThreadPerRun(t *testing.T) {
+	conformance(t, func(c *Config) { c.ThreadPerRun = true })
+}
+
+func conformance(t *testing.T, opts ...func(*Config)) {
 	srv := slacktest.NewServer(t)
 	srv.SetGroup("S0GROUP001", bob.ID)
 	refs := &MemoryRefs{}
@@ -203,7 +211,7 @@ func TestConformance(t *testing.T) {
 			if last != nil {
 				last.Close()
 			}
-			last = newSurface(t, srv, refs)
+			last = newSurface(t, srv, refs, opts...)
 			return last
 		},
 		Answer:  answerAs(bob), // allowed through the user group
@@ -219,15 +227,17 @@ func TestConformance(t *testing.T) {
 		},
 		Shown: func(_ *testing.T, set questions.Set) string {
 			var b strings.Builder
-			ts := ""
+			ts, thread := "", ""
 			for _, m := range srv.Messages() {
 				if isSetMessage(m, set) {
 					b.WriteString(m.Text + "\n" + texts(m.Blocks))
-					ts = m.TS
+					ts, thread = m.TS, m.ThreadTS
 				}
 			}
 			for _, m := range srv.Messages() {
-				if ts != "" && m.ThreadTS == ts {
+				// Replies to the question, or in its run's thread
+				// (reminders, the run's status and end).
+				if ts != "" && (m.ThreadTS == ts || (thread != "" && m.ThreadTS == thread && m.Metadata == nil)) {
 					b.WriteString(m.Text + "\n")
 				}
 			}
