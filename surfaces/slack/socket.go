@@ -31,7 +31,7 @@ func (s *Surface) runSocket() {
 			<-events
 			return
 		}
-		if err != nil && fatalAuth[err.Error()] {
+		if fatalAuth[err.Error()] {
 			s.mu.Lock()
 			s.fatal = fmt.Errorf("slack: Socket Mode refused the app token (%s): check surfaces.slack.app_token", err.Error())
 			s.mu.Unlock()
