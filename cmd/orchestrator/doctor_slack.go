@@ -19,7 +19,7 @@ func (m *Main) doctorSlack(ctx context.Context, d *doctor) {
 		return
 	}
 	const what = "slack"
-	if sc.BotToken == "" || sc.AppToken == "" || sc.Channel == "" {
+	if sc.BotToken == "" || (sc.AppToken == "" && sc.SigningSecret == "") || sc.Channel == "" {
 		return // reported with the configuration's problems
 	}
 	opts := []slack.Option{slack.OptionHTTPClient(d.hc), slack.OptionAppLevelToken(sc.AppToken)}
@@ -29,7 +29,10 @@ func (m *Main) doctorSlack(ctx context.Context, d *doctor) {
 	api := slack.New(sc.BotToken, opts...)
 	clean := func(err error) string {
 		s := err.Error()
-		for _, t := range []string{sc.BotToken, sc.AppToken} {
+		for _, t := range []string{sc.BotToken, sc.AppToken, sc.SigningSecret} {
+			if t == "" {
+				continue
+			}
 			s = strings.ReplaceAll(s, t, "[REDACTED]")
 		}
 		return s
@@ -58,6 +61,10 @@ func (m *Main) doctorSlack(ctx context.Context, d *doctor) {
 	}
 	if !ch.IsMember {
 		d.fail(what, "the bot %s is not a member of the channel %s (surfaces.slack.channel): invite it there (/invite @%s)", me.User, sc.Channel, me.User)
+		return
+	}
+	if sc.AppToken == "" {
+		d.ok(what, "the bot %s can post in the channel %s; clicks come over HTTP (signing_secret) to /webhooks/slack", me.User, sc.Channel)
 		return
 	}
 	if _, _, err := slackOpenConnection(ctx, api); err != nil {

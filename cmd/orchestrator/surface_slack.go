@@ -20,14 +20,15 @@ import (
 func buildSlack(m *Main, block config.SurfaceConfig, st *store.Store) (surfaces.Surface, error) {
 	sc := *block.(*config.Slack)
 	cfg := slack.Config{
-		BotToken:     sc.BotToken,
-		AppToken:     sc.AppToken,
-		ChannelID:    sc.Channel,
-		ThreadPerRun: sc.ThreadPerRun,
-		AllowUsers:   sc.AllowUsers,
-		AllowGroups:  sc.AllowGroups,
-		APIURL:       sc.APIURL,
-		Logger:       m.Logger.With("surface", "slack"),
+		BotToken:      sc.BotToken,
+		AppToken:      sc.AppToken,
+		SigningSecret: sc.SigningSecret,
+		ChannelID:     sc.Channel,
+		ThreadPerRun:  sc.ThreadPerRun,
+		AllowUsers:    sc.AllowUsers,
+		AllowGroups:   sc.AllowGroups,
+		APIURL:        sc.APIURL,
+		Logger:        m.Logger.With("surface", "slack"),
 	}
 	if st != nil {
 		cfg.Refs = st.RefsFor("slack")
@@ -52,5 +53,10 @@ func buildSlack(m *Main, block config.SurfaceConfig, st *store.Store) (surfaces.
 		return nil, fmt.Errorf("slack: %w", err)
 	}
 	m.OnClose(sf.Close)
+	if m.handlers != nil && sc.SigningSecret != "" {
+		// Interactivity over HTTP: any Slack surface decides any click
+		// (the store finds the set), so one handler serves them all.
+		m.handlers["POST /webhooks/slack"] = sf.Handler()
+	}
 	return sf, nil
 }

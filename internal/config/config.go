@@ -231,9 +231,8 @@ type Slack struct {
 	// AppToken (xapp-…, scope connections:write) opens Socket Mode
 	// connections: no public URL is needed.
 	AppToken string `yaml:"app_token"`
-	// SigningSecret verifies interactivity requests sent over HTTP to
-	// serve, instead of Socket Mode (not supported yet: app_token is
-	// required).
+	// SigningSecret verifies interactivity requests Slack sends over HTTP
+	// to serve (POST /webhooks/slack), instead of Socket Mode.
 	SigningSecret string `yaml:"signing_secret"`
 	// Channel is the channel ID (C…) questions are posted in.
 	Channel string `yaml:"channel" spec:"override"`

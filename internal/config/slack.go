@@ -29,7 +29,9 @@ func (s Slack) Check(c *Checker) {
 	}
 	token("bot_token", s.BotToken, "xoxb-", "SLACK_BOT_TOKEN", "a bot token")
 	if strings.TrimSpace(s.AppToken) == "" && strings.TrimSpace(s.SigningSecret) != "" {
-		c.Add("app_token", "required: interactivity over HTTP (signing_secret) is not supported yet; use Socket Mode with an app-level token (xapp-…)")
+		// Interactivity over HTTP on serve (POST /webhooks/slack).
+	} else if strings.TrimSpace(s.AppToken) == "" {
+		c.Add("app_token", "required when the Slack surface is enabled, unless signing_secret is set (set it to ${SLACK_APP_TOKEN} and export that variable: Socket Mode needs no public URL)")
 	} else {
 		token("app_token", s.AppToken, "xapp-", "SLACK_APP_TOKEN", "an app-level token with connections:write")
 	}

@@ -19,7 +19,7 @@ func TestValidate_Slack(t *testing.T) {
 	got := fmt.Sprint(Errors(cfg.Validate()))
 	for _, w := range []string{
 		`s.yaml:4: surfaces.slack.bot_token: want a bot token, which starts with "xoxb-"`,
-		`s.yaml:5: surfaces.slack.app_token: required when the Slack surface is enabled (set it to ${SLACK_APP_TOKEN}`,
+		`s.yaml:5: surfaces.slack.app_token: required when the Slack surface is enabled, unless signing_secret is set`,
 		`s.yaml:6: surfaces.slack.channel: want a Slack channel ID (C… or G…`,
 		`s.yaml:7: surfaces.slack.allow_users[0]: want a Slack user ID (U…), got "alice"`,
 		`s.yaml:8: surfaces.slack.allow_groups[0]: want a Slack user group ID (S…), got "U0123456789"`,
@@ -41,6 +41,15 @@ func TestValidate_Slack(t *testing.T) {
 	}
 	if errs := Errors(cfg.Validate()); len(errs) != 0 {
 		t.Errorf("a good block: %v", errs)
+	}
+	// A signing secret instead of an app token: interactivity over HTTP.
+	http := "surfaces:\n  slack:\n    enabled: true\n    bot_token: xoxb-1-2-abc\n    signing_secret: abcdef0123456789\n    channel: C0123456789\n    allow_users: [U0123456789]\n"
+	cfg, err = ParseEnv(strings.NewReader(http), "s.yaml", env("HOME", "/h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := Errors(cfg.Validate()); len(errs) != 0 {
+		t.Errorf("a block with a signing secret: %v", errs)
 	}
 	// Unknown keys are refused at their line.
 	_, err = ParseEnv(strings.NewReader("surfaces:\n  slack:\n    chanel: C0123456789\n"), "s.yaml", env("HOME", "/h"))

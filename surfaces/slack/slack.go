@@ -54,6 +54,9 @@ type Config struct {
 	// appears in a log.
 	BotToken string
 	AppToken string
+	// SigningSecret, instead of AppToken, takes interactions over HTTP
+	// (Handler, mounted by serve) rather than through Socket Mode.
+	SigningSecret string
 	// ChannelID is the channel questions are posted in.
 	ChannelID string
 	// ThreadPerRun posts a run's questions in a thread of its own.
@@ -171,8 +174,8 @@ func New(cfg Config) (*Surface, error) {
 	switch {
 	case cfg.BotToken == "" || cfg.ChannelID == "":
 		return nil, errors.New("slack surface: a bot token and a channel ID are required")
-	case cfg.AppToken == "":
-		return nil, errors.New("slack surface: an app-level token (xapp-…) is required for Socket Mode")
+	case cfg.AppToken == "" && cfg.SigningSecret == "":
+		return nil, errors.New("slack surface: an app-level token (xapp-…) for Socket Mode, or a signing secret for interactivity over HTTP, is required")
 	}
 	client := cfg.HTTPClient
 	if client == nil {
@@ -195,7 +198,7 @@ func New(cfg Config) (*Surface, error) {
 		log:       lg.With("surface", name),
 		api:       slack.New(cfg.BotToken, opts...),
 		refs:      cfg.Refs,
-		secrets:   []string{cfg.BotToken, cfg.AppToken},
+		secrets:   []string{cfg.BotToken, cfg.AppToken, cfg.SigningSecret},
 		allow:     map[string]bool{},
 		connected: make(chan struct{}),
 		fatalCh:   make(chan struct{}),
@@ -265,8 +268,13 @@ func (s *Surface) setHealth(err error) {
 	s.health = err
 }
 
-// Open connects to Socket Mode once and waits for the first hello.
+// Open connects to Socket Mode once and waits for the first hello. Without
+// an app-level token, interactions come over HTTP (Handler): there is
+// nothing to open.
 func (s *Surface) Open(ctx context.Context) error {
+	if s.cfg.AppToken == "" {
+		return nil
+	}
 	s.openOnce.Do(func() { go s.runSocket() })
 	select {
 	case <-s.connected:
