@@ -119,14 +119,14 @@ func TestRunAsksOnSlack(t *testing.T) {
 	}
 
 	// Slack asks to reconnect, then the new connection drops.
-	opens := sl.Opens()
+	g := sl.Generation()
 	sl.Disconnect("refresh_requested")
-	if err := sl.WaitFor(ctx, func() bool { return sl.Opens() > opens && sl.Connections() > 0 }); err != nil {
+	if err := sl.WaitFor(ctx, func() bool { return sl.Renewed(g) }); err != nil {
 		t.Fatalf("no reconnection after disconnect: %v", err)
 	}
-	opens = sl.Opens()
+	g = sl.Generation()
 	sl.Drop()
-	if err := sl.WaitFor(ctx, func() bool { return sl.Opens() > opens && sl.Connections() > 0 }); err != nil {
+	if err := sl.WaitFor(ctx, func() bool { return sl.Renewed(g) }); err != nil {
 		t.Fatalf("no reconnection after a dropped connection: %v", err)
 	}
 

@@ -69,9 +69,9 @@ func TestSeveralConnections(t *testing.T) {
 	if err := a.Watch(ctx, set2, answers); err != nil {
 		t.Fatal(err)
 	}
-	opens := srv.Opens()
+	g := srv.Generation()
 	srv.Disconnect("link_disabled")
-	if err := srv.WaitFor(ctx, func() bool { return srv.Opens() >= opens+2 && srv.Connections() == 2 }); err != nil {
+	if err := srv.WaitFor(ctx, func() bool { return srv.Renewed(g) && srv.Connections() == 2 }); err != nil {
 		t.Fatalf("the surfaces did not reconnect: %v", err)
 	}
 	srv.Drop()

@@ -255,6 +255,30 @@ func (s *Server) WaitConnected(ctx context.Context, n int) error {
 	})
 }
 
+// Generation returns the ID of the newest connection ever opened: wait
+// for Renewed(g) to see every connection open before it replaced.
+func (s *Server) Generation() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nextConn
+}
+
+// Renewed reports whether connections are open and all were opened after
+// generation g (the ones before are closed).
+func (s *Server) Renewed(g int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.conns) == 0 {
+		return false
+	}
+	for id := range s.conns {
+		if id <= g {
+			return false
+		}
+	}
+	return true
+}
+
 // Connections returns how many Socket Mode connections are open.
 func (s *Server) Connections() int {
 	s.mu.Lock()
