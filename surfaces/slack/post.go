@@ -63,6 +63,9 @@ func (s *Surface) ensurePosted(ctx context.Context, st *setState) error {
 		}
 	}
 	channel, ts := "", ""
+	// baseline is what the message shows when no edit was remembered.
+	_, open := render(set, map[string]*answered{}, "")
+	baseline := fingerprint(open)
 	v, ok, err := s.refs.Ref(ctx, s.msgKey(set.ID))
 	if err != nil {
 		return fmt.Errorf("slack: ask %s: read its message: %w", set.ID, err)
@@ -92,6 +95,7 @@ func (s *Surface) ensurePosted(ctx context.Context, st *setState) error {
 			return err
 		}
 		text, blocks := render(set, prior, "")
+		baseline = fingerprint(blocks)
 		// A post once started is finished and remembered even if ctx ends
 		// meanwhile: a message posted but not remembered would be posted
 		// again.
@@ -115,7 +119,10 @@ func (s *Surface) ensurePosted(ctx context.Context, st *setState) error {
 		}
 		s.log.Info("asked", "set", set.ID, "channel", channel, "ts", ts)
 	}
-	shown, _, _ := s.refs.Ref(ctx, s.shownKey(set.ID))
+	shown, known, _ := s.refs.Ref(ctx, s.shownKey(set.ID))
+	if !known {
+		shown = baseline
+	}
 	s.mu.Lock()
 	st.channel, st.ts = channel, ts
 	if st.shown == "" {
@@ -128,9 +135,10 @@ func (s *Surface) ensurePosted(ctx context.Context, st *setState) error {
 	}
 	all := len(st.ans) == len(set.Questions)
 	s.mu.Unlock()
-	if ok && len(prior) > 0 {
-		s.refresh(ctx, st) // answered before a restart: show it, in case the edit was lost
-	}
+	// Answered before a restart (the edit may have been lost), or answered
+	// elsewhere or closed while posting: show it. A message that shows
+	// what it should is not edited.
+	s.refresh(ctx, st)
 	if all {
 		s.finish(st)
 	}
@@ -237,9 +245,7 @@ func (s *Surface) refresh(ctx context.Context, st *setState) {
 		return
 	}
 	text, blocks := render(set, ans, closed)
-	b, _ := json.Marshal(blocks)
-	sum := sha256.Sum256(b)
-	fp := hex.EncodeToString(sum[:8])
+	fp := fingerprint(blocks)
 	s.mu.Lock()
 	if st.shown == fp {
 		s.mu.Unlock()
@@ -266,14 +272,38 @@ func (s *Surface) refresh(ctx context.Context, st *setState) {
 	}
 }
 
+// fingerprint identifies what blocks show.
+func fingerprint(blocks []slack.Block) string {
+	b, _ := json.Marshal(blocks)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// waitPosting waits until no post of st is in flight.
+func waitPosting(ctx context.Context, st *setState) error {
+	select {
+	case st.posting <- struct{}{}:
+		<-st.posting
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // stateFor returns the state of set: the one watched or asked here, or a
 // new one found through Refs (release lets it go). ts is empty when the
 // set was never posted here.
 func (s *Surface) stateFor(ctx context.Context, set questions.Set) (st *setState, release func(), err error) {
 	s.mu.Lock()
 	if st := s.sets[set.ID]; st != nil {
+		st.waiters++
 		s.mu.Unlock()
-		return st, func() {}, nil
+		release = func() { s.leave(st, false) }
+		if err := waitPosting(ctx, st); err != nil {
+			release()
+			return nil, nil, err
+		}
+		return st, release, nil
 	}
 	s.mu.Unlock()
 	st = s.join(set, nil, false)
@@ -338,6 +368,15 @@ func (s *Surface) CloseSet(ctx context.Context, set questions.Set, reason string
 
 // Remind implements surfaces.Reminder: a reply in the message's thread.
 func (s *Surface) Remind(ctx context.Context, set questions.Set) error {
+	s.mu.Lock()
+	if st := s.sets[set.ID]; st != nil {
+		s.mu.Unlock()
+		if err := waitPosting(ctx, st); err != nil {
+			return err
+		}
+	} else {
+		s.mu.Unlock()
+	}
 	v, ok, err := s.refs.Ref(ctx, s.msgKey(set.ID))
 	if err != nil {
 		return fmt.Errorf("slack: remind %s: %w", set.ID, err)
