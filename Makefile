@@ -36,7 +36,7 @@ FUZZ_TARGETS := \
 # out of the orchestrator's go.mod and go.sum. scripts/goreleaser.sh runs it.
 GORELEASER := GO="$(GO)" bash scripts/goreleaser.sh
 
-.PHONY: all build dist dist-check test vet fuzz bench demo claude chromium postgresql systemd image-test clean
+.PHONY: all build dist dist-check test vet fuzz bench demo claude chromium postgresql systemd sqlite3 image-test clean
 
 all: build
 
@@ -101,13 +101,12 @@ postgresql:
 # tests verify deploy/systemd/orchestrator.service, when it is missing.
 # Without root, sudo is used.
 systemd:
-	@if command -v systemd-analyze >/dev/null; then exit 0; fi; \
-	echo "installing systemd: the service unit's test needs systemd-analyze"; \
-	command -v apt-get >/dev/null || { echo "systemd-analyze is missing and apt-get is not here: install systemd (its systemd-analyze verifies deploy/systemd/orchestrator.service)" >&2; exit 1; }; \
-	sudo=; if [ "$$(id -u)" != 0 ]; then \
-		command -v sudo >/dev/null || { echo "systemd-analyze is missing; as root run: apt-get install -y systemd" >&2; exit 1; }; sudo=sudo; fi; \
-	$$sudo apt-get update -q && $$sudo apt-get install -y -q systemd || { echo "could not install systemd; run: apt-get install -y systemd" >&2; exit 1; }; \
-	command -v systemd-analyze >/dev/null || { echo "systemd-analyze is still missing after apt-get install" >&2; exit 1; }
+	@bash scripts/need.sh systemd-analyze systemd "the service unit's test verifies deploy/systemd/orchestrator.service"
+
+# sqlite3 is the SQLite shell docs/operations.md backs up with; its test runs
+# the documented commands.
+sqlite3:
+	@bash scripts/need.sh sqlite3 sqlite3 "the backup test runs docs/operations.md's sqlite3 commands"
 
 # vet is go vet, gofmt and staticcheck (pinned in go.mod as a tool: `go tool
 # staticcheck`). ./... stays inside this module, so the vendored discordgo
@@ -122,7 +121,7 @@ vet:
 fuzz:
 	@bash scripts/fuzz.sh "$(GO)" "$(FUZZTIME)" $(FUZZ_TARGETS)
 
-test: $(CLAUDE) chromium postgresql systemd vet dist-check
+test: $(CLAUDE) chromium postgresql systemd sqlite3 vet dist-check
 	$(GO) test -race -count=1 -timeout=20m ./...
 	$(MAKE) --no-print-directory fuzz
 

@@ -79,7 +79,7 @@ func (r *Process) Respond(requestID string, p Permission) error {
 		return fmt.Errorf("respond to control request %q: %w", requestID, ErrNoSuchRequest)
 	}
 	pr.cancel()
-	r.pendingN.Add(-1)
+	r.waitEnds(&r.pendingN)
 	body := map[string]any{"behavior": "deny", "message": p.Message}
 	if p.Allow {
 		input := p.UpdatedInput
@@ -110,13 +110,14 @@ func (r *Process) Respond(requestID string, p Permission) error {
 // protocol (the PreToolUse hook holds a tool call until they answer): the
 // CLI's silence is expected, so Config.IdleTimeout does not end it until
 // release is called; from then on the CLI has a whole IdleTimeout again.
+// Config.Timeout does not count the time until release either.
 // release may be called more than once; only the first counts.
 func (r *Process) Hold() (release func()) {
-	r.heldN.Add(1)
+	r.waitBegins(&r.heldN)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			r.heldN.Add(-1)
+			r.waitEnds(&r.heldN)
 			if r.idle != nil {
 				r.idle.Reset(r.e.cfg.IdleTimeout)
 			}
@@ -183,7 +184,7 @@ func (r *Process) observeControl(ev Event) {
 		}
 		c.pending[ev.RequestID] = &pendingRequest{req: ev, cancel: cancel}
 		c.mu.Unlock()
-		r.pendingN.Add(1)
+		r.waitBegins(&r.pendingN)
 		if cb := r.req.CanUseTool; cb != nil {
 			go func() {
 				p := cb(ctx, ev)
@@ -200,7 +201,7 @@ func (r *Process) observeControl(ev Event) {
 		c.mu.Unlock()
 		if ok {
 			pr.cancel()
-			r.pendingN.Add(-1)
+			r.waitEnds(&r.pendingN)
 		}
 	case *Result:
 		// The turn is over: closing stdin lets the CLI exit, unless
@@ -224,6 +225,6 @@ func (r *Process) closeStdin() {
 	for id, pr := range c.pending {
 		pr.cancel()
 		delete(c.pending, id)
-		r.pendingN.Add(-1)
+		r.waitEnds(&r.pendingN)
 	}
 }

@@ -75,6 +75,8 @@ type Process struct {
 	ctl      controlState
 	pendingN atomic.Int32
 	heldN    atomic.Int32 // Holds not yet released
+	clock    *turnClock   // Config.Timeout's clock; nil without one
+	timeout  *time.Timer  // fires when the clock may have reached Config.Timeout
 	bg       backgroundTasks
 
 	mu          sync.Mutex
@@ -151,10 +153,12 @@ func (e *Executor) newProcess(req Request) *Process {
 // wait for the process and supervise it.
 func (r *Process) begin(ctx context.Context, stdinW *os.File) {
 	cfg, req := &r.e.cfg, r.req
+	// Config.Timeout is the turn's clock (turnclock.go), which stands
+	// while a person is asked: not a deadline on the context.
+	r.ctx, r.cancel = context.WithCancel(ctx)
 	if cfg.Timeout > 0 {
-		r.ctx, r.cancel = context.WithTimeout(ctx, cfg.Timeout)
-	} else {
-		r.ctx, r.cancel = context.WithCancel(ctx)
+		r.clock = newTurnClock(time.Now)
+		r.timeout = time.NewTimer(cfg.Timeout)
 	}
 	if cfg.IdleTimeout > 0 && !r.claw {
 		r.idle = time.NewTimer(cfg.IdleTimeout)

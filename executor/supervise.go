@@ -12,9 +12,13 @@ import (
 func (r *Process) supervise() {
 	defer close(r.superDone)
 	cfg := &r.e.cfg
-	var idleC, graceC, killC, drainC <-chan time.Time
+	var idleC, graceC, killC, drainC, timeoutC <-chan time.Time
 	if r.idle != nil {
 		idleC = r.idle.C
+	}
+	if r.timeout != nil {
+		timeoutC = r.timeout.C
+		defer r.timeout.Stop()
 	}
 	ctxDone := r.ctx.Done()
 	resultCh := r.resultCh
@@ -28,6 +32,23 @@ func (r *Process) supervise() {
 			ctxDone = nil
 			cat, detail := stopCause(r.ctx, cfg.Timeout)
 			if r.requestStop(cat, detail) {
+				killC = r.interrupt(cfg.KillGrace)
+			}
+		case <-timeoutC:
+			// The clock stands while a person is asked, so the turn's
+			// limit is at least as far as the timer said: look again
+			// then.
+			worked, waited := r.clock.worked()
+			if left := cfg.Timeout - worked; left > 0 {
+				r.timeout.Reset(left)
+				continue
+			}
+			timeoutC = nil
+			detail := fmt.Sprintf("the run took longer than %s", cfg.Timeout)
+			if waited > 0 {
+				detail += fmt.Sprintf(" (not counting %s waiting for answers)", waited.Round(time.Second))
+			}
+			if r.requestStop(CategoryTimeout, detail) {
 				killC = r.interrupt(cfg.KillGrace)
 			}
 		case <-idleC:
@@ -65,7 +86,7 @@ func (r *Process) supervise() {
 		case <-exited:
 			exited = nil
 			r.closeStdin()
-			ctxDone, idleC, graceC, killC, resultCh = nil, nil, nil, nil, nil
+			ctxDone, idleC, graceC, killC, resultCh, timeoutC = nil, nil, nil, nil, nil, nil
 			// Whatever the CLI left in its group (tools, MCP servers) goes too.
 			_ = killGroup(r.pid)
 			if readDone != nil {

@@ -21,6 +21,11 @@ const (
 	// KindLimit is the run's own question too: a turn stopped at the
 	// run's budget or turn limit, and the run asks whether to go on.
 	KindLimit = "limit"
+	// KindCap is the run's own question as well: a spend cap across runs
+	// (limits.cost_usd_per_day, …_per_month, a spec's
+	// max_cost_usd_per_day) is reached, and the run asks whether to raise
+	// it or to stop, before it starts the agent.
+	KindCap = "spend_cap"
 )
 
 // The options of an approval question, exactly.

@@ -50,6 +50,14 @@ type Set struct {
 	Kind string `json:"kind,omitempty"`
 	// Tool is the tool call an ask_tool or approval set is about.
 	Tool *ToolCall `json:"tool,omitempty"`
+	// Group lists the other runs the same question waits in (Fingerprint),
+	// as the run loop found them when it showed the set: surfaces say so
+	// and offer to answer them all (surfaces.GroupAnswers). It is not part
+	// of what the model asked, and is never stored.
+	Group []GroupRun `json:"group,omitempty"`
+	// GroupMore: the question waits in more runs than Group lists (at
+	// most GroupShown).
+	GroupMore bool `json:"group_more,omitempty"`
 }
 
 // Question returns the question of s with the given short ID.

@@ -8,8 +8,8 @@ import (
 )
 
 // Approvals is a spec's approvals section: the policy for the model's tool
-// calls (internal/approvals; README "Approvals"), rules in the CLI's own
-// syntax. Each list set replaces the configuration's; a nil *Approvals in
+// calls (internal/approvals; docs/approvals.md "Approvals and the model's
+// own questions"), rules in the CLI's own syntax. Each list set replaces the configuration's; a nil *Approvals in
 // Sections means the section is absent.
 //
 //	approvals:

@@ -33,6 +33,7 @@ type frontmatter struct {
 	PermissionMode  text             `yaml:"permission_mode"`
 	MaxTurns        positiveInt      `yaml:"max_turns"`
 	MaxCostUSD      positiveDollars  `yaml:"max_cost_usd"`
+	MaxCostPerDay   positiveDollars  `yaml:"max_cost_usd_per_day"`
 	Timeout         positiveDuration `yaml:"timeout"`
 	IdleTimeout     positiveDuration `yaml:"idle_timeout"`
 	Answers         answerList       `yaml:"answers"`
@@ -87,6 +88,7 @@ func (f *frontmatter) fill(s *Spec, d *yamlfile.Decoder) {
 	} else {
 		s.Agent.PermissionMode = mode
 	}
+	s.MaxCostUSDPerDay = float64(f.MaxCostPerDay)
 	s.Answers = f.Answers
 	s.QuestionTimeout = time.Duration(f.QuestionTimeout)
 	s.RemindEvery = time.Duration(f.RemindEvery)

@@ -51,6 +51,17 @@ type SchedulerOptions struct {
 	// MarkRun is called when a run starts (from a tick, catch-up or
 	// by hand in tests), to persist the time for LastRun. Optional.
 	MarkRun func(specName string, at time.Time)
+	// Paused reports whether the spec's schedule is paused (by hand, or
+	// after its runs failed): its ticks and catch-up start no run. It is
+	// read at every tick, so a pause made elsewhere (another instance of a
+	// shared store) holds from the next tick. Optional; called without
+	// the scheduler's lock held.
+	Paused func(specName string) bool
+	// Skipped is told of ticks that started no run, n of them for reason
+	// ("missed": no scheduler ran at them, found at Start; "busy": the
+	// previous run still ran or waited), the latest at last. Optional;
+	// called without the scheduler's lock held.
+	Skipped func(specName, reason string, n int64, last time.Time)
 	// Logger defaults to a logger that discards.
 	Logger *slog.Logger
 	// Location is where schedules without CRON_TZ=/TZ= are read; default
@@ -336,9 +347,18 @@ func (s *Scheduler) catchUp(ctx context.Context) {
 		if missed.IsZero() || missed.After(now) {
 			continue
 		}
-		if s.opts.CatchUp != CatchUpOnce {
-			s.log.Info("spec missed a scheduled run; catch_up is skip", "spec", name, "last_run", last, "missed", missed)
+		if s.paused(name) {
+			s.log.Info("spec missed a scheduled run; its schedule is paused", "spec", name, "last_run", last, "missed", missed)
 			continue
+		}
+		n, latest := countMissed(sched, last, now)
+		if s.opts.CatchUp != CatchUpOnce {
+			s.log.Info("spec missed a scheduled run; catch_up is skip", "spec", name, "last_run", last, "missed", missed, "ticks", n)
+			s.skipped(name, SkipMissed, n, latest)
+			continue
+		}
+		if n > 1 {
+			s.skipped(name, SkipMissed, n-1, latest) // one of them runs now
 		}
 		s.log.Info("spec missed a scheduled run; catching up once", "spec", name, "last_run", last, "missed", missed)
 		if s.claim(j, "catch-up") != nil {
@@ -383,16 +403,59 @@ func (s *Scheduler) tick(name string) {
 	if !ok {
 		return // removed by Set since
 	}
-	if s.claim(j, "schedule") != nil {
+	if s.paused(name) {
+		s.log.Info("tick skipped: the spec's schedule is paused", "spec", name)
 		return
 	}
 	s.mu.Lock()
 	sched := j.sched
 	s.mu.Unlock()
+	var at time.Time
 	if sched != nil {
-		ctx = withTick(ctx, scheduledAt(sched, s.now()))
+		at = scheduledAt(sched, s.now())
+	}
+	if err := s.claim(j, "schedule"); err != nil {
+		if errors.Is(err, ErrBusy) {
+			s.skipped(name, SkipBusy, 1, at)
+		}
+		return
+	}
+	if sched != nil {
+		ctx = withTick(ctx, at)
 	}
 	_ = s.execute(ctx, j, "schedule")
+}
+
+// Reasons of a skipped tick (SchedulerOptions.Skipped).
+const (
+	SkipMissed = "missed"
+	SkipBusy   = "busy"
+)
+
+// maxMissedCount bounds the ticks countMissed counts (a schedule of every
+// second left for a year).
+const maxMissedCount = 100_000
+
+// countMissed counts sched's ticks after last up to now, and returns the
+// latest of them.
+func countMissed(sched cron.Schedule, last, now time.Time) (int64, time.Time) {
+	var n int64
+	var latest time.Time
+	for t := sched.Next(last); !t.IsZero() && !t.After(now) && n < maxMissedCount; t = sched.Next(t) {
+		n++
+		latest = t
+	}
+	return n, latest
+}
+
+func (s *Scheduler) paused(name string) bool {
+	return s.opts.Paused != nil && s.opts.Paused(name)
+}
+
+func (s *Scheduler) skipped(name, reason string, n int64, last time.Time) {
+	if s.opts.Skipped != nil && n > 0 {
+		s.opts.Skipped(name, reason, n, last)
+	}
 }
 
 type tickKey struct{}

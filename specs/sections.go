@@ -14,4 +14,9 @@ type Sections struct {
 	Git *Git `yaml:"git"`
 	// Approvals is the policy for the model's tool calls (approvals.go).
 	Approvals *Approvals `yaml:"approvals"`
+	// Notify routes the spec's events (notify.go).
+	Notify *Notify `yaml:"notify"`
+	// PauseAfterFailures pauses the spec's schedule after that many failed
+	// runs in a row (notify.go).
+	PauseAfterFailures *PauseAfter `yaml:"pause_after_failures"`
 }

@@ -68,6 +68,9 @@
 //   - max_cost_usd: dollars the run may spend (passed to the CLI as
 //     --max-budget-usd, for what is left); at that limit, or at max_turns,
 //     the run asks whether to go on (see the README's "Budgets").
+//   - max_cost_usd_per_day: dollars the spec's runs together may spend in
+//     one day (in the config's limits.timezone); a run that reaches it
+//     parks with a question: Continue (raise the day's cap once) or Stop.
 //   - the sections of Sections, such as git (see Git).
 //
 // The frontmatter is decoded by the decoder the configuration uses
@@ -118,6 +121,9 @@ type Spec struct {
 	// joined to the directory of Path.
 	WorkDir string
 	Agent   Agent
+	// MaxCostUSDPerDay is what the spec's runs together may spend in one
+	// day (limits.timezone), max_cost_usd_per_day; 0: no cap of its own.
+	MaxCostUSDPerDay float64
 	// Answers are the questions answered in advance, in file order.
 	Answers         []PresetAnswer
 	QuestionTimeout time.Duration

@@ -129,6 +129,12 @@ Update things.
 			want: Spec{Name: "s", Agent: Agent{MaxCostUSD: 2.5, MaxTurns: 30}, Body: "T"},
 		},
 		{
+			name: "max_cost_usd_per_day",
+			path: "s.md",
+			data: "---\nmax_cost_usd_per_day: 5\n---\nT\n",
+			want: Spec{Name: "s", MaxCostUSDPerDay: 5, Body: "T"},
+		},
+		{
 			name: "max_cost_usd whole dollars",
 			path: "s.md",
 			data: "---\nmax_cost_usd: 3\n---\nT\n",
@@ -241,6 +247,7 @@ func TestParseErrors(t *testing.T) {
 		{name: "bad permission mode", data: "---\npermission_mode: yolo\n---\nT\n", line: 2, key: "permission_mode", msg: "want one of default, acceptEdits"},
 		{name: "max_turns zero", data: "---\nmax_turns: 0\n---\nT\n", line: 2, key: "max_turns", msg: "must be positive"},
 		{name: "max_turns fraction", data: "---\nmax_turns: 1.5\n---\nT\n", line: 2, key: "max_turns", msg: "whole number"},
+		{name: "max_cost_usd_per_day negative", data: "---\nmax_cost_usd_per_day: -5\n---\nT\n", line: 2, key: "max_cost_usd_per_day", msg: "must be a positive amount of dollars"},
 		{name: "max_cost_usd zero", data: "---\nmax_cost_usd: 0\n---\nT\n", line: 2, key: "max_cost_usd", msg: "must be a positive amount of dollars"},
 		{name: "max_cost_usd negative", data: "---\nmax_cost_usd: -1.5\n---\nT\n", line: 2, key: "max_cost_usd", msg: "must be a positive amount of dollars"},
 		{name: "max_cost_usd with a dollar sign", data: "---\nmax_cost_usd: $5\n---\nT\n", line: 2, key: "max_cost_usd", msg: "found a string"},

@@ -102,6 +102,62 @@ type Answers interface {
 	Offer(ctx context.Context, resp questions.Response) (Decision, error)
 }
 
+// GroupAnswers is implemented by the Answers the runner hands surfaces:
+// the same question waiting in several runs, answered together (issue 28).
+//
+// Group lists the other runs a set's question waits in
+// (questions.Fingerprint: the same text, options and kind, or for an
+// approval the same tool and input), as they stand (answered meanwhile:
+// gone; asked since: there), oldest first, at most max (max <= 0: all of
+// them, for answering them all): one indexed read. A surface that shows this
+// fills set.Group with WithGroup when it shows the set, says so
+// (questions.GroupNote) and offers to answer them all: a flag (`/answer
+// QID ANSWER --all` on GitHub), a button (Discord), a choice (the web
+// inbox).
+//
+// OfferGroup decides resp (an answer to set resp.SetID, of the run the
+// Answers is for) and the same answer to each set of others (IDs from
+// set.Group or Group) in one transaction: each set is decided as Offer
+// decides one (first valid answer wins per set; one answered before is
+// reported Closed, with its Final). The surface passes only the sets the
+// person may answer by its own rules (GitHub: write permission on the
+// repository the set is asked in, or the allow list; Discord: the allowed
+// roles of the set's channel): someone may answer for all only if they may
+// answer in every run, otherwise only where they may, and the surface
+// tells them which runs it left out. The result's first outcome is resp's
+// set's. Each run whose set took the answer resumes with it once, and its
+// decision log names the shared decision (ID) and the runs it covered.
+//
+// A surface that does not offer this (Slack, until it does) shows sets as
+// before; set.Group is only information for it.
+type GroupAnswers interface {
+	Answers
+	Group(ctx context.Context, setID string, max int) ([]questions.GroupRun, error)
+	OfferGroup(ctx context.Context, resp questions.Response, others []string) (questions.GroupDecision, error)
+}
+
+// WithGroup is set with set.Group filled from answers (at most
+// questions.GroupShown runs, set.GroupMore when there are more: one read
+// however large the group), when answers is a GroupAnswers and set.Group
+// is empty; set as it is otherwise, and when the
+// store cannot tell (the question is shown all the same: the error is for
+// the log).
+func WithGroup(ctx context.Context, set questions.Set, answers Answers) (questions.Set, error) {
+	ga, ok := answers.(GroupAnswers)
+	if !ok || len(set.Group) > 0 || questions.Fingerprint(set) == "" {
+		return set, nil
+	}
+	g, err := ga.Group(ctx, set.ID, questions.GroupShown+1)
+	if err != nil {
+		return set, err
+	}
+	if len(g) > questions.GroupShown {
+		g, set.GroupMore = g[:questions.GroupShown], true
+	}
+	set.Group = g
+	return set, nil
+}
+
 // Decision is what became of an offered answer (questions.Decision: the
 // store decides, and imports nothing of the surfaces).
 type Decision = questions.Decision
@@ -163,6 +219,15 @@ type Closer interface {
 // the error: model output, surfaces clean it).
 type RunEnder interface {
 	RunEnded(ctx context.Context, p RunProgress) error
+}
+
+// Noticer is implemented by surfaces that can post a notice about a run
+// or its spec, outside any question: a schedule that paused itself, a run
+// that ended (internal/notify). GitHub comments on the run's issue (opened
+// when it has none); the terminal prints it (serve's: logs it). key makes
+// it idempotent: a notice of a key posted already is not posted again.
+type Noticer interface {
+	Notice(ctx context.Context, runID, key, text string) error
 }
 
 // ProgressReporter is implemented by surfaces that show how a run is going

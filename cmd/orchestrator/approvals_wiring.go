@@ -53,7 +53,8 @@ func (m *Main) approvalsPolicy(sp *specs.Spec, c executor.Config) (approvals.Pol
 
 // nativeAsking puts the agent of run in the CLI's control protocol with the
 // orchestrator's hook, when its policy allows it: the model's AskUserQuestion
-// and its permission requests then reach people (README "Approvals").
+// and its permission requests then reach people (docs/approvals.md
+// "Approvals and the model's own questions").
 // It returns the run's policy, nil when native asking is off.
 //
 // fence is the fencing token of the drive (store.HeldToken; 0: none): the

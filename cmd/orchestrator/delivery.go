@@ -67,6 +67,9 @@ func (m *Main) deliveryOptions(sp *specs.Spec, o runOptions) (delivery.Options, 
 	} else {
 		opts.Push = opts.PullRequest != nil
 	}
+	if opts.PullRequest != nil {
+		opts.PullRequest.Closes = triggerCloses(o, opts.Repo) // triggers.go
+	}
 	return opts, true
 }
 

@@ -168,7 +168,7 @@ type normaliser struct{ ids map[string]string }
 var (
 	idKeys   = map[string]bool{"id": true, "run_id": true, "set_id": true, "question_id": true, "session_id": true, "asked_set": true}
 	timeKeys = map[string]bool{"time": true, "created_at": true, "updated_at": true, "at": true, "next": true,
-		"started_at": true, "finished_at": true, "asked_at": true, "answered_at": true}
+		"started_at": true, "finished_at": true, "asked_at": true, "answered_at": true, "start": true}
 	varKeys = map[string]bool{"workdir": true, "duration_ms": true, "by": true, "answered_by": true,
 		"bytes": true, "transcripts_bytes": true, "worktrees_bytes": true}
 )

@@ -15,6 +15,7 @@ import (
 
 	"github.com/orchestrator-dev/orchestrator/internal/config"
 	"github.com/orchestrator-dev/orchestrator/internal/daemon"
+	"github.com/orchestrator-dev/orchestrator/internal/notify"
 	"github.com/orchestrator-dev/orchestrator/internal/tty"
 	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces/github"
@@ -82,6 +83,10 @@ type Main struct {
 	// serving is set by serve: runs keep waiting for answers from other
 	// processes when no surface of this one can take them.
 	serving bool
+	// notifier is set by serve (notify.go): emit events through it, e.g.
+	// m.notifier.Emit(ctx, notify.Event{Kind: notify.CapReached, ...});
+	// nil (not serving) emits nothing.
+	notifier *notify.Notifier
 	// rehearsing is set by rehearse: the store goes when it ends.
 	rehearsing bool
 	// surfaceProblems are the problems of the surfaces' configuration a

@@ -74,6 +74,8 @@ func (m *Main) collect(ctx context.Context, st *store.Store, age time.Duration, 
 			for _, id := range p.Runs {
 				rep.Runs = append(rep.Runs, store.ExpiredRun{ID: id})
 			}
+			_, err = st.PurgeNotifications(ctx, before) // notify.go's outbox
+			errs = append(errs, err)
 		}
 	}
 	return rep, errors.Join(errs...)

@@ -67,6 +67,7 @@ Exit codes:
 		m.newGuardCmd(),  // guard.go
 		m.newInitCmd(),   // init.go
 		m.newDoctorCmd(), // doctor.go
+		m.newScheduleCmd(),
 	)
 
 	markRunning(root, &m.running)

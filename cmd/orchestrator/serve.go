@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
@@ -55,22 +56,32 @@ func (m *Main) runServe(ctx context.Context) error {
 	}
 	servePprof(ctx, m.Logger)
 	metrics := daemon.NewMetrics(st)
+	metrics.Registry.MustRegister(newSpendCollector(st, m.Config.Limits)) // spend_metrics.go
 	m.metrics = metrics
 	m.serving = true
 	m.handlers = serveHandlers{}
+	var sn *serveNotify // notify.go
 	r, ss, err := m.newRunner(st, func(ev runner.Event) {
 		metrics.Observe(ev)
 		logEvent(m.Logger, ev)
+		sn.observe(ev)
 	})
 	if err != nil {
 		return err
 	}
+	sn = m.newServeNotify(st, ss)
+	m.notifier = sn.n
 	// Build the configured surfaces now: a bad setup fails at start, and
 	// their webhook handlers are mounted.
 	for _, name := range m.defaultSurfaces() {
 		if _, err := ss.get(name, nil); err != nil {
 			return configError(fmt.Errorf("surface %s: %w", name, err))
 		}
+	}
+	var dm atomic.Pointer[daemon.Daemon] // the daemon, once made: whether it leads
+	leading := func() bool { d := dm.Load(); return d != nil && d.Leader() }
+	if err := m.startTriggers(ctx, st, r, leading); err != nil { // triggers.go
+		return err
 	}
 	resumer, err := m.mountWeb(ctx, st, ss)
 	if err != nil {
@@ -92,13 +103,24 @@ func (m *Main) runServe(ctx context.Context) error {
 		Metrics:       metrics,
 		SurfaceHealth: ss.health,
 		Logger:        m.Logger,
+
+		// Schedule health and its notices (notify.go).
+		PauseAfterFailures: pauseAfterFailures(m.Config.Serve.PauseAfterFailures),
+		Notice:             sn.notice,
+		// A schedule past its spend cap asks once per period (runner/caps.go).
+		CapSkip: func(ctx context.Context, sp specs.Spec) (string, error) {
+			return r.CapSkip(ctx, sp.Name, sp.MaxCostUSDPerDay)
+		},
 	})
 	if err != nil {
 		return configError(problemsError("serve", err))
 	}
 	resumer.d = d
+	dm.Store(d)
 	go m.retryDeliveries(ctx, st, r)
 	go m.serveGC(ctx, st) // serve_gc.go
+	sn.start(ctx)
+	defer sn.wait()
 	go func() {
 		select {
 		case <-d.Ready():

@@ -52,6 +52,9 @@ type showOutput struct {
 	Refused   []showRefused  `json:"refused"`
 	Decisions []showDecision `json:"decisions"`
 	Delivery  *showDelivery  `json:"delivery"`
+	// StartedBy says what started the run from outside (a GitHub issue
+	// comment or label; store.Trigger.Origin), if anything did.
+	StartedBy string `json:"started_by,omitempty"`
 }
 
 // showRefused is a tool call the CLI refused, and the turn it was in.
@@ -76,8 +79,26 @@ type showDecision struct {
 	// Tool is the call an approval or AskUserQuestion is about, its input
 	// made printable.
 	Tool *jsonSetTool `json:"tool,omitempty"`
+	// Shared lists the shared decisions (answer --all) that answered the
+	// question together with the same question in other runs.
+	Shared []showShared `json:"shared,omitempty"`
 	// call is the call as the surfaces show it, whole (text output).
 	call string
+}
+
+// showShared is a shared decision and the other runs it answered.
+type showShared struct {
+	ID         string          `json:"id"`
+	AnsweredBy string          `json:"answered_by"`
+	Surface    string          `json:"surface"`
+	At         time.Time       `json:"at"`
+	Runs       []showSharedRun `json:"runs"`
+}
+
+type showSharedRun struct {
+	RunID string `json:"run_id"`
+	Spec  string `json:"spec,omitempty"`
+	SetID string `json:"set_id"`
 }
 
 type showDelivery struct {
@@ -137,6 +158,11 @@ func buildShow(ctx context.Context, st *store.Store, id string, maxLine int) (sh
 		}
 	}
 	out := showOutput{V: jsonVersion, Run: newJSONRun(run), Timeline: []jsonTurn{}, Refused: []showRefused{}, Decisions: []showDecision{}}
+	if tr, ok, err := st.TriggerOf(ctx, run.ID); err != nil {
+		return showOutput{}, err
+	} else if ok {
+		out.StartedBy = tr.Origin
+	}
 	asked := map[int]string{}
 	for _, d := range decisions {
 		asked[d.Turn] = d.SetID
@@ -144,6 +170,13 @@ func buildShow(ctx context.Context, st *store.Store, id string, maxLine int) (sh
 			Header: questions.Printable(d.Header), Question: questions.Printable(d.Question), Options: printableAll(d.Options),
 			Answer: questions.Printable(d.Answer), AnsweredBy: questions.Printable(d.By), Surface: d.Surface,
 			State: string(d.State), AskedAt: d.AskedAt.UTC(), AnsweredAt: timePtr(d.AnsweredAt.UTC())}
+		for _, sh := range d.Shared {
+			ss := showShared{ID: sh.ID, AnsweredBy: questions.Printable(sh.By), Surface: sh.Surface, At: sh.At.UTC(), Runs: []showSharedRun{}}
+			for _, o := range sh.Others {
+				ss.Runs = append(ss.Runs, showSharedRun{RunID: o.RunID, Spec: questions.Printable(o.Spec), SetID: o.SetID})
+			}
+			sd.Shared = append(sd.Shared, ss)
+		}
 		if set, ok := calls[d.SetID]; ok {
 			sd.Tool = output.NewSet(questions.Set{Tool: set.Tool}, nil).Tool
 			if questions.KindOf(set) == questions.KindApproval {
@@ -337,6 +370,9 @@ func printShow(w io.Writer, o showOutput) {
 	if r.Spec != "" {
 		fmt.Fprintf(w, "  spec %s\n", r.Spec)
 	}
+	if o.StartedBy != "" {
+		fmt.Fprintf(w, "  started by %s\n", safe(o.StartedBy, 200))
+	}
 	fmt.Fprintf(w, "  %d turns, $%.4f, created %s, updated %s\n", len(o.Timeline), r.CostUSD, r.CreatedAt.Format(time.RFC3339), r.UpdatedAt.Format(time.RFC3339))
 	if r.Error != "" {
 		fmt.Fprintf(w, "  error: %s\n", safe(r.Error, 300))
@@ -447,6 +483,21 @@ func printDecision(w io.Writer, d showDecision) {
 		fmt.Fprintf(w, "      → %s, by %s on %s at %s\n", safe(d.Answer, 200), safe(d.AnsweredBy, 60), d.Surface, d.AnsweredAt.Format(time.RFC3339))
 	} else {
 		fmt.Fprintf(w, "      → (%s)\n", d.State)
+	}
+	for _, sh := range d.Shared {
+		var runs []string
+		for _, r := range sh.Runs {
+			s := "run " + r.RunID
+			if r.Spec != "" {
+				s += " of spec " + safe(r.Spec, 60)
+			}
+			runs = append(runs, s)
+		}
+		line := fmt.Sprintf("        shared decision %s by %s on %s", sh.ID, safe(sh.AnsweredBy, 60), sh.Surface)
+		if len(runs) > 0 {
+			line += ", also answered in " + strings.Join(runs, ", ")
+		}
+		fmt.Fprintln(w, line)
 	}
 }
 

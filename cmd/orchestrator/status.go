@@ -54,7 +54,7 @@ too; --waiting shows only the questions waiting.`,
 	cmd.Flags().StringVar(&q.spec, "spec", "", "only this spec's runs, questions and schedule")
 	cmd.Flags().IntVar(&q.limit, "limit", defaultStatusLimit, "list at most this many runs and question sets, newest first (0: every one)")
 	cmd.Flags().BoolVar(&q.waiting, "waiting", false, "show only the questions waiting for an answer")
-	cmd.Flags().StringSliceVar(&q.kinds, "kind", nil, "only the questions of this kind (marker, ask_tool, approval, secrets, limit)")
+	cmd.Flags().StringSliceVar(&q.kinds, "kind", nil, "only the questions of this kind (marker, ask_tool, approval, secrets, limit, spend_cap)")
 	return cmd
 }
 
@@ -62,7 +62,7 @@ too; --waiting shows only the questions waiting.`,
 const defaultStatusLimit = 20
 
 // statusKinds are the kinds of question set --kind takes.
-var statusKinds = []string{questions.KindMarker, questions.KindAskTool, questions.KindApproval, questions.KindSecrets, questions.KindLimit}
+var statusKinds = []string{questions.KindMarker, questions.KindAskTool, questions.KindApproval, questions.KindSecrets, questions.KindLimit, questions.KindCap}
 
 // statusCounts are the totals of what status selects, read as sums from
 // the store: the runs by status, the question sets waiting.
@@ -84,6 +84,10 @@ type statusNext struct {
 	Spec         string         `json:"spec"`
 	Next         *time.Time     `json:"next,omitempty"`
 	SkippedWhile *statusSkipped `json:"skipped_while,omitempty"`
+	// Paused is set while the spec's schedule is paused, TicksSkipped
+	// counts its ticks that started no run (schedule.go).
+	Paused       *statusPause         `json:"paused,omitempty"`
+	TicksSkipped []statusTicksSkipped `json:"ticks_skipped,omitempty"`
 }
 
 // statusSkipped is the run of a spec that still runs or waits: the
@@ -111,6 +115,8 @@ type statusReport struct {
 	Schedule     []statusNext     `json:"schedule"`
 	Specs        []statusSpec     `json:"specs"`
 	Worktrees    []statusWorktree `json:"worktrees"` // gc.go
+	// Spend is what was spent against each spend cap (status_spend.go).
+	Spend []spendRow `json:"spend"`
 	// Deliveries are the deliveries still to finish: a done run's push
 	// or pull request that failed (pending, tried again), and a waiting
 	// run's work in progress that its push did not bring to the remote
@@ -223,6 +229,12 @@ func (m *Main) gatherStatus(ctx context.Context, st *store.Store, q statusQuery)
 	rep.More.Runs = max(0, listed-len(rep.Runs))
 	list, _ := specs.LoadDir(m.Config.Specs.Dir) // validate reports bad specs; status lists the good ones
 	if rep.Schedule, err = statusSchedule(ctx, st, list, q.spec, time.Now()); err != nil {
+		return rep, err
+	}
+	if rep.Schedule, err = statusScheduleHealth(ctx, st, rep.Schedule, q.spec); err != nil {
+		return rep, err
+	}
+	if rep.Spend, err = m.statusSpend(ctx, st, list, q.spec, time.Now()); err != nil { // status_spend.go
 		return rep, err
 	}
 	costs, err := st.SpecCosts(ctx, q.spec)

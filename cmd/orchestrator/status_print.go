@@ -25,6 +25,7 @@ func printStatus(out io.Writer, rep statusReport) {
 	printStatusRuns(out, rep)
 	printPendingQuestions(out, rep)
 	printSchedule(out, rep.Schedule)
+	printScheduleHealth(out, rep.Schedule) // schedule.go
 	if len(rep.Specs) > 0 {
 		fmt.Fprintln(out)
 		w := newTable(out)
@@ -34,6 +35,7 @@ func printStatus(out io.Writer, rep statusReport) {
 		}
 		w.Flush()
 	}
+	printSpend(out, rep.Spend) // status_spend.go
 	printPendingDeliveries(out, rep.Deliveries)
 	printWorktrees(out, rep.Worktrees)
 	printStateDir(out, rep.StateDir) // retention.go
@@ -168,6 +170,10 @@ func printSchedule(out io.Writer, schedule []statusNext) {
 	w := newTable(out)
 	fmt.Fprintln(w, "SPEC\tNEXT RUN")
 	for _, s := range schedule {
+		if s.Paused != nil {
+			fmt.Fprintf(w, "%s\tpaused (%s)\n", s.Spec, s.Paused.Reason)
+			continue
+		}
 		if s.SkippedWhile != nil {
 			verb := "runs"
 			if s.SkippedWhile.Status == string(store.RunWaiting) {

@@ -214,6 +214,9 @@ func (s *surfaceSet) surfacesFor(run store.Run, sp *specs.Spec) ([]surfaces.Surf
 				}
 			}
 		}
+		if name == "github" {
+			ref = triggerIssueRef(run, ref) // triggers.go: asked in the issue that started it
+		}
 		sf, err := s.get(name, ref)
 		if err != nil {
 			return nil, err

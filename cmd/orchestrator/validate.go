@@ -200,6 +200,9 @@ func specRefusals(cfg config.Config, sp specs.Spec) []error {
 	if err := bypassRefusal(cfg, sp); err != nil {
 		out = append(out, err)
 	}
+	if err := notifySecretRefusal(cfg, sp); err != nil { // notify.go
+		out = append(out, err)
+	}
 	return out
 }
 

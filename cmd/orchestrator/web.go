@@ -96,10 +96,13 @@ func (m *Main) mountWeb(ctx context.Context, st *store.Store, ss *surfaceSet) (*
 		AnswerMaxBytes:    m.Config.Run.AnswerMaxBytes.Int(),
 		Done:              ctx.Done(),
 		Resume:            res,
+		Start:             &webStarter{m: m, st: st},
+		ProxyRole:         web.Role(wc.ProxyRole),
 		Logger:            m.Logger,
 	}
+	cfg.Schedules = webSchedules{m: m, st: st} // schedule.go
 	for _, u := range wc.Users {
-		cfg.Users = append(cfg.Users, web.User{Name: u.Name, TokenSHA256: u.TokenSHA256})
+		cfg.Users = append(cfg.Users, web.User{Name: u.Name, TokenSHA256: u.TokenSHA256, Role: web.Role(u.Role)})
 	}
 	for _, p := range wc.TrustedProxies {
 		pfx, err := config.ParseWebProxy(p)

@@ -94,7 +94,8 @@ func TestWebInboxAnswersARealRun(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	setSel := chromedp.CSS("#set-" + first.Set.ID)
+	ref := "#ask-" + first.Set.RunID + "-" + first.Set.Questions[0].ID
+	setSel := chromedp.CSS(ref)
 	do("sign in",
 		chromedp.Navigate(base+"/"),
 		chromedp.WaitVisible(chromedp.ID("token")),
@@ -108,7 +109,7 @@ func TestWebInboxAnswersARealRun(t *testing.T) {
 	browsertest.Screenshot(t, b, "inbox-real-run")
 
 	do("click JWT",
-		chromedp.Click(chromedp.CSS(`#set-`+first.Set.ID+` button[value="JWT"]`)),
+		chromedp.Click(chromedp.CSS(ref+` button[value="JWT"]`)),
 		chromedp.WaitVisible(chromedp.ID("flash")),
 	)
 	// The run page while the answer turn streams: the page is loaded
@@ -159,6 +160,8 @@ func TestWebInboxAnswersARealRun(t *testing.T) {
 	do("cancel the next run",
 		chromedp.Navigate(base+"/runs/"+second),
 		chromedp.Click(chromedp.ID("cancel")),
+		chromedp.WaitVisible(chromedp.ID("confirm-cancel")),
+		chromedp.Click(chromedp.ID("confirm-cancel")),
 		chromedp.WaitVisible(chromedp.ID("flash")),
 		chromedp.WaitVisible(chromedp.Search(`//span[@id="run-status"][text()="cancelled"]`)),
 	)

@@ -35,6 +35,8 @@ type runOptions struct {
 	Env map[string]string `json:"env,omitempty"`
 	// Git delivers the run through git (run --git; delivery.go).
 	Git bool `json:"git,omitempty"`
+	// Issue is the GitHub issue the run was started from (triggers.go).
+	Issue *issueOrigin `json:"issue,omitempty"`
 }
 
 func decodeRunOptions(run store.Run) (runOptions, error) {
@@ -201,8 +203,10 @@ func (m *Main) newRunner(st *store.Store, observe func(runner.Event)) (*runner.R
 		},
 		Observe:   observe,
 		Failpoint: m.failpoint,
-		Delivery:  m.deliveryFor(st, ss), // delivery.go
-		Guard:     m.guardFor(st),        // guard.go
+		// limits.*: the spend caps on all runs together (runner/caps.go).
+		Caps:     runner.Caps{DayUSD: m.Config.Limits.CostUSDPerDay, MonthUSD: m.Config.Limits.CostUSDPerMonth, Location: m.Config.Limits.Location()},
+		Delivery: m.deliveryFor(st, ss), // delivery.go
+		Guard:    m.guardFor(st),        // guard.go
 		// serve keeps waiting when its terminal has no input; run and
 		// resume exit 3 instead.
 		KeepWaiting: m.serving,
@@ -235,6 +239,8 @@ func (m *Main) policyOf(sp *specs.Spec, ss *surfaceSet) (runner.Policy, error) {
 		RemindEvery:     sp.RemindEvery,
 		OnTimeout:       runner.OnTimeout{Action: sp.OnTimeout.Action, Option: sp.OnTimeout.Option},
 		MaxCostUSD:      cmp.Or(sp.Agent.MaxCostUSD, a.MaxCostUSD),
+		// A spec's own daily spend cap (runner/caps.go).
+		MaxCostUSDPerDay: sp.MaxCostUSDPerDay,
 	}
 	for _, a := range sp.Answers {
 		p.Presets = append(p.Presets, runner.Preset{Match: a.Match, Answer: a.Answer})

@@ -1,6 +1,6 @@
 // Package approvals is the orchestrator's policy for the model's tool calls
-// (issue 13, README "Approvals"): which calls are allowed or denied at once
-// and which are asked of a person, with rules in the Claude Code CLI's own
+// (issue 13, docs/approvals.md "Approvals and the model's own questions"):
+// which calls are allowed or denied at once and which are asked of a person, with rules in the Claude Code CLI's own
 // syntax ("Bash(git push:*)", "Edit", "mcp__db__query").
 //
 // It holds the pure rules only — the policy, matching calls against rules,

@@ -9,8 +9,8 @@ import (
 // DefaultApprovalHold is approvals.approval_hold's default.
 const DefaultApprovalHold = Duration(approvals.DefaultHold)
 
-// Approvals is the policy for the model's tool calls (README "Approvals"),
-// rules in the agent CLI's own syntax ("Bash(git push:*)"). A spec's
+// Approvals is the policy for the model's tool calls (docs/approvals.md
+// "Approvals and the model's own questions"), rules in the agent CLI's own syntax ("Bash(git push:*)"). A spec's
 // approvals section replaces each list it sets.
 type Approvals struct {
 	// Allow: calls answered at once, allowed.

@@ -40,6 +40,15 @@ type Config struct {
 	// Retention is how long gc keeps transcripts, finished runs and their
 	// local branches (retention.go).
 	Retention Retention `yaml:"retention"`
+	// Triggers start runs from events elsewhere: GitHub issues
+	// (triggers.go).
+	Triggers Triggers `yaml:"triggers"`
+	// Notify says which events are told where: surfaces, webhooks
+	// (notify.go).
+	Notify Notify `yaml:"notify"`
+	// Limits caps what all runs together spend a day and a month
+	// (limits.go).
+	Limits Limits `yaml:"limits"`
 
 	// source is the file the config came from ("" for defaults) and lines
 	// maps a dotted key to the line it was set on, so that Validate can
@@ -281,6 +290,10 @@ type Serve struct {
 	// paid run. 0 means the default, 1m; lower it (e.g. to 1s) only on
 	// purpose, as tests do.
 	MinScheduleInterval Duration `yaml:"min_schedule_interval"`
+	// PauseAfterFailures pauses a scheduled spec's schedule once that many
+	// of its runs failed in a row (a spec's pause_after_failures wins);
+	// 0 never pauses. Default: 3.
+	PauseAfterFailures int `yaml:"pause_after_failures"`
 	// Web is the web inbox (internal/config/web.go).
 	Web Web `yaml:"web"`
 }
@@ -341,7 +354,10 @@ func DefaultEnv(lookup LookupFunc) Config {
 		Git:         Git{KeepWorktrees: DefaultKeepWorktrees, MaxFileSize: DefaultMaxFileSize},
 		Approvals:   Approvals{Hold: DefaultApprovalHold},
 		Retention:   Retention{Transcripts: DefaultRetainTranscripts, Runs: DefaultRetainRuns, Branches: DefaultRetainBranches},
+		Triggers:    defaultTriggers(),
+		Limits:      Limits{Timezone: "UTC"},
 		Log:         Log{Level: "info", Format: "text"},
+		Notify:      Notify{NotifyRoute: NotifyRoute{WaitingAfter: DefaultWaitingAfter}},
 		Agent: Agent{
 			Command:        DefaultCommand,
 			Harness:        DefaultHarness,
@@ -376,7 +392,8 @@ func DefaultEnv(lookup LookupFunc) Config {
 			LeaseTTL:          DefaultLeaseTTL,
 
 			MinScheduleInterval: DefaultMinScheduleInterval,
-			Web:                 Web{ProxyHeader: DefaultProxyHeader, ProxySecretHeader: DefaultProxySecretHeader},
+			PauseAfterFailures:  DefaultPauseAfterFailures,
+			Web:                 Web{ProxyHeader: DefaultProxyHeader, ProxySecretHeader: DefaultProxySecretHeader, ProxyRole: "answer"},
 		},
 	}
 }

@@ -35,6 +35,7 @@ func (c *Config) Secrets() []Secret {
 	add("surfaces.slack.signing_secret", c.Surfaces.Slack.SigningSecret)
 	add("git.token", c.Git.Token)
 	add("serve.web.proxy_secret", c.Serve.Web.ProxySecret)
+	add("notify.secret", c.Notify.Secret)
 	if c.DatabaseURL != "" {
 		add("database_url", c.DatabaseURL)
 		if u, err := url.Parse(c.DatabaseURL); err == nil && u.User != nil {

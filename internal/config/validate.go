@@ -122,10 +122,14 @@ func (c *Config) Validate() error {
 	c.validateGit(v.add)       // git.go
 	c.validateApprovals(v.add) // approvals.go
 	c.validateRetention(v.add) // retention.go
+	c.validateTriggers(v.add)  // triggers.go
+	c.validateLimits(v.add)    // limits.go
 	if s.MinScheduleInterval < 0 {
 		v.add("serve.min_schedule_interval", "must not be negative")
 	}
 	v.web(s.Web)
+	v.nonNegative("serve.pause_after_failures", int64(s.PauseAfterFailures))
+	c.Notify.check(v) // notify.go
 
 	return errors.Join(v.errs...)
 }

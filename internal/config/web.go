@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -37,12 +38,30 @@ type Web struct {
 	// Allow lists the values of ProxyHeader (emails, by default) a trusted
 	// proxy may let in; "*" allows everyone the proxy authenticated.
 	Allow []string `yaml:"allow"`
+	// ProxyRole is what the people a trusted proxy lets in may do beyond
+	// answering: answer (the default), run (start runs of specs) or
+	// prompt (start runs of prompts too), as a user's role.
+	ProxyRole string `yaml:"proxy_role"`
 }
 
 // WebUser is a person who signs in with a token.
 type WebUser struct {
 	Name        string `yaml:"name"`
 	TokenSHA256 string `yaml:"token_sha256"`
+	// Role is what they may do beyond answering questions and cancelling
+	// or resuming runs: answer (the default), run (also start a run of a
+	// spec of specs.dir from the inbox or POST /api/runs) or prompt (also
+	// a run of a prompt of their own).
+	Role string `yaml:"role"`
+}
+
+// WebRoles are the roles of serve.web users (internal/web's).
+var WebRoles = []string{"answer", "run", "prompt"}
+
+func (v *validator) webRole(key, role string) {
+	if r := strings.TrimSpace(role); r != "" && !slices.Contains(WebRoles, r) {
+		v.add(key, "unknown role %q (want answer, run or prompt)", r)
+	}
 }
 
 // web checks serve.web; called by Validate.
@@ -64,6 +83,7 @@ func (v *validator) web(w Web) {
 			}
 			seen[name] = i
 		}
+		v.webRole(k+".role", u.Role)
 		h := strings.ToLower(strings.TrimSpace(u.TokenSHA256))
 		if b, err := hex.DecodeString(h); err != nil || len(b) != 32 {
 			// The value is not shown: it is a hash of a secret.
@@ -99,6 +119,7 @@ func (v *validator) web(w Web) {
 	if w.ProxySecret != "" && len(w.TrustedProxies) == 0 {
 		v.add(p+"proxy_secret", "set without trusted_proxies: no proxy is believed")
 	}
+	v.webRole(p+"proxy_role", w.ProxyRole)
 	v.nonEmptyItems(p+"allow", w.Allow)
 	if len(w.TrustedProxies) > 0 && len(w.Allow) == 0 {
 		v.add(p+"allow", `required with trusted_proxies: the users or emails the proxy may let in ("*" for all)`)
@@ -157,7 +178,7 @@ func ParseWebProxy(s string) (netip.Prefix, error) {
 // error rather than ignored.
 func (u *WebUser) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.MappingNode {
-		return errors.New("want a mapping with name and token_sha256")
+		return errors.New("want a mapping with name, token_sha256 and, optionally, role")
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
@@ -169,9 +190,11 @@ func (u *WebUser) UnmarshalYAML(n *yaml.Node) error {
 			u.Name = val.Value
 		case "token_sha256":
 			u.TokenSHA256 = val.Value
+		case "role":
+			u.Role = val.Value
 		default:
 			// The value is not shown: it may be a token.
-			return fmt.Errorf("unknown key %q (a user has name and token_sha256)", k.Value)
+			return fmt.Errorf("unknown key %q (a user has name, token_sha256 and role)", k.Value)
 		}
 	}
 	return nil

@@ -130,12 +130,24 @@ type Config struct {
 	// Location is where schedules without CRON_TZ=/TZ= are read; default
 	// time.Local.
 	Location *time.Location
+	// CapSkip, when set, says why a tick of sp starts no run ("" when it
+	// may): the spec is past a spend cap it asked about already this
+	// period (runner.CapSkip), so a schedule asks once per cap period,
+	// not once per tick. Such a tick is logged as skipped by the cap.
+	CapSkip func(ctx context.Context, sp specs.Spec) (string, error)
 	// AdoptEvery is how often the daemon looks for active runs no process
 	// drives (a `run` that exited with its question waiting, a `resume`
 	// that was stopped, a process that died) and drives them, so that
 	// `orchestrator answer` always leads to a resume while a daemon runs;
 	// default 5s.
 	AdoptEvery time.Duration
+	// PauseAfterFailures pauses a scheduled spec's schedule once that many
+	// of its runs failed in a row (a spec's pause_after_failures wins);
+	// 0 means DefaultPauseAfterFailures, negative never (schedhealth.go).
+	PauseAfterFailures int
+	// Notice tells a spec's schedule paused itself, or that ticks started
+	// no run (at most once a day); optional (schedhealth.go).
+	Notice func(ctx context.Context, n ScheduleNotice)
 }
 
 // maxDriveBackoff bounds the wait (before its jitter) before driving again
@@ -210,6 +222,10 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.SurfaceHealth != nil {
 		cfg.Metrics.SetSurfaceHealth(cfg.SurfaceHealth)
 	}
+	var health HealthStore // schedhealth.go: its metrics, once d is made
+	if h, ok := cfg.Store.(HealthStore); ok {
+		health = h
+	}
 	if cfg.AdoptEvery <= 0 {
 		cfg.AdoptEvery = 5 * time.Second
 	}
@@ -221,6 +237,9 @@ func New(cfg Config) (*Daemon, error) {
 		bySpec:  map[string]int{},
 		failed:  map[string]again{},
 		store:   &storeHealth{log: cfg.Logger, now: time.Now},
+	}
+	if health != nil {
+		cfg.Metrics.watchHealth(health, d.scheduledSpecs)
 	}
 	initial := cfg.Specs
 	if cfg.SpecsDir != "" {
@@ -244,6 +263,8 @@ func New(cfg Config) (*Daemon, error) {
 			Busy:          d.busy,
 			LastRun:       d.lastRun,
 			MarkRun:       d.markRun,
+			Paused:        d.paused,
+			Skipped:       d.skipped,
 			Logger:        cfg.Logger,
 			Location:      cfg.Location,
 		})
@@ -425,6 +446,17 @@ func (d *Daemon) shutdown(cancelRuns context.CancelFunc, srv *http.Server) error
 // drive it. It returns once the run is final, left waiting, or stopped by
 // the shutdown, so the scheduler skips the spec's ticks meanwhile.
 func (d *Daemon) runSpec(ctx context.Context, sp specs.Spec) error {
+	if d.cfg.CapSkip != nil {
+		why, err := d.cfg.CapSkip(ctx, sp)
+		if err != nil {
+			return fmt.Errorf("spec %s: read its spend caps: %w", sp.Name, err)
+		}
+		if why != "" {
+			d.log.Info("tick skipped by a spend cap", "spec", sp.Name, "why", why)
+			d.skipped(sp.Name, store.SkipCap, 1, time.Now()) // status, metrics, a notice once a day
+			return nil
+		}
+	}
 	var text []byte
 	d.mu.Lock()
 	if l, ok := d.specTexts[sp.Name]; ok && reflect.DeepEqual(l.spec, sp) {

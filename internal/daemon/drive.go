@@ -56,6 +56,9 @@ func (d *Daemon) drive(ctx context.Context, runID, spec, trigger string) error {
 	switch {
 	case err == nil:
 		log.Info("run ended", "status", run.Status)
+		if run.Status == store.RunFailed {
+			d.checkFailures(ctx, spec) // schedhealth.go
+		}
 		return nil
 	case errors.Is(err, store.ErrLocked):
 		log.Info("run not taken up: another process drives it", "err", err)

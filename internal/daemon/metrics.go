@@ -61,6 +61,7 @@ type Metrics struct {
 	apiDuration *prometheus.HistogramVec
 	specRuns    *prometheus.CounterVec
 	specCost    *prometheus.CounterVec
+	healthOnce  sync.Once // watchHealth (schedhealth.go)
 
 	surfaceHealth surfaceHealth // orchestrator_surface_up
 
@@ -224,7 +225,7 @@ func (m *Metrics) initLabels() {
 	for _, o := range runOutcomes {
 		m.runs.WithLabelValues(string(o))
 	}
-	for _, k := range []string{questions.KindMarker, questions.KindAskTool, questions.KindApproval, questions.KindSecrets, questions.KindLimit} {
+	for _, k := range []string{questions.KindMarker, questions.KindAskTool, questions.KindApproval, questions.KindSecrets, questions.KindLimit, questions.KindCap} {
 		m.askedKind.WithLabelValues(k)
 		m.answersKind.WithLabelValues(k)
 	}

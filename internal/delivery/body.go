@@ -25,6 +25,9 @@ type Report struct {
 	Duration  time.Duration
 	// IssueURL is the run's question issue, if it has one.
 	IssueURL string
+	// Closes is the issue the pull request closes ("#7", "owner/name#7"),
+	// if any: the body says "Closes #7", which GitHub links.
+	Closes string
 }
 
 // Marker ends every pull request body the orchestrator writes.
@@ -38,6 +41,9 @@ func Marker(runID string) string {
 func untrusted(s string) string {
 	return strings.TrimSpace(secretscan.Redact(questions.Clean(questions.Strip(s))))
 }
+
+// closesRE is an issue a pull request may close: "#7", "owner/name#7".
+var closesRE = regexp.MustCompile(`^(?:[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)?#[1-9][0-9]*$`)
 
 // mentionRE finds @mentions (users, teams) in text.
 var mentionRE = regexp.MustCompile(`@([A-Za-z0-9])`)
@@ -134,6 +140,9 @@ func (r Report) PRBody() string {
 		if answer == "" {
 			answer = "(" + string(d.State) + ")"
 		}
+		for _, sh := range d.Shared {
+			answer += " " + SharedNote(sh)
+		}
 		// The answerer is named as the surface knows them; the rest
 		// is model or human text and mentions nobody.
 		rows = append(rows, fmt.Sprintf("| %d | %s | %s | %s | %s | %s | %s |\n", i+1, noMentions(cell(q)), noMentions(cell(strings.Join(d.Options, " / "))),
@@ -191,6 +200,24 @@ func (r Report) PRBody() string {
 	return b.String()
 }
 
+// SharedNote says that an answer was a shared decision and which other
+// runs it answered: "(shared decision g1a2b3c4d5e6, also answered in run
+// r-2 of spec nightly-b)".
+func SharedNote(sh store.SharedDecision) string {
+	var runs []string
+	for _, o := range sh.Others {
+		r := "run " + o.RunID
+		if o.Spec != "" {
+			r += " of spec " + o.Spec
+		}
+		runs = append(runs, r)
+	}
+	if len(runs) == 0 {
+		return "(shared decision " + sh.ID + ")"
+	}
+	return "(shared decision " + sh.ID + ", also answered in " + strings.Join(runs, ", ") + ")"
+}
+
 // runSection is the end of a pull request's body: the run's numbers, its
 // question issue and the marker.
 func (r Report) runSection() string {
@@ -204,6 +231,9 @@ func (r Report) runSection() string {
 	fmt.Fprintf(&b, "- %d %s, $%.4f, %s\n", r.Turns, plural(r.Turns, "turn", "turns"), r.CostUSD, r.Duration.Round(time.Second))
 	if r.IssueURL != "" {
 		fmt.Fprintf(&b, "- Questions and answers: %s\n", r.IssueURL)
+	}
+	if closesRE.MatchString(r.Closes) {
+		fmt.Fprintf(&b, "\nCloses %s\n", r.Closes)
 	}
 	b.WriteString("\n")
 	b.WriteString(Marker(r.RunID))

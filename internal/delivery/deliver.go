@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -236,6 +237,7 @@ func (d *Deliverer) ship(ctx context.Context, run store.Run, o Options, dl *stor
 		if err != nil {
 			return err
 		}
+		rep.Closes = o.PullRequest.Closes
 		base := dl.Base
 		if o.Base != "" {
 			base = o.Base
@@ -359,8 +361,8 @@ func (d *Deliverer) push(ctx context.Context, run store.Run, dl store.Delivery, 
 	case strings.Contains(low, "non-fast-forward") || strings.Contains(low, "fetch first") || strings.Contains(low, "[rejected]"):
 		return fmt.Errorf("%w: branch %s on %s has commits the run's branch does not (not a fast-forward); the worktree %s is kept: %s",
 			ErrPushRejected, dl.Branch, o.Remote, dl.Worktree, lastLines(msg, 3))
-	case strings.Contains(low, "authentication") || strings.Contains(low, "could not read username") || strings.Contains(low, "403") ||
-		strings.Contains(low, "401") || strings.Contains(low, "permission") || strings.Contains(low, "denied"):
+	case strings.Contains(low, "authentication") || strings.Contains(low, "could not read username") || httpAuthStatus.MatchString(low) ||
+		strings.Contains(low, "permission") || strings.Contains(low, "denied"):
 		return fmt.Errorf("%w: %s refused the credentials (check git.token or surfaces.github.token, and its Contents: write permission); the worktree %s is kept: %s",
 			ErrPushRejected, o.Remote, dl.Worktree, lastLines(msg, 3))
 	default:
@@ -401,3 +403,8 @@ func (d *Deliverer) authEnv() []string {
 	}
 	return []string{"GIT_ASKPASS=" + p, "ORCHESTRATOR_GIT_TOKEN=" + d.cfg.Token}
 }
+
+// httpAuthStatus finds an HTTP 401 or 403 in git's output as a word of its
+// own: the digits inside a path or a hash (a temporary directory's
+// "…4037471851") are not a refusal.
+var httpAuthStatus = regexp.MustCompile(`\b40[13]\b`)

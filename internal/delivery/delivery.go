@@ -73,6 +73,10 @@ type PROptions struct {
 	Draft     bool
 	Reviewers []string
 	Labels    []string
+	// Closes is the issue the pull request closes when merged, "#7" or
+	// "owner/name#7" (a run started from that issue); its body says
+	// "Closes #7".
+	Closes string
 }
 
 // DefaultBranch is the branch template when none is configured.

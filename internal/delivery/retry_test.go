@@ -263,3 +263,19 @@ func TestTransient(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPAuthStatusIsAWord: 401 and 403 count as git's HTTP refusals only
+// as words of their own, not inside a path's digits.
+func TestHTTPAuthStatusIsAWord(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[string]bool{
+		"fatal: unable to access 'https://x/': the requested url returned error: 403": true,
+		"error: 401 unauthorized": true,
+		"fatal: '/tmp/testdeliver4037471851/origin' does not appear to be a git repository": false,
+		"fatal: could not read from remote repository.":                                     false,
+	} {
+		if got := httpAuthStatus.MatchString(s); got != want {
+			t.Errorf("%q: %v, want %v", s, got, want)
+		}
+	}
+}

@@ -68,6 +68,22 @@ func (a *storeAnswers) Offer(ctx context.Context, resp questions.Response) (surf
 	return d, err
 }
 
+var _ surfaces.GroupAnswers = (*storeAnswers)(nil)
+
+// Group implements surfaces.GroupAnswers.
+func (a *storeAnswers) Group(ctx context.Context, setID string, max int) ([]questions.GroupRun, error) {
+	return a.st.Group(ctx, setID, max)
+}
+
+// OfferGroup implements surfaces.GroupAnswers.
+func (a *storeAnswers) OfferGroup(ctx context.Context, resp questions.Response, others []string) (questions.GroupDecision, error) {
+	g, err := a.st.AnswerGroupFor(ctx, a.runID, resp, others)
+	if err == nil && g.Taken() > 0 {
+		a.failpoint("answer-stored")
+	}
+	return g, err
+}
+
 // notifyResumed tells the surfaces of set that its answer reached the model
 // (GitHub's 🚀). Best effort; set is nil when the turn hands no set over.
 func (r *Runner) notifyResumed(ctx context.Context, d *drive, set *questions.Set) {

@@ -16,9 +16,9 @@ import (
 	"github.com/orchestrator-dev/orchestrator/questions"
 )
 
-// Native asking and tool approvals (issue 13; README "Approvals and the
-// model's own questions"). With Resolved.Approvals set for a run, its agent runs in the CLI's control
-// protocol with the orchestrator's PreToolUse hook (`orchestrator hook`),
+// Native asking and tool approvals (issue 13; docs/approvals.md
+// "Approvals and the model's own questions"). With Resolved.Approvals set
+// for a run, its agent runs in the CLI's control protocol with the orchestrator's PreToolUse hook (`orchestrator hook`),
 // which decides each tool call from the store. While a turn runs, the run
 // loop sees each tool call the policy asks about as soon as the model makes
 // it, stores its question set (the same one the hook stores: the tool_use_id

@@ -30,6 +30,21 @@ type NewRun struct {
 	// Queued makes the run wait for any instance to take it (`orchestrator
 	// submit`) instead of being driven by its creator.
 	Queued bool
+	// Request, when set, is the request the run is made for (an
+	// Idempotency-Key of the web API): the store makes one run per person
+	// and key, and returns the first with store.ErrRequestReplayed.
+	Request *store.RunRequest
+	// Trigger is the event outside the orchestrator that starts the run
+	// (a GitHub issue comment, a label): recorded with the run in one
+	// transaction, so that one event makes one run (Create returns an
+	// error wrapping store.ErrTriggerTaken to the others, and
+	// store.ErrTriggerLimit past TriggerLimit runs of its repository in an
+	// hour). Decisions, given the run's ID, are recorded with it
+	// (comment_decisions), such as the issue the run's questions are asked
+	// in.
+	Trigger      *store.Trigger
+	TriggerLimit int
+	Decisions    func(runID string) map[string]string
 }
 
 // Create stores a new run, ready to be driven. Its session ID is chosen now
@@ -51,7 +66,7 @@ func (r *Runner) Create(ctx context.Context, n NewRun) (store.Run, error) {
 		return store.Run{}, err
 	}
 	run := store.Run{ID: id, Spec: n.Spec, Title: n.Title, Prompt: n.Prompt,
-		WorkDir: n.WorkDir, Surfaces: n.Surfaces, Options: n.Options, SessionID: session, Tick: n.Tick}
+		WorkDir: n.WorkDir, Surfaces: n.Surfaces, Options: n.Options, SessionID: session, Tick: n.Tick, Request: n.Request}
 	if n.Queued {
 		run.Status = store.RunQueued
 	}
@@ -69,6 +84,13 @@ func (r *Runner) Create(ctx context.Context, n NewRun) (store.Run, error) {
 		if !movable {
 			run.Host = store.Hostname()
 		}
+	}
+	if n.Trigger != nil {
+		var decisions map[string]string
+		if n.Decisions != nil {
+			decisions = n.Decisions(run.ID)
+		}
+		return r.cfg.Store.CreateTriggeredRun(ctx, run, *n.Trigger, n.TriggerLimit, decisions)
 	}
 	return r.cfg.Store.CreateRun(ctx, run)
 }

@@ -25,7 +25,8 @@ const (
 	EventRetry        EventKind = "retry"
 	EventCorrection   EventKind = "correction" // Text: what was wrong with the QUESTION block
 	EventDone         EventKind = "done"
-	EventRunEnded     EventKind = "run_ended" // Run as it stands when Drive returns; Err why it stopped, if not final
+	EventCapReached   EventKind = "cap_reached" // a spend cap stopped the run before a turn: Set is its question, Text says which cap
+	EventRunEnded     EventKind = "run_ended"   // Run as it stands when Drive returns; Err why it stopped, if not final
 )
 
 // Event is a progress event of a run.

@@ -150,6 +150,9 @@ type drive struct {
 	Resolved
 	// token is the fencing token of the drive's take of the run's lock.
 	token int64
+	// capped: the turn running was given what is left of a spend cap as
+	// its budget, less than the run's own (caps.go).
+	capped bool
 }
 
 // loop takes steps until the run is final or a step says stop.
@@ -218,6 +221,10 @@ func (r *Runner) step(ctx context.Context, d *drive, run store.Run) error {
 		return r.turn(ctx, d, run, store.Turn{Kind: store.TurnContinue, Prompt: prompt, SessionID: sessionOf(run, last), Resume: true})
 	case res.Category == executor.CategoryRateLimit:
 		return r.retry(ctx, d, run, last)
+	case res.Category == CategorySpendCap:
+		// Stopped at what was left of a spend cap: the turn that goes on
+		// asks about the cap before it starts (caps.go).
+		return r.turn(ctx, d, run, store.Turn{Kind: store.TurnContinue, Prompt: capContinuePrompt, SessionID: sessionOf(run, last), Resume: true})
 	case res.QuestionError != "":
 		return r.correct(ctx, d, run, last)
 	case res.Category == "" && res.Status == executor.StatusSuccess:
@@ -313,6 +320,9 @@ func (r *Runner) correct(ctx context.Context, d *drive, run store.Run, last stor
 func (r *Runner) resumeWithAnswer(ctx context.Context, d *drive, run store.Run, rec store.SetRecord) error {
 	if questions.KindOf(rec.Set) == questions.KindSecrets {
 		return r.afterSecrets(ctx, d, run, rec) // secrets.go
+	}
+	if questions.KindOf(rec.Set) == questions.KindCap {
+		return r.afterCap(ctx, d.Policy, run, rec) // caps.go
 	}
 	if limit, err := r.isLimitSet(ctx, rec.Set); err != nil {
 		return err

@@ -12,7 +12,8 @@ import (
 )
 
 // TestOnTimeoutPromptText checks the exact text each on_timeout action hands
-// the model, as it reaches the API (README "When nobody answers" quotes it).
+// the model, as it reaches the API (docs/specs.md "When nobody answers:
+// `on_timeout`" quotes it).
 func TestOnTimeoutPromptText(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

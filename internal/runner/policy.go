@@ -39,6 +39,9 @@ type Policy struct {
 	// turn; a turn that reaches it makes the run ask whether to go on with
 	// as many again.
 	MaxTurns int
+	// MaxCostUSDPerDay, when set, is what the runs of the run's spec may
+	// spend together in one day (max_cost_usd_per_day; caps.go).
+	MaxCostUSDPerDay float64
 }
 
 // Preset is an answer given in advance: Match is a question's header or
@@ -52,7 +55,8 @@ type Preset struct {
 // default), answer with the "default" Option, "decide" (the model is told
 // nobody answered and decides itself) or "skip" (the model is told nobody
 // answered and leaves out what depends on the answer). The texts the model
-// gets are TimeoutText's; README "When nobody answers" quotes them.
+// gets are TimeoutText's; docs/specs.md "When nobody answers: `on_timeout`"
+// quotes them.
 type OnTimeout struct {
 	Action string
 	Option string

@@ -161,6 +161,8 @@ type Config struct {
 	// does nothing more once another instance may take the run over. stop
 	// ends the guard; it is called when the CLI has ended.
 	Guard func(runID string, token int64, pid int) (stop func())
+	// Caps are the spend caps on all runs together (caps.go).
+	Caps Caps
 }
 
 // Runner drives runs. It is safe for concurrent use: each run is driven by

@@ -113,7 +113,7 @@ func choiceOf(rec store.SetRecord) string {
 // a delivery held back), not the model's: its context says why the run asks,
 // and nobody answering it stops the run.
 func (r *Runner) runAsks(ctx context.Context, set questions.Set) (bool, error) {
-	if questions.KindOf(set) == questions.KindSecrets {
+	if k := questions.KindOf(set); k == questions.KindSecrets || k == questions.KindCap {
 		return true, nil
 	}
 	return r.isLimitSet(ctx, set)

@@ -35,6 +35,13 @@ func (r *Runner) answerTurn(ctx context.Context, d *drive, run store.Run, rec st
 // runTurn runs turn t; answered is the set an answer turn hands over (nil
 // for other turns).
 func (r *Runner) runTurn(ctx context.Context, d *drive, run store.Run, t store.Turn, answered *questions.Set) error {
+	// No turn starts past a spend cap: the run asks first (caps.go).
+	capLeft, err := r.checkCaps(ctx, d, run)
+	if errors.Is(err, errCapAsked) {
+		return nil // the loop's next step finds the question, or its answer carried out
+	} else if err != nil {
+		return err
+	}
 	workdir, err := r.workdir(ctx, run) // the run's worktree when it delivers through git (deliver.go)
 	if err != nil {
 		return r.workdirFailed(ctx, run, err)
@@ -57,6 +64,10 @@ func (r *Runner) runTurn(ctx context.Context, d *drive, run store.Run, t store.T
 	req, native, err := r.turnRequest(ctx, d, run, t, workdir)
 	if err != nil {
 		return err
+	}
+	d.capped = capLeft > 0 && (req.MaxBudgetUSD <= 0 || capLeft < req.MaxBudgetUSD)
+	if d.capped {
+		req.MaxBudgetUSD = capLeft // what is left of the tightest spend cap
 	}
 	r.emit(Event{Kind: EventTurnStarted, RunID: run.ID, Turn: t.Seq, TurnKind: t.Kind})
 	started := r.cfg.Now()
@@ -298,6 +309,9 @@ func (r *Runner) finish(ctx context.Context, d *drive, run store.Run, t store.Tu
 		// to the run's branch with its conversation, so the two match
 		// wherever the run goes on (park.go).
 		r.parkWork(ctx, run)
+	}
+	if d.capped && out.Category == executor.CategoryMaxBudget {
+		capStopped(&out, col) // caps.go
 	}
 	res := store.TurnResult{
 		Status:       out.Status,

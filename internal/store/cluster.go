@@ -348,11 +348,14 @@ func (s *Store) claimableQuery(host string, limit int) (string, []any) {
 		UNION ALL
 		SELECT ` + briefRunColumns + ` FROM (SELECT DISTINCT run_id FROM question_sets WHERE state = ?) answered
 			CROSS JOIN runs WHERE runs.id = answered.run_id AND status = ?` + free + `
+			AND NOT EXISTS (SELECT 1 FROM question_sets c WHERE c.run_id = runs.id AND c.state = ? AND c.kind = ?)
 		ORDER BY created_at, id`
 	if limit > 0 {
 		q += fmt.Sprintf(` LIMIT %d`, limit)
 	}
-	return q, []any{RunQueued, RunInterrupted, RunRunning, host, SetAnswered, RunWaiting, host}
+	// A run whose spend cap question waits is not taken up for its other
+	// answered sets: no turn starts before the cap is answered (spend.go).
+	return q, []any{RunQueued, RunInterrupted, RunRunning, host, SetAnswered, RunWaiting, host, SetPending, kindCap}
 }
 
 // nowSQL is the database's clock in Unix nanoseconds, for lease expiry.

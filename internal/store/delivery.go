@@ -200,6 +200,9 @@ type Decision struct {
 	State      SetState
 	AskedAt    time.Time
 	AnsweredAt time.Time
+	// Shared are the shared decisions (AnswerGroup) that answered the
+	// question together with the same question in other runs.
+	Shared []SharedDecision
 }
 
 // DecisionLog returns every question of a run, in the order asked, with its
@@ -210,11 +213,15 @@ func (s *Store) DecisionLog(ctx context.Context, runID string) ([]Decision, erro
 	if err != nil {
 		return nil, fmt.Errorf("decision log of run %s: %w", runID, err)
 	}
+	shared, err := sharedDecisions(ctx, s.db, runID)
+	if err != nil {
+		return nil, fmt.Errorf("decision log of run %s: %w", runID, err)
+	}
 	var out []Decision
 	for _, rec := range sets {
 		for _, q := range rec.Set.Questions {
 			d := Decision{SetID: rec.Set.ID, QuestionID: q.ID, Turn: rec.Set.Turn, Header: q.Header, Question: q.Text,
-				State: rec.State, AskedAt: rec.CreatedAt}
+				State: rec.State, AskedAt: rec.CreatedAt, Shared: shared[rec.Set.ID]}
 			for _, o := range q.Options {
 				d.Options = append(d.Options, o.Label)
 			}

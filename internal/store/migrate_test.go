@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"path"
@@ -84,6 +85,10 @@ func TestNewStoreSchema(t *testing.T) {
 	checkSchema(t, open(t, t.TempDir()))
 }
 
+// updateSchema rewrites testdata/schema from the migrations (after adding
+// one: go test ./internal/store -run 'TestNewStoreSchema|TestPostgres/TestNewStoreSchema' -update).
+var updateSchema = flag.Bool("update", false, "rewrite testdata/schema from the migrations")
+
 // checkSchema compares the schema of s with the one of testdata/schema.
 func checkSchema(t *testing.T, s *Store) {
 	t.Helper()
@@ -96,6 +101,12 @@ func checkSchema(t *testing.T, s *Store) {
 		t.Fatal(err)
 	}
 	got := describeSchema(t, s)
+	if *updateSchema {
+		if err := os.WriteFile(filepath.Join("testdata", "schema", name), []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	if got == string(want) {
 		return
 	}

@@ -62,6 +62,9 @@ var pgTests = []struct {
 	fn   func(*testing.T)
 }{
 	{"TestRunLifecycle", TestRunLifecycle},
+	{"TestRunRequestOnce", TestRunRequestOnce},
+	{"TestSpendByFinishTime", TestSpendByFinishTime},
+	{"TestCapQuestionHoldsAnsweredRun", TestCapQuestionHoldsAnsweredRun},
 	{"TestClaimExactlyOnceUnderContention", TestClaimExactlyOnceUnderContention},
 	{"TestPartialAnswersAndFindQuestion", TestPartialAnswersAndFindQuestion},
 	{"TestOfferDecidesOnceUnderContention", TestOfferDecidesOnceUnderContention},
@@ -88,6 +91,7 @@ var pgTests = []struct {
 	{"TestCostAndTimesKeepTheirPrecision", TestCostAndTimesKeepTheirPrecision},
 	{"TestNotifyWakesAnotherInstanceAndSurvivesALostListener", testNotifyWakesAnotherInstanceAndSurvivesALostListener},
 	{"TestScheduleTickMakesOneRun", TestScheduleTickMakesOneRun},
+	{"TestTriggerMakesOneRun", TestTriggerMakesOneRun},
 	{"TestSessionRecordRoundTrip", TestSessionRecordRoundTrip},
 	{"TestClaimableRuns", TestClaimableRuns},
 	{"TestLeaseOneHolderAndTakeOver", TestLeaseOneHolderAndTakeOver},
@@ -115,6 +119,12 @@ var pgTests = []struct {
 	{"TestPurgeCoversEveryRunTable", TestPurgeCoversEveryRunTable},
 	{"TestLazyCommitsLeaveThePoolFull", TestLazyCommitsLeaveThePoolFull},
 	{"TestWakeStampChangesWithAPoke", TestWakeStampChangesWithAPoke},
+	{"TestSchedulePauseAndFailureStreak", TestSchedulePauseAndFailureStreak},
+	{"TestScheduleSkipsCountAndNoticeOncePerDay", TestScheduleSkipsCountAndNoticeOncePerDay},
+	{"TestNotificationOutbox", TestNotificationOutbox},
+	{"TestAnswerGroup", TestAnswerGroup},
+	{"TestAnswerGroupOnceUnderContention", TestAnswerGroupOnceUnderContention},
+	{"TestGroupQueryUsesTheIndex", TestGroupQueryUsesTheIndex},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.

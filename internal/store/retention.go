@@ -27,11 +27,11 @@ import (
 // set (questions, answers) are removed through question_sets first.
 // TestPurgeCoversEveryRunTable checks that this is every such table.
 var runTables = []string{"turns", "tool_calls", "run_rules", "run_policies", "run_leases", "sessions",
-	"git_guards", "turn_tool_calls", "deliveries", "schedule_ticks"}
+	"git_guards", "turn_tool_calls", "deliveries", "schedule_ticks", "run_requests"}
 
 // setTables are the tables with a set_id column that refers to
 // question_sets.
-var setTables = []string{"questions", "answers"}
+var setTables = []string{"questions", "answers", "cap_raises", "group_answers"}
 
 // expiredWhere selects the runs of r that retention removes; its
 // arguments are the cutoff and now, in nanoseconds.

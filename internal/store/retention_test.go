@@ -52,6 +52,9 @@ func retentionRun(t *testing.T, s *Store, id string, at time.Time, status RunSta
 		{`INSERT INTO tool_calls (tool_use_id, run_id, kind, tool, created_at) VALUES (?, ?, 'approval', 'Bash', ?)`, []any{"tu-" + id, id, n}},
 		{`INSERT INTO turn_tool_calls (run_id, tool_use_id, tool, token, started_at) VALUES (?, ?, 'Bash', 1, ?)`, []any{id, "tt-" + id, n}},
 		{`INSERT INTO run_leases (run_id, owner, expires_at, token) VALUES (?, 'gone', ?, 1)`, []any{id, n}},
+		{`INSERT INTO run_requests (by_user, key, body_sha256, run_id, created_at) VALUES ('alice', ?, 'sum', ?, ?)`, []any{"key-" + id, id, n}},
+		{`INSERT INTO cap_raises (set_id, scope, period, period_start, amount, created_at) VALUES (?, 'nightly', 'day', ?, 1, ?)`, []any{set.ID, n, n}},
+		{`INSERT INTO group_answers (group_id, set_id, answered_by, surface, at) VALUES (?, ?, 'alice', 'cli', ?)`, []any{"g-" + id, set.ID, n}},
 	} {
 		if _, err := s.db.ExecContext(ctx, q.sql, q.args...); err != nil {
 			t.Fatalf("%s: %v", q.sql, err)

@@ -58,6 +58,9 @@ type Run struct {
 	// makes one run per spec and tick, whichever instance asks first
 	// (CreateRun returns ErrTickTaken to the others). Not read back.
 	Tick time.Time
+	// Request, when set, is the request the run is made for
+	// (runrequests.go): one run per person and key. Not read back.
+	Request *RunRequest
 }
 
 // ErrTickTaken: another instance made the run of this schedule tick.
@@ -109,6 +112,9 @@ func (s *Store) CreateRun(ctx context.Context, r Run) (Run, error) {
 			r.ID, r.Spec, r.Title, r.Prompt, r.WorkDir, surfaces, string(r.Options), r.Status,
 			r.SessionID, r.Error, r.FinalText, r.CostUSD, nanos(now), nanos(now), r.Host)
 		return err
+	}
+	if r.Request != nil {
+		return s.createRequested(ctx, r, *r.Request, insert)
 	}
 	if r.Tick.IsZero() {
 		err = insert(ctx, s.db)

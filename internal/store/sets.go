@@ -65,8 +65,8 @@ func insertSetRows(ctx context.Context, tx *txn, set questions.Set, surfaces []s
 	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO question_sets (id, run_id, turn, state, body, surfaces, created_at, kind) VALUES (?,?,?,?,?,?,?,?)`,
-		set.ID, set.RunID, set.Turn, SetPending, body, surf, nanos(now), questions.KindOf(set))
+	_, err = tx.ExecContext(ctx, `INSERT INTO question_sets (id, run_id, turn, state, body, surfaces, created_at, kind, fingerprint) VALUES (?,?,?,?,?,?,?,?,?)`,
+		set.ID, set.RunID, set.Turn, SetPending, body, surf, nanos(now), questions.KindOf(set), questions.Fingerprint(set))
 	if err != nil {
 		return fmt.Errorf("store question set %s: %w", set.ID, err)
 	}

@@ -32,6 +32,17 @@ type apiSet struct {
 	Title     string `json:"title,omitempty"`
 	Context   string `json:"context,omitempty"`
 	Reminders int    `json:"reminders"`
+	// Group lists other runs the same question waits in (at most 10;
+	// group_more: there are more): "all" in POST /api/answer answers them.
+	Group     []apiGroupRun `json:"group,omitempty"`
+	GroupMore bool          `json:"group_more,omitempty"`
+}
+
+// apiGroupRun is another run a question waits in.
+type apiGroupRun struct {
+	SetID string `json:"set_id"`
+	RunID string `json:"run_id"`
+	Spec  string `json:"spec,omitempty"`
 }
 
 type apiRun struct {
@@ -86,6 +97,10 @@ func toAPISet(pd Pending) apiSet {
 		Title: p(pd.Set.Title), Context: p(pd.Set.Context), Reminders: pd.Reminders}
 	out.State = "pending"
 	out.Surfaces = append([]string{}, pd.Surfaces...)
+	for _, g := range pd.Set.Group {
+		out.Group = append(out.Group, apiGroupRun{SetID: g.SetID, RunID: g.RunID, Spec: p(g.Spec)})
+	}
+	out.GroupMore = pd.Set.GroupMore
 	if !pd.AskedAt.IsZero() {
 		asked := pd.AskedAt.UTC()
 		out.CreatedAt = &asked
@@ -114,6 +129,15 @@ type apiError struct {
 	Error  string       `json:"error"`
 	Closed bool         `json:"closed,omitempty"`
 	Final  *apiResponse `json:"final,omitempty"`
+}
+
+// apiGroupResult is what became of a shared answer in another run.
+type apiGroupResult struct {
+	SetID string `json:"set_id"`
+	RunID string `json:"run_id"`
+	Spec  string `json:"spec,omitempty"`
+	Taken bool   `json:"taken"`
+	Error string `json:"error,omitempty"`
 }
 
 // fail answers an error: JSON on the API (and to scripts), a page otherwise.
@@ -218,6 +242,8 @@ func transcriptPath(runID string, seq int) string {
 type apiAnswerRequest struct {
 	SetID   string          `json:"set_id"`
 	Answers []output.Answer `json:"answers"`
+	// All answers the same question in the other runs it waits in too.
+	All bool `json:"all,omitempty"`
 }
 
 func (s *Server) apiAnswer(w http.ResponseWriter, r *http.Request) {
@@ -233,7 +259,7 @@ func (s *Server) apiAnswer(w http.ResponseWriter, r *http.Request) {
 	for _, a := range req.Answers {
 		resp.Answers = append(resp.Answers, questions.Answer{QuestionID: a.QuestionID, Labels: a.Labels, Text: a.Text})
 	}
-	status, res := s.offer(r, resp)
+	status, res := s.offer(r, resp, "question set "+resp.SetID, req.All)
 	s.writeJSON(w, status, res)
 }
 
@@ -245,11 +271,18 @@ type answerResult struct {
 	Closed bool         `json:"closed"`
 	Error  string       `json:"error,omitempty"`
 	Final  *apiResponse `json:"final,omitempty"`
+	// Shared names the shared decision of an answer given for every run
+	// waiting on the question ("all"), and Others what became of it in
+	// the other runs.
+	Shared string           `json:"shared,omitempty"`
+	Others []apiGroupResult `json:"others,omitempty"`
 }
 
 // offer hands resp, from the signed-in user, to the backend and says what
-// became of it, with the HTTP status to answer.
-func (s *Server) offer(r *http.Request, resp questions.Response) (int, answerResult) {
+// became of it, with the HTTP status to answer. what names the set in
+// errors, as the caller named it; all answers the same question in every
+// run waiting on it (GroupOfferer).
+func (s *Server) offer(r *http.Request, resp questions.Response, what string, all bool) (int, answerResult) {
 	res := answerResult{V: 1, SetID: resp.SetID}
 	if resp.SetID == "" {
 		res.Error = "set_id: required"
@@ -265,10 +298,16 @@ func (s *Server) offer(r *http.Request, resp questions.Response) (int, answerRes
 	}
 	id := who(r)
 	resp.By, resp.Surface, resp.At = id.Name, SurfaceName, s.cfg.Now().UTC()
-	d, err := s.cfg.Backend.Offer(r.Context(), resp)
+	var d Decision
+	var err error
+	if g, ok := s.cfg.Backend.(GroupOfferer); ok && all {
+		d, err = s.offerGroup(r, g, resp, &res)
+	} else {
+		d, err = s.cfg.Backend.Offer(r.Context(), resp)
+	}
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
-			res.Error = "question set " + resp.SetID + ": not found"
+			res.Error = what + ": not found"
 			return http.StatusNotFound, res
 		}
 		s.log.Error("web: offer", "set", resp.SetID, "err", err)
@@ -292,6 +331,34 @@ func (s *Server) offer(r *http.Request, resp questions.Response) (int, answerRes
 	}
 	s.log.Info("answered on the web", "set", resp.SetID, "by", id.Name)
 	return http.StatusOK, res
+}
+
+// offerGroup offers resp to its set and the same question in the other
+// runs it waits in; res gets the shared decision and the other runs'
+// outcomes. It returns the decision about resp's set.
+func (s *Server) offerGroup(r *http.Request, g GroupOfferer, resp questions.Response, res *answerResult) (Decision, error) {
+	gd, err := g.OfferGroup(r.Context(), resp)
+	if err != nil {
+		return Decision{}, err
+	}
+	if len(gd.Sets) == 0 {
+		return Decision{}, fmt.Errorf("the group answer to %s decided nothing", resp.SetID)
+	}
+	res.Shared = gd.ID
+	for _, o := range gd.Sets[1:] {
+		gr := apiGroupResult{SetID: o.SetID, RunID: o.RunID, Spec: p(o.Spec), Taken: o.Decision.Taken}
+		switch d := o.Decision; {
+		case d.Invalid != nil:
+			gr.Error = p(d.Invalid.Error())
+		case !d.Taken && d.Final != nil:
+			gr.Error = fmt.Sprintf("answered before by %s on %s", p(d.Final.By), p(d.Final.Surface))
+		case !d.Taken:
+			gr.Error = "closed"
+		}
+		res.Others = append(res.Others, gr)
+	}
+	d := gd.Sets[0].Decision
+	return Decision{Taken: d.Taken, Invalid: d.Invalid, Final: d.Final, Closed: d.Closed}, nil
 }
 
 func (s *Server) apiCancel(w http.ResponseWriter, r *http.Request) {

@@ -32,8 +32,8 @@ func TestAPIPendingListsEverySetNewestFirst(t *testing.T) {
 		V       int      `json:"v"`
 		Pending []apiSet `json:"pending"`
 	}](t, r)
-	if got.V != 1 || len(got.Pending) != 2 || got.Pending[0].ID != "r2-1" || got.Pending[1].ID != "r1-1" {
-		t.Fatalf("pending = %+v, want r2-1 then r1-1", got)
+	if got.V != 1 || len(got.Pending) != 2 || got.Pending[0].ID != "r2-s1b2c3d4e5f6" || got.Pending[1].ID != "r1-s9f3e2d1c0ab" {
+		t.Fatalf("pending = %+v, want r2-s1b2c3d4e5f6 then r1-s9f3e2d1c0ab", got)
 	}
 	s := got.Pending[1]
 	if s.RunID != "r1" || s.State != "pending" || s.CreatedAt == nil || s.CreatedAt.Format(time.RFC3339) != "2026-11-23T20:02:00Z" || strings.Join(s.Surfaces, ",") != "terminal,github" ||
@@ -132,30 +132,30 @@ func TestAPIAnswerTakenInvalidTooLateAndErrors(t *testing.T) {
 	}
 	// Invalid: the reason comes back and the set stays open.
 	for body, reason := range map[string]string{
-		`{"set_id":"r1-1","answers":[{"question_id":"qa1","labels":["Basic"]}]}`:                     `chooses "Basic", which is not an option`,
-		`{"set_id":"r1-1","answers":[{"question_id":"qa1","labels":["JWT","OAuth2"]}]}`:              "it takes one",
-		`{"set_id":"r1-1","answers":[]}`:                                                             "0 answers for 1 questions",
-		`{"set_id":"r1-1","answers":[{"question_id":"qa1","text":"my own"}]}`:                        "takes options only",
-		`{"set_id":"r2-1","answers":[{"question_id":"qb1","labels":["chi"]},{"question_id":"qb2"}]}`: "is empty",
+		`{"set_id":"r1-s9f3e2d1c0ab","answers":[{"question_id":"qa1","labels":["Basic"]}]}`:                     `chooses "Basic", which is not an option`,
+		`{"set_id":"r1-s9f3e2d1c0ab","answers":[{"question_id":"qa1","labels":["JWT","OAuth2"]}]}`:              "it takes one",
+		`{"set_id":"r1-s9f3e2d1c0ab","answers":[]}`:                                                             "0 answers for 1 questions",
+		`{"set_id":"r1-s9f3e2d1c0ab","answers":[{"question_id":"qa1","text":"my own"}]}`:                        "takes options only",
+		`{"set_id":"r2-s1b2c3d4e5f6","answers":[{"question_id":"qb1","labels":["chi"]},{"question_id":"qb2"}]}`: "is empty",
 	} {
 		r, res := post(body)
 		if r.status != 422 || res.V != 1 || res.Taken || !strings.Contains(res.Error, reason) {
 			t.Errorf("%s: %d %+v, want 422 with %q", body, r.status, res, reason)
 		}
 	}
-	if f.be.final("r1-1") != nil {
+	if f.be.final("r1-s9f3e2d1c0ab") != nil {
 		t.Fatal("an invalid answer was taken")
 	}
 	// Too long: refused before the backend.
 	long := strings.Repeat("x", 101)
-	if r, res := post(`{"set_id":"r2-1","answers":[{"question_id":"qb1","labels":["chi"]},{"question_id":"qb2","text":"` + long + `"}]}`); r.status != 422 || !strings.Contains(res.Error, "at most 100") {
+	if r, res := post(`{"set_id":"r2-s1b2c3d4e5f6","answers":[{"question_id":"qb1","labels":["chi"]},{"question_id":"qb2","text":"` + long + `"}]}`); r.status != 422 || !strings.Contains(res.Error, "at most 100") {
 		t.Errorf("too long: %d %+v", r.status, res)
 	}
 	// Malformed requests.
 	for body, status := range map[string]int{
-		`not json`:                    400,
-		`{"set_id":"r1-1","extra":1}`: 400,
-		`{"answers":[]}`:              400,
+		`not json`:                               400,
+		`{"set_id":"r1-s9f3e2d1c0ab","extra":1}`: 400,
+		`{"answers":[]}`:                         400,
 		`{"set_id":"nope","answers":[{"question_id":"q","labels":["a"]}]}`: 404,
 	} {
 		if r, res := post(body); r.status != status || res.Error == "" {
@@ -163,18 +163,18 @@ func TestAPIAnswerTakenInvalidTooLateAndErrors(t *testing.T) {
 		}
 	}
 	// Taken: by the token's user, on the web; a multi-select and free text.
-	r, res := post(`{"set_id":"r2-1","answers":[{"question_id":"qb2","text":"store"},{"question_id":"qb1","labels":["chi","sqlc"]}]}`)
+	r, res := post(`{"set_id":"r2-s1b2c3d4e5f6","answers":[{"question_id":"qb2","text":"store"},{"question_id":"qb1","labels":["chi","sqlc"]}]}`)
 	if r.status != 200 || !res.Taken || !res.Closed || res.Final == nil || res.Final.By != "alice" || res.Final.Surface != "web" {
 		t.Fatalf("taken: %d %+v", r.status, res)
 	}
-	got := f.be.final("r2-1")
+	got := f.be.final("r2-s1b2c3d4e5f6")
 	if got.By != "alice" || got.Surface != "web" || got.At.IsZero() || strings.Join(got.Answers[0].Labels, ",") != "chi,sqlc" || got.Answers[1].Text != "store" {
 		t.Fatalf("recorded %+v", got)
 	}
 	// Too late: answered elsewhere first.
-	f.be.answerElsewhere(questions.Response{SetID: "r1-1", By: "bob", Surface: "github", At: time.Now(),
+	f.be.answerElsewhere(questions.Response{SetID: "r1-s9f3e2d1c0ab", By: "bob", Surface: "github", At: time.Now(),
 		Answers: []questions.Answer{{QuestionID: "qa1", Labels: []string{"OAuth2"}}}})
-	r, res = post(`{"set_id":"r1-1","answers":[{"question_id":"qa1","labels":["JWT"]}]}`)
+	r, res = post(`{"set_id":"r1-s9f3e2d1c0ab","answers":[{"question_id":"qa1","labels":["JWT"]}]}`)
 	if r.status != 409 || res.Taken || !res.Closed || !strings.Contains(res.Error, "answered elsewhere by bob on github") || res.Final.Answers[0].Labels[0] != "OAuth2" {
 		t.Fatalf("too late: %d %+v", r.status, res)
 	}
@@ -183,9 +183,9 @@ func TestAPIAnswerTakenInvalidTooLateAndErrors(t *testing.T) {
 func TestAPIAnswerWithSessionNeedsCSRFHeader(t *testing.T) {
 	f := newFixture(t, nil)
 	c, csrf := f.signIn(bobToken)
-	body := `{"set_id":"r1-1","answers":[{"question_id":"qa1","labels":["JWT"]}]}`
+	body := `{"set_id":"r1-s9f3e2d1c0ab","answers":[{"question_id":"qa1","labels":["JWT"]}]}`
 	r := f.do(c, "POST", "/api/answer", body, map[string]string{"Content-Type": "application/json", "X-CSRF-Token": csrf})
-	if r.status != 200 || f.be.final("r1-1").By != "bob" {
+	if r.status != 200 || f.be.final("r1-s9f3e2d1c0ab").By != "bob" {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
 }

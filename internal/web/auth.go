@@ -45,6 +45,7 @@ const TokenPrefix = "orw_"
 type identity struct {
 	Name string
 	Via  string
+	Role Role // what they may do beyond answering (start.go)
 	csrf string
 }
 
@@ -116,7 +117,7 @@ func (s *Server) authenticate(r *http.Request) (id identity, ok bool, err error)
 		if !ok {
 			return identity{}, false, errors.New("unknown token")
 		}
-		return identity{Name: name, Via: viaToken, csrf: s.sign(viaToken + ":" + name)}, true, nil
+		return identity{Name: name, Via: viaToken, Role: s.roles[name], csrf: s.sign(viaToken + ":" + name)}, true, nil
 	}
 	if s.fromTrustedProxy(r) {
 		// One header says who it is: the one that was allowed is the one
@@ -131,7 +132,7 @@ func (s *Server) authenticate(r *http.Request) (id identity, ok bool, err error)
 			if len(name) > maxNameBytes || name == "" || !s.allowed(name) {
 				return identity{}, false, errNotAllowed
 			}
-			return identity{Name: name, Via: viaProxy, csrf: s.sign(viaProxy + ":" + name)}, true, nil
+			return identity{Name: name, Via: viaProxy, Role: s.cfg.ProxyRole, csrf: s.sign(viaProxy + ":" + name)}, true, nil
 		}
 	}
 	if c, err := r.Cookie(SessionCookie); err == nil {
@@ -143,7 +144,7 @@ func (s *Server) authenticate(r *http.Request) (id identity, ok bool, err error)
 		}
 		s.mu.Unlock()
 		if ok {
-			return identity{Name: ss.user, Via: viaSession, csrf: ss.csrf}, true, nil
+			return identity{Name: ss.user, Via: viaSession, Role: s.roles[ss.user], csrf: ss.csrf}, true, nil
 		}
 	}
 	return identity{}, false, nil

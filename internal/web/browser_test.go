@@ -31,7 +31,7 @@ func TestBrowserInboxAnswersRunPageAndCancel(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), aliceToken),
 		chromedp.Submit(chromedp.ID("token")),
-		chromedp.WaitVisible(chromedp.ID("set-r1-1")),
+		chromedp.WaitVisible(chromedp.ID("ask-r1-qa1")),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -49,30 +49,30 @@ func TestBrowserInboxAnswersRunPageAndCancel(t *testing.T) {
 
 	// Invalid: nothing chosen for the multi-select question.
 	err = chromedp.Do(ctx,
-		chromedp.SendKeys(chromedp.ID("t-r2-1-qb2"), "store"),
-		chromedp.Click(chromedp.CSS("#set-r2-1 button.send")),
+		chromedp.SendKeys(chromedp.ID("t-r2-qb2"), "store"),
+		chromedp.Click(chromedp.CSS("#ask-r2-qb1 button.send")),
 		chromedp.WaitVisible(chromedp.ID("error")),
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := text(t, ctx, chromedp.ID("error")); !strings.Contains(e, "answer to question qb1 is empty") || f.be.final("r2-1") != nil {
-		t.Fatalf("invalid answer: error %q, recorded %+v", e, f.be.final("r2-1"))
+	if e := text(t, ctx, chromedp.ID("error")); !strings.Contains(e, "answer to question qb1 is empty") || f.be.final("r2-s1b2c3d4e5f6") != nil {
+		t.Fatalf("invalid answer: error %q, recorded %+v", e, f.be.final("r2-s1b2c3d4e5f6"))
 	}
 
 	// A multi-select and a free-text answer.
 	err = chromedp.Do(ctx,
-		chromedp.Click(chromedp.CSS(`#set-r2-1 input[value="chi"]`)),
-		chromedp.Click(chromedp.CSS(`#set-r2-1 input[value="zap"]`)),
-		chromedp.SendKeys(chromedp.ID("t-r2-1-qb2"), "store"),
-		chromedp.Click(chromedp.CSS("#set-r2-1 button.send")),
+		chromedp.Click(chromedp.CSS(`#ask-r2-qb1 input[value="chi"]`)),
+		chromedp.Click(chromedp.CSS(`#ask-r2-qb1 input[value="zap"]`)),
+		chromedp.SendKeys(chromedp.ID("t-r2-qb2"), "store"),
+		chromedp.Click(chromedp.CSS("#ask-r2-qb1 button.send")),
 		chromedp.WaitVisible(chromedp.ID("flash")),
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
 	flash := text(t, ctx, chromedp.ID("flash"))
-	got := f.be.final("r2-1")
+	got := f.be.final("r2-s1b2c3d4e5f6")
 	if !strings.Contains(flash, "Answer recorded") || got == nil || got.By != "alice" || got.Surface != "web" ||
 		strings.Join(got.Answers[0].Labels, ",") != "chi,zap" || got.Answers[1].Text != "store" {
 		t.Fatalf("multi-select + free text: flash %q, recorded %+v", flash, got)
@@ -80,13 +80,13 @@ func TestBrowserInboxAnswersRunPageAndCancel(t *testing.T) {
 
 	// An option button.
 	err = chromedp.Do(ctx,
-		chromedp.Click(chromedp.CSS(`#set-r1-1 button[value="JWT"]`)),
+		chromedp.Click(chromedp.CSS(`#ask-r1-qa1 button[value="JWT"]`)),
 		chromedp.WaitVisible(chromedp.CSS("p.empty")),
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := f.be.final("r1-1"); got == nil || got.Answers[0].Labels[0] != "JWT" || got.By != "alice" {
+	if got := f.be.final("r1-s9f3e2d1c0ab"); got == nil || got.Answers[0].Labels[0] != "JWT" || got.By != "alice" {
 		t.Fatalf("option button: recorded %+v", got)
 	}
 
@@ -121,6 +121,19 @@ func TestBrowserInboxAnswersRunPageAndCancel(t *testing.T) {
 	// Cancel from the page.
 	err = chromedp.Do(ctx,
 		chromedp.Click(chromedp.ID("cancel")),
+		chromedp.WaitVisible(chromedp.ID("confirm-cancel")),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.be.mu.Lock()
+	st := f.be.runs["r1"].Status
+	f.be.mu.Unlock()
+	if final(st) {
+		t.Fatalf("the run is %s before the cancel was confirmed", st)
+	}
+	err = chromedp.Do(ctx,
+		chromedp.Click(chromedp.ID("confirm-cancel")),
 		chromedp.WaitVisible(chromedp.ID("flash")),
 	)
 	if err != nil {
@@ -173,7 +186,7 @@ func TestBrowserPhoneScreenKeyboardAndLabels(t *testing.T) {
 		chromedp.Navigate(f.ts.URL+"/signin"),
 		chromedp.SendKeys(chromedp.ID("token"), aliceToken),
 		chromedp.Submit(chromedp.ID("token")),
-		chromedp.WaitVisible(chromedp.ID("set-r1-1")),
+		chromedp.WaitVisible(chromedp.ID("ask-r1-qa1")),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -201,14 +214,14 @@ func TestBrowserPhoneScreenKeyboardAndLabels(t *testing.T) {
 	browsertest.Screenshot(t, ctx, "inbox-phone")
 	err = chromedp.Do(ctx,
 		chromedp.Navigate(f.ts.URL+"/"),
-		chromedp.Focus(chromedp.CSS(`#set-r1-1 button[value="OAuth2"]`)),
+		chromedp.Focus(chromedp.CSS(`#ask-r1-qa1 button[value="OAuth2"]`)),
 		chromedp.KeyEvent("\r"),
 		chromedp.WaitVisible(chromedp.ID("flash")),
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := f.be.final("r1-1"); got == nil || got.Answers[0].Labels[0] != "OAuth2" {
+	if got := f.be.final("r1-s9f3e2d1c0ab"); got == nil || got.Answers[0].Labels[0] != "OAuth2" {
 		t.Fatalf("keyboard answer: recorded %+v", got)
 	}
 }
@@ -241,7 +254,7 @@ func TestBrowserSignInNeverLeavesTheSite(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), aliceToken),
 		chromedp.Submit(chromedp.ID("token")),
-		chromedp.WaitVisible(chromedp.ID("set-r1-1")),
+		chromedp.WaitVisible(chromedp.ID("ask-r1-qa1")),
 	)
 	if err != nil {
 		t.Fatal(err)

@@ -162,8 +162,8 @@ const (
 	bobToken   = "orw_bob-test-token-not-a-secret"
 )
 
-// fixture: run r1 waits on set r1-1 (one single-select question), run r2
-// on set r2-1 (a multi-select and a free-text question); r3 is done.
+// fixture: run r1 waits on set r1-s9f3e2d1c0ab (one single-select question), run r2
+// on set r2-s1b2c3d4e5f6 (a multi-select and a free-text question); r3 is done.
 type fixture struct {
 	t    *testing.T
 	be   *fakeBackend
@@ -184,8 +184,8 @@ func newFixture(t *testing.T, mod func(*Config)) *fixture {
 	be.addRun(Run{ID: "r1", Spec: "nightly", Title: "Implement spec X", Status: "running", CostUSD: 0.0012, Turns: 1, CreatedAt: base, UpdatedAt: base})
 	be.addRun(Run{ID: "r2", Spec: "weekly", Title: "Pick the libraries", Status: "running", Turns: 1, CreatedAt: base.Add(time.Minute), UpdatedAt: base.Add(time.Minute)})
 	be.addRun(Run{ID: "r3", Spec: "nightly", Title: "Earlier run", Status: "done", CostUSD: 0.5, Turns: 2, CreatedAt: base.Add(-time.Hour), UpdatedAt: base.Add(-50 * time.Minute)})
-	be.ask(questions.Set{ID: "r1-1", RunID: "r1", Turn: 1, Questions: []questions.Question{authQuestion()}}, base.Add(2*time.Minute), "terminal", "github")
-	be.ask(questions.Set{ID: "r2-1", RunID: "r2", Turn: 1, Title: "Libraries", Context: "Pick **both**:\n\n```diff\n- old\n+ new\n```\n",
+	be.ask(questions.Set{ID: "r1-s9f3e2d1c0ab", RunID: "r1", Turn: 1, Questions: []questions.Question{authQuestion()}}, base.Add(2*time.Minute), "terminal", "github")
+	be.ask(questions.Set{ID: "r2-s1b2c3d4e5f6", RunID: "r2", Turn: 1, Title: "Libraries", Context: "Pick **both**:\n\n```diff\n- old\n+ new\n```\n",
 		Questions: []questions.Question{
 			{ID: "qb1", Header: "Libs", Text: "Which libraries?", MultiSelect: true,
 				Options: []questions.Option{{Label: "chi"}, {Label: "sqlc"}, {Label: "zap"}}},

@@ -27,7 +27,8 @@ type pageData struct {
 	CSRF      string
 	Error     string
 	Flash     string
-	FlashSet  string // the set the flash is about
+	FlashAsk  string     // the set the flash is about, as askRef names it
+	Start     *startData // the "Start a run" form; nil for who may not
 	Next      string
 	Pending   []Pending
 	Runs      []Run
@@ -40,6 +41,10 @@ type pageData struct {
 	LivePath  string
 	CancelURL string
 	ResumeURL string // empty when runs cannot be resumed here
+	// Schedules are the scheduled specs (schedules.go); SchedulesNav
+	// links their page.
+	Schedules    []Schedule
+	SchedulesNav bool
 }
 
 // md renders markdown without raw HTML (goldmark's default: raw HTML is
@@ -112,8 +117,19 @@ func (s *Server) funcs() template.FuncMap {
 			return end.Sub(r.CreatedAt).Round(time.Second).String()
 		},
 		"final":      final,
+		"ask":        askRef,
 		"transcript": transcriptPath,
 	}
+}
+
+// askRef names a question set on the web pages by its run and its first
+// question (the IDs people see on every surface), never by the store's
+// internal set ID: "r1-qa1". The inbox's anchors and forms use it.
+func askRef(set questions.Set) string {
+	if len(set.Questions) == 0 {
+		return set.RunID
+	}
+	return set.RunID + "-" + set.Questions[0].ID
 }
 
 func final(status string) bool {
@@ -156,6 +172,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 		d.User, d.CSRF = id.Name, id.csrf
 	}
 	d.Now = s.cfg.Now()
+	d.SchedulesNav = s.cfg.Schedules != nil
 	var b bytes.Buffer
 	if err := s.tmpl.ExecuteTemplate(&b, name, d); err != nil {
 		s.log.Error("web: render", "page", name, "err", err)
@@ -180,24 +197,41 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 	s.inboxWith(w, r, http.StatusOK, "", "", "")
 }
 
-func (s *Server) inboxWith(w http.ResponseWriter, r *http.Request, status int, flash, flashSet, errMsg string) {
+func (s *Server) inboxWith(w http.ResponseWriter, r *http.Request, status int, flash, flashAsk, errMsg string) {
 	list, err := s.pendingNewestFirst(r)
 	if err != nil {
 		s.backendError(w, r, "pending questions", err)
 		return
 	}
-	s.render(w, r, status, "inbox", pageData{Title: "Inbox", Pending: list, Flash: flash, FlashSet: flashSet, Error: errMsg})
+	s.render(w, r, status, "inbox", pageData{Title: "Inbox", Pending: list, Flash: flash, FlashAsk: flashAsk, Error: errMsg, Start: s.startFor(r)})
 }
 
-// answerForm reads the inbox form: set_id, then for each question "a:ID"
-// (the chosen labels: a button, radio buttons or checkboxes) and "t:ID"
-// (free text).
+// answerForm reads the inbox form: run and question (the run's ID and the
+// first question's ID: the set, named as people see it), then for each
+// question "a:ID" (the chosen labels: a button, radio buttons or
+// checkboxes) and "t:ID" (free text).
 func (s *Server) answerForm(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
 		s.fail(w, r, http.StatusBadRequest, "the form could not be read")
 		return
 	}
-	resp := questions.Response{SetID: strings.TrimSpace(r.PostForm.Get("set_id"))}
+	runID, qid := strings.TrimSpace(r.PostForm.Get("run")), strings.TrimSpace(r.PostForm.Get("question"))
+	if runID == "" || qid == "" {
+		s.inboxWith(w, r, http.StatusBadRequest, "", "", "the form names no question: run and question are required")
+		return
+	}
+	what := fmt.Sprintf("run %s, question %s", runID, qid)
+	set, err := s.askedSet(r, runID, qid)
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			s.inboxWith(w, r, http.StatusNotFound, "", "", what+": not found")
+			return
+		}
+		s.backendError(w, r, what, err)
+		return
+	}
+	ref := askRef(set)
+	resp := questions.Response{SetID: set.ID}
 	var order []string
 	answers := map[string]*questions.Answer{}
 	for key, vals := range r.PostForm {
@@ -226,15 +260,65 @@ func (s *Server) answerForm(w http.ResponseWriter, r *http.Request) {
 	for _, qid := range order {
 		resp.Answers = append(resp.Answers, *answers[qid])
 	}
-	status, res := s.offer(r, resp)
+	status, res := s.offer(r, resp, what, r.PostForm.Get("all") == "1")
 	switch {
+	case res.Taken && res.Closed && res.Shared != "":
+		s.inboxWith(w, r, status, groupFlash(res), resp.SetID, "")
 	case res.Taken && res.Closed:
-		s.inboxWith(w, r, status, "Answer recorded: the run resumes.", resp.SetID, "")
+		s.inboxWith(w, r, status, "Answer recorded: the run resumes.", ref, "")
 	case res.Taken:
-		s.inboxWith(w, r, status, "Answer recorded; the other questions of this set still wait for an answer.", resp.SetID, "")
+		s.inboxWith(w, r, status, "Answer recorded; the other questions of this set still wait for an answer.", ref, "")
 	default:
-		s.inboxWith(w, r, status, "", resp.SetID, res.Error)
+		s.inboxWith(w, r, status, "", ref, res.Error)
 	}
+}
+
+// askedSet finds the question set of run runID whose first question is
+// qid (the latest, if question IDs repeat across turns), waiting or not: a
+// set answered elsewhere in the meantime is still found, so the answer is
+// told it came too late. An unknown run or question wraps ErrNotFound.
+func (s *Server) askedSet(r *http.Request, runID, qid string) (questions.Set, error) {
+	// The waiting sets first (the inbox lists them anyway); the run's
+	// timeline, which reads its transcripts, only for a set that is not.
+	pending, err := s.cfg.Backend.Pending(r.Context())
+	if err != nil {
+		return questions.Set{}, err
+	}
+	for _, pd := range pending {
+		if pd.Set.RunID == runID && len(pd.Set.Questions) > 0 && pd.Set.Questions[0].ID == qid {
+			return pd.Set, nil
+		}
+	}
+	d, err := s.cfg.Backend.Run(r.Context(), runID)
+	if err != nil {
+		return questions.Set{}, err
+	}
+	for i := len(d.Items) - 1; i >= 0; i-- {
+		it := d.Items[i]
+		if it.Kind == ItemQuestion && it.Set != nil && len(it.Set.Questions) > 0 && it.Set.Questions[0].ID == qid {
+			return *it.Set, nil
+		}
+	}
+	return questions.Set{}, fmt.Errorf("run %s: question %s: %w", runID, qid, ErrNotFound)
+}
+
+// groupFlash says what an answer given for every run waiting on the
+// question did.
+func groupFlash(res answerResult) string {
+	taken := 1
+	var skipped []string
+	for _, o := range res.Others {
+		if o.Taken {
+			taken++
+		} else {
+			skipped = append(skipped, "run "+o.RunID+" ("+o.Error+")")
+		}
+	}
+	msg := fmt.Sprintf("Answer recorded in %d runs (shared decision %s): they resume.", taken, res.Shared)
+	if len(skipped) > 0 {
+		msg += " Skipped: " + strings.Join(skipped, ", ") + "."
+	}
+	return msg
 }
 
 var runStatuses = []string{"queued", "running", "waiting", "interrupted", "done", "failed", "cancelled", "stopped"}
@@ -305,8 +389,25 @@ func (s *Server) resumeForm(w http.ResponseWriter, r *http.Request) {
 	s.runPageWith(w, r, http.StatusOK, "Run resumed.", "")
 }
 
+// cancelForm cancels a run once confirmed: the run page's "Cancel this
+// run" posts without confirm and gets a page asking to confirm (no
+// JavaScript needed), whose own form posts again with confirm=yes. Both
+// posts carry the CSRF token, as every form.
 func (s *Server) cancelForm(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if r.PostFormValue("confirm") != "yes" {
+		d, err := s.cfg.Backend.Run(r.Context(), id)
+		if err != nil {
+			s.backendError(w, r, "run "+id, err)
+			return
+		}
+		if final(d.Status) {
+			s.runPageWith(w, r, http.StatusConflict, "", fmt.Sprintf("run %s is %s already: there is nothing to cancel", d.ID, d.Status))
+			return
+		}
+		s.render(w, r, http.StatusOK, "cancel", pageData{Title: "Cancel run " + d.ID + "?", Run: &d, CancelURL: "/runs/" + d.ID + "/cancel"})
+		return
+	}
 	if err := s.cfg.Backend.Cancel(r.Context(), id, who(r).Name); err != nil {
 		if errors.Is(err, ErrFinal) {
 			s.runPageWith(w, r, http.StatusConflict, "", err.Error())

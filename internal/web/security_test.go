@@ -13,7 +13,7 @@ import (
 )
 
 // secretsOfFixture is text only a signed-in user may see.
-var secretsOfFixture = []string{"Which auth method?", "Implement spec X", "nightly", "r1-1", "Libraries"}
+var secretsOfFixture = []string{"Which auth method?", "Implement spec X", "nightly", "r1-s9f3e2d1c0ab", "Libraries"}
 
 func assertNothingLeaked(t *testing.T, what string, r result) {
 	t.Helper()
@@ -41,13 +41,13 @@ func TestNoTokenRedirectsPagesToSignInAndRefusesTheAPI(t *testing.T) {
 		assertNothingLeaked(t, "GET "+path, r)
 	}
 	for _, path := range []string{"/api/answer", "/api/runs/r1/cancel", "/answer", "/runs/r1/cancel"} {
-		r := f.do(nil, "POST", path, `{"set_id":"r1-1","answers":[{"question_id":"qa1","labels":["JWT"]}]}`, map[string]string{"Content-Type": "application/json"})
+		r := f.do(nil, "POST", path, `{"set_id":"r1-s9f3e2d1c0ab","answers":[{"question_id":"qa1","labels":["JWT"]}]}`, map[string]string{"Content-Type": "application/json"})
 		if r.status != http.StatusUnauthorized {
 			t.Errorf("POST %s: %d, want 401", path, r.status)
 		}
 		assertNothingLeaked(t, "POST "+path, r)
 	}
-	if f.be.offers != 0 || f.be.final("r1-1") != nil {
+	if f.be.offers != 0 || f.be.final("r1-s9f3e2d1c0ab") != nil {
 		t.Fatal("an answer without credentials reached the backend")
 	}
 	// The sign-in form and the static files are public, and show nothing.
@@ -148,13 +148,13 @@ func TestTrustedProxyUserMustBeAllowed(t *testing.T) {
 	if page.status != 200 || strings.Contains(page.body, "mallory") {
 		t.Fatalf("page for dave's email with X-Forwarded-User mallory: %d, mentions mallory %v", page.status, strings.Contains(page.body, "mallory"))
 	}
-	body, h := form(url.Values{"csrf": {csrfOf(t, page.body)}, "set_id": {"r1-1"}, "a:qa1": {"JWT"}})
+	body, h := form(url.Values{"csrf": {csrfOf(t, page.body)}, "run": {"r1"}, "question": {"qa1"}, "a:qa1": {"JWT"}})
 	h["X-Forwarded-Email"] = "dave@example.com"
 	h["X-Forwarded-User"] = "mallory"
 	if r := f.do(nil, "POST", "/answer", body, h); r.status != 200 {
 		t.Fatalf("answer through the proxy: %d %s", r.status, r.body)
 	}
-	if got := f.be.final("r1-1"); got == nil || got.By != "dave@example.com" || got.Surface != "web" {
+	if got := f.be.final("r1-s9f3e2d1c0ab"); got == nil || got.By != "dave@example.com" || got.Surface != "web" {
 		t.Fatalf("answer recorded as %+v, want by dave@example.com on web", got)
 	}
 }
@@ -186,15 +186,15 @@ func TestCrossSitePostWithoutCSRFTokenIsRefused(t *testing.T) {
 	c, csrf := f.signIn(aliceToken)
 	// No token, a wrong token, a token in a cross-site request: refused.
 	for name, v := range map[string]url.Values{
-		"no token":    {"set_id": {"r1-1"}, "a:qa1": {"JWT"}},
-		"wrong token": {"csrf": {"forged"}, "set_id": {"r1-1"}, "a:qa1": {"JWT"}},
+		"no token":    {"run": {"r1"}, "question": {"qa1"}, "a:qa1": {"JWT"}},
+		"wrong token": {"csrf": {"forged"}, "run": {"r1"}, "question": {"qa1"}, "a:qa1": {"JWT"}},
 	} {
 		body, h := form(v)
 		if r := f.do(c, "POST", "/answer", body, h); r.status != http.StatusForbidden {
 			t.Errorf("%s: %d, want 403", name, r.status)
 		}
 	}
-	body, h := form(url.Values{"csrf": {csrf}, "set_id": {"r1-1"}, "a:qa1": {"JWT"}})
+	body, h := form(url.Values{"csrf": {csrf}, "run": {"r1"}, "question": {"qa1"}, "a:qa1": {"JWT"}})
 	h["Sec-Fetch-Site"] = "cross-site"
 	if r := f.do(c, "POST", "/answer", body, h); r.status != http.StatusForbidden {
 		t.Errorf("cross-site with the token: %d, want 403", r.status)
@@ -204,18 +204,18 @@ func TestCrossSitePostWithoutCSRFTokenIsRefused(t *testing.T) {
 		t.Errorf("another Origin: %d, want 403", r.status)
 	}
 	// The API with the session cookie needs the token in a header.
-	js := `{"set_id":"r1-1","answers":[{"question_id":"qa1","labels":["JWT"]}]}`
+	js := `{"set_id":"r1-s9f3e2d1c0ab","answers":[{"question_id":"qa1","labels":["JWT"]}]}`
 	if r := f.do(c, "POST", "/api/answer", js, map[string]string{"Content-Type": "application/json"}); r.status != http.StatusForbidden {
 		t.Errorf("API with a cookie and no X-CSRF-Token: %d, want 403", r.status)
 	}
 	if r := f.do(c, "POST", "/runs/r2/cancel", "", nil); r.status != http.StatusForbidden {
 		t.Errorf("cancel without the token: %d, want 403", r.status)
 	}
-	if f.be.offers != 0 || f.be.final("r1-1") != nil {
+	if f.be.offers != 0 || f.be.final("r1-s9f3e2d1c0ab") != nil {
 		t.Fatal("a refused POST reached the backend")
 	}
 	// Same site, with the token: taken.
-	body, h = form(url.Values{"csrf": {csrf}, "set_id": {"r1-1"}, "a:qa1": {"JWT"}})
+	body, h = form(url.Values{"csrf": {csrf}, "run": {"r1"}, "question": {"qa1"}, "a:qa1": {"JWT"}})
 	h["Sec-Fetch-Site"] = "same-origin"
 	if r := f.do(c, "POST", "/answer", body, h); r.status != 200 || !strings.Contains(r.body, "Answer recorded") {
 		t.Fatalf("with the token: %d", r.status)

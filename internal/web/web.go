@@ -59,6 +59,17 @@ type Backend interface {
 	Transcript(ctx context.Context, runID string, seq int) (io.ReadCloser, error)
 }
 
+// GroupOfferer is implemented by a Backend that answers the same question
+// in several runs at once (issue 28): Pending lists with each set, in
+// Set.Group, the other runs its question waits in, and the inbox offers to
+// answer them all. Whoever may use the inbox may answer in every run (it
+// has no roles per run or spec), so OfferGroup answers the whole group as
+// it stands, in one decision of the store; the first outcome is resp's
+// set's.
+type GroupOfferer interface {
+	OfferGroup(ctx context.Context, resp questions.Response) (questions.GroupDecision, error)
+}
+
 // Decision is what became of an offered answer (the same fields as the
 // surfaces' Answers contract).
 type Decision struct {
@@ -168,6 +179,8 @@ type User struct {
 	Name string
 	// TokenSHA256 is the hex SHA-256 of the token.
 	TokenSHA256 string
+	// Role is what they may do beyond answering; default RoleAnswer.
+	Role Role
 }
 
 // Config is what a Server is made of.
@@ -201,6 +214,16 @@ type Config struct {
 	// Resume, when set, offers to resume an interrupted run (a button on
 	// its page, POST /api/runs/ID/resume).
 	Resume Resumer
+	// Start, when set, lets people whose role allows it start runs (a
+	// form in the inbox, POST /api/runs).
+	Start Starter
+	// ProxyRole is the role of the people a trusted proxy lets in;
+	// default RoleAnswer.
+	ProxyRole Role
+	// Schedules, when set, lists the scheduled specs with a Pause or
+	// Resume button each (GET /schedules, POST /api/schedules/SPEC/pause
+	// and /resume; schedules.go).
+	Schedules Schedules
 	// Poll is how often a live run page looks for changes; default 500ms.
 	Poll   time.Duration
 	Logger *slog.Logger
@@ -222,6 +245,7 @@ type Server struct {
 	mux   *http.ServeMux
 	key   []byte // signs CSRF tokens of proxy and token identities
 	users map[[32]byte]string
+	roles map[string]Role // by user name
 
 	mu       sync.Mutex
 	sessions map[string]session
@@ -258,6 +282,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.users = users
+	if err := s.setRoles(); err != nil {
+		return nil, err
+	}
 	s.tmpl, err = template.New("").Funcs(s.funcs()).ParseFS(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, err
@@ -280,9 +307,21 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /api/runs/{id}", s.authed(s.apiRun))
 	mux.HandleFunc("POST /api/answer", s.authed(s.apiAnswer))
 	mux.HandleFunc("POST /api/runs/{id}/cancel", s.authed(s.apiCancel))
+	if cfg.Start != nil {
+		mux.HandleFunc("POST /runs", s.authed(s.startForm))
+		mux.HandleFunc("POST /api/runs", s.authed(s.apiStart))
+	}
 	if cfg.Resume != nil {
 		mux.HandleFunc("POST /runs/{id}/resume", s.authed(s.resumeForm))
 		mux.HandleFunc("POST /api/runs/{id}/resume", s.authed(s.apiResume))
+	}
+	if cfg.Schedules != nil { // schedules.go
+		mux.HandleFunc("GET /schedules", s.authed(s.schedulesPage))
+		mux.HandleFunc("POST /schedules/{spec}/pause", s.authed(s.pauseForm))
+		mux.HandleFunc("POST /schedules/{spec}/resume", s.authed(s.resumeScheduleForm))
+		mux.HandleFunc("GET /api/schedules", s.authed(s.apiSchedules))
+		mux.HandleFunc("POST /api/schedules/{spec}/pause", s.authed(s.apiPause))
+		mux.HandleFunc("POST /api/schedules/{spec}/resume", s.authed(s.apiResumeSchedule))
 	}
 	s.mux = mux
 	return s, nil

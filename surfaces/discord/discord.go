@@ -207,6 +207,7 @@ func (s *Surface) Ask(ctx context.Context, set questions.Set, answers surfaces.A
 	if err := s.Open(ctx); err != nil {
 		return err
 	}
+	set = s.withGroup(ctx, set, answers) // group.go
 	st := s.join(set, answers)
 	defer s.leave(st)
 	if err := s.ensurePosted(ctx, st); err != nil {

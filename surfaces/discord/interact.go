@@ -16,6 +16,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/orchestrator-dev/orchestrator/questions"
+	"github.com/orchestrator-dev/orchestrator/surfaces"
 )
 
 // clicker is who acted, as the surface checks and names them.
@@ -163,7 +164,12 @@ func (s *Surface) onInteraction(_ *discordgo.Session, ev *discordgo.InteractionC
 		return
 	}
 	a := &answered{Answer: ans, By: c.by(), Name: c.name}
-	d, err := s.offer(octx, qs, a)
+	var d surfaces.Decision
+	if p.action == actAll {
+		d, err = s.offerAll(octx, qs, a) // group.go
+	} else {
+		d, err = s.offer(octx, qs, a)
+	}
 	ocancel()
 	switch {
 	case err != nil:
@@ -212,7 +218,7 @@ func interactionCustomID(in *discordgo.Interaction) (string, bool) {
 // be ignored; err says why the answer could not be read.
 func interactionAnswer(in *discordgo.Interaction, qs *qState, p parsedID) (ans questions.Answer, ok bool, err error) {
 	switch p.action {
-	case actButton:
+	case actButton, actAll:
 		if in.Type != discordgo.InteractionMessageComponent || p.index >= len(qs.q.Options) || qs.q.MultiSelect {
 			return ans, false, nil
 		}

@@ -38,6 +38,7 @@ const (
 	actSelect = "s" // select menu; values are option indexes
 	actText   = "t" // "Other…" / "Answer…" button: opens the modal
 	actModal  = "m" // the modal's submission
+	actAll    = "a" // "All N runs: option" button (group.go); arg is the option's index
 )
 
 const (
@@ -97,7 +98,7 @@ func parseCustomID(s string) (p parsedID, ok bool) {
 	p.action = parts[n-1]
 	args := parts[n:]
 	switch p.action {
-	case actButton:
+	case actButton, actAll:
 		if len(args) != 1 {
 			return p, false
 		}
@@ -186,8 +187,10 @@ func render(set questions.Set, idx int, a *answered) (string, []*discordgo.Messa
 		content += " by **" + escape(by, 100, false) + "**: " + summary(a.Answer, 1500)
 		content = clip(content, maxContent)
 	}
+	groupField(e, set, a) // group.go
 	fitEmbed(e)
-	return content, []*discordgo.MessageEmbed{e}, components(q, r, a, questions.KindOf(set) == questions.KindApproval)
+	rows := components(q, r, a, questions.KindOf(set) == questions.KindApproval)
+	return content, []*discordgo.MessageEmbed{e}, groupRow(rows, set, q, r, a)
 }
 
 // summary says an answer in one line, for the answered message.

@@ -38,6 +38,7 @@ func (s *Surface) Watch(ctx context.Context, set questions.Set, answers surfaces
 		return nil
 	}
 	s.mu.Unlock()
+	set = s.withGroup(ctx, set, answers) // group.go
 	if err := s.Open(ctx); err != nil {
 		return err
 	}

@@ -38,6 +38,7 @@ func (s *Surface) Ask(ctx context.Context, set questions.Set, answers surfaces.A
 	if err := checkAsk(set, answers); err != nil {
 		return err
 	}
+	set = s.withGroup(ctx, set, answers)
 	w, err := s.watch(ctx, set, answers, false)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -68,6 +69,7 @@ func (s *Surface) Watch(ctx context.Context, set questions.Set, answers surfaces
 	if err := checkAsk(set, answers); err != nil {
 		return err
 	}
+	set = s.withGroup(ctx, set, answers)
 	if _, err := s.watch(ctx, set, answers, true); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -58,6 +58,7 @@ type Client struct {
 	deliveries deliveries
 	progress   map[string]*progressState // repo + run ID → its status comment
 	progressIv time.Duration
+	triggers   *triggers // runs started from issues (triggers.go); nil: none
 }
 
 type permEntry struct {

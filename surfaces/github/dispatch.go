@@ -15,6 +15,7 @@ import (
 	gh "github.com/google/go-github/v60/github"
 
 	"github.com/orchestrator-dev/orchestrator/questions"
+	"github.com/orchestrator-dev/orchestrator/surfaces"
 )
 
 // handle reads comments of one issue where sets wait, oldest first. The
@@ -237,7 +238,12 @@ func (p *poller) offer(ctx context.Context, issue int, st *issueState, c *gh.Iss
 		Surface: surfaceName,
 		At:      c.GetCreatedAt().Time,
 	}
-	dec, err := w.answers.Offer(ctx, resp)
+	var dec questions.Decision
+	if ga, ok := w.answers.(surfaces.GroupAnswers); ok && wantsAll(c.GetBody()) {
+		dec, err = p.offerAll(ctx, issue, st, c, w, ga, resp) // group.go
+	} else {
+		dec, err = w.answers.Offer(ctx, resp)
+	}
 	if err != nil {
 		p.c.log.Warn("github: offer an answer", "set", w.set.ID, "comment", c.GetID(), "err", err)
 		return "", false
@@ -311,24 +317,7 @@ func (p *poller) showAnswered(ctx context.Context, st *issueState, tg target, fi
 // mayAnswer reports whether login may answer on s: deny by default; write,
 // maintain or admin permission, or the allowlist.
 func (p *poller) mayAnswer(ctx context.Context, s *Surface, login string) (bool, error) {
-	if login == "" {
-		return false, nil
-	}
-	if s.allow[strings.ToLower(login)] {
-		return true, nil
-	}
-	if s.cfg.AllowOnly {
-		return false, nil
-	}
-	level, err := p.c.permission(ctx, p.owner, p.name, login)
-	if err != nil {
-		return false, err
-	}
-	switch level {
-	case "admin", "maintain", "write":
-		return true, nil
-	}
-	return false, nil
+	return p.c.allowed(ctx, p.owner, p.name, login, s.allow, s.cfg.AllowOnly) // triggers.go
 }
 
 // permission returns login's permission on the repository, cached briefly.
@@ -396,6 +385,7 @@ func answerText(body string) string {
 			continue
 		}
 		if rest, ok := strings.CutPrefix(t, "/answer"); ok && (rest == "" || rest[0] == ' ' || rest[0] == '\t') {
+			rest, _ = cutAllFlag(rest) // group.go
 			rest = strings.TrimSpace(rest)
 			id, ans, _ := strings.Cut(rest, " ")
 			id = strings.TrimSuffix(id, ":")

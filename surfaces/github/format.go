@@ -188,6 +188,7 @@ func renderSet(set questions.Set) string {
 	} else {
 		b.WriteString(howToAnswer(set))
 	}
+	b.WriteString(groupNote(set)) // group.go
 	return b.String()
 }
 

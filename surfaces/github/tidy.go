@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	gh "github.com/google/go-github/v60/github"
 
@@ -294,6 +295,9 @@ func looksLikeAnswer(set questions.Set, body string) bool {
 		}
 	}
 	text := answerText(body)
+	if nearOption(set, text) {
+		return true
+	}
 	n := 0
 	for _, line := range strings.Split(text, "\n") {
 		line = strings.TrimSpace(line)
@@ -312,6 +316,72 @@ func looksLikeAnswer(set questions.Set, body string) bool {
 }
 
 var numbersRE = regexp.MustCompile(`^[0-9]+(\s*,\s*[0-9]+)*\.?$`)
+
+// optionTokenRE matches a line that starts with an option-like token: "#2",
+// "2)", "option 2", "choice 4".
+var optionTokenRE = regexp.MustCompile(`(?i)^(#\s*[0-9]+|[0-9]+\)|(option|choice)\s*#?\s*[0-9]+)`)
+
+// nearOption reports whether text is a near miss of an option of a
+// question of set: a single short line (at most three words and 40
+// characters) that starts with an option-like token ("#4", "4)", "option
+// 4"), or whose first word is a misspelling or a short prefix of an option's
+// label ("postgress", "sqlit", "mysq"). Such a reply tries to answer and
+// gets the valid options; anything longer or freer is discussion.
+func nearOption(set questions.Set, text string) bool {
+	line := strings.TrimSpace(text)
+	if line == "" || strings.Contains(line, "\n") || utf8.RuneCountInString(line) > 40 {
+		return false
+	}
+	words := strings.Fields(line)
+	if len(words) > 3 {
+		return false
+	}
+	if optionTokenRE.MatchString(line) {
+		return true
+	}
+	first := strings.ToLower(strings.TrimRight(words[0], ".,;:!"))
+	if utf8.RuneCountInString(first) < 3 {
+		return false
+	}
+	for _, q := range set.Questions {
+		for _, o := range q.Options {
+			lw := strings.Fields(strings.ToLower(o.Label))
+			if len(lw) == 0 {
+				continue
+			}
+			label := lw[0]
+			if n := utf8.RuneCountInString(label); n >= 4 && utf8.RuneCountInString(first) >= 4 && editDistance(first, label) <= max(1, n/4) {
+				return true
+			}
+			if strings.HasPrefix(label, first) && first != label {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// editDistance is the Levenshtein distance between a and b, in runes.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}
 
 // choosesOption reports whether line picks options of a question of set by
 // number (valid or not: a wrong number is an answer that can't be read) or

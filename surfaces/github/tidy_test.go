@@ -95,6 +95,19 @@ func TestAnswerAttemptClassification(t *testing.T) {
 		{single, single.Questions[0].Header + ": 2", true},
 		{single, "1: sqlite", true},
 		{single, "Postgres: yes please", true}, // a label, then words
+		// Near misses of an option: a single short line that tries to
+		// answer and gets the valid options.
+		{single, "postgress", true},
+		{single, "Postgress please", true},
+		{single, "sqlit", true},
+		{single, "mysq", true},
+		{single, "option 4", true},
+		{single, "#4", true},
+		{single, "4)", true},
+		{single, "postgress is what we run elsewhere anyway", false},
+		{single, "ok", false},
+		{single, "sounds good to me", false},
+		{single, "option 4\nor maybe not", false},
 	} {
 		if got := looksLikeAnswer(tc.set, tc.body); got != tc.want {
 			t.Errorf("looksLikeAnswer(%s, %q) = %v, want %v", tc.set.Questions[0].Header, tc.body, got, tc.want)
@@ -314,4 +327,53 @@ func issueNumbered(t *testing.T, f *fixture, n int) githubtestIssue {
 	}
 	t.Fatalf("no issue %d", n)
 	return githubtestIssue{}
+}
+
+// A maintainer's reply that tries to answer the only waiting question but
+// matches no option gets one reply listing the valid options, and the
+// question stays open; a reply that does not look like an answer gets none.
+func TestNearMissAnswerGetsValidOptions(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	set := surfacetest.SingleChoice("near-miss")
+	answers := pending(set)
+	ledger := newStoreLedger(answers)
+	cfg := f.config(1)
+	cfg.Ledger = ledger
+	s := f.surface(t, cfg)
+	ch := startAskWith(ctxTimeout(t), s, set, answers)
+	f.waitAsked(t, set)
+
+	talk := f.srv.AddComment(testRepo, 1, "alice", "sounds good to me")
+	miss := f.srv.AddComment(testRepo, 1, "alice", "postgress")
+	eventually(t, "near miss decided", func() bool {
+		d, _ := ledger.CommentDecision(context.Background(), commentKey(testRepo, miss))
+		return d == decInvalid
+	})
+	if d, _ := ledger.CommentDecision(context.Background(), commentKey(testRepo, talk)); d != decDiscussion {
+		t.Errorf("discussion decided %q, want %q", d, decDiscussion)
+	}
+	f.waitPolls(t, 3)
+	if n := f.count("could not be read"); n != 1 {
+		t.Fatalf("%d invalid-answer replies, want exactly one", n)
+	}
+	var reply string
+	for _, c := range f.srv.Comments(testRepo, 1) {
+		if strings.Contains(c.Body, "could not be read") {
+			reply = c.Body
+		}
+	}
+	for _, want := range []string{"@alice", "`Postgres`", "`SQLite`", "`MySQL`", "`1`", "answer with an option number", "reply again"} {
+		if !strings.Contains(reply, want) {
+			t.Errorf("reply %q does not contain %q", reply, want)
+		}
+	}
+	if n := len(f.srv.Comments(testRepo, 1)); n != 4 {
+		t.Errorf("%d comments on the issue, want the question, the two replies and one notice", n)
+	}
+	notReturned(t, ch, f)
+	f.srv.AddComment(testRepo, 1, "alice", "Postgres")
+	if r := waitResult(t, ch); r.err != nil || !slices.Equal(r.resp.Answers[0].Labels, []string{"Postgres"}) {
+		t.Fatalf("Ask = %+v, %v; want Postgres", r.resp, r.err)
+	}
 }

@@ -91,6 +91,10 @@ func (c *Client) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
+	if event == "issues" {
+		c.triggerIssuesEvent(w, delivery, payload) // triggers_webhook.go
+		return
+	}
 	if event != "issue_comment" {
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -129,6 +133,7 @@ func (c *Client) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	c.triggerComment(ev) // triggers_webhook.go
 	repo, issue := ev.GetRepo().GetFullName(), ev.GetIssue().GetNumber()
 	p := c.lookupPoller(repo)
 	if p == nil {

@@ -37,6 +37,14 @@ func (s *Surface) renderSet(set questions.Set) string {
 			b.WriteString("  " + oneLine(questions.WholeCallHint(set.RunID)) + "\n")
 		}
 	}
+	if note := questions.GroupNote(set); note != "" {
+		b.WriteString("  " + oneLine(note) + "\n")
+		key := set.ID
+		if len(set.Questions) == 1 {
+			key = set.Questions[0].ID
+		}
+		b.WriteString(fmt.Sprintf("  To answer them all at once: orchestrator answer %s ANSWER --all\n", oneLine(key)))
+	}
 	return b.String()
 }
 

@@ -152,6 +152,9 @@ func (s *Surface) Ask(ctx context.Context, set questions.Set, answers surfaces.A
 	if len(set.Questions) == 0 {
 		return fmt.Errorf("ask %s on the terminal: no questions", set.ID)
 	}
+	// The other runs the question waits in, if the store can tell: shown
+	// with the question (a failure to tell only leaves the line out).
+	set, _ = surfaces.WithGroup(ctx, set, answers)
 	if s.opts.Passive {
 		return s.askPassive(ctx, set)
 	}

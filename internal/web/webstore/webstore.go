@@ -179,6 +179,7 @@ func (b *Backend) Pending(ctx context.Context) ([]web.Pending, error) {
 		out = append(out, web.Pending{Set: rec.Set, Spec: run.Spec, RunTitle: run.Title, Surfaces: rec.Surfaces,
 			AskedAt: rec.CreatedAt, Reminders: n, Given: rec.Response})
 	}
+	withGroups(out)
 	return out, nil
 }
 
@@ -327,6 +328,52 @@ func (b *Backend) Offer(ctx context.Context, resp questions.Response) (web.Decis
 		o = StoreOfferer{Store: b.Store}
 	}
 	return o.Offer(ctx, resp)
+}
+
+var _ web.GroupOfferer = (*Backend)(nil)
+
+// withGroups fills each pending set's Group with the other pending sets of
+// its fingerprint among list (all of them: no read more), other runs only,
+// at most questions.GroupShown (GroupMore when there are more).
+func withGroups(list []web.Pending) {
+	byFP := map[string][]int{}
+	for i, p := range list {
+		if fp := questions.Fingerprint(p.Set); fp != "" {
+			byFP[fp] = append(byFP[fp], i)
+		}
+	}
+	for _, idx := range byFP {
+		for _, i := range idx {
+			for _, j := range idx {
+				if list[j].Set.RunID == list[i].Set.RunID {
+					continue
+				}
+				if len(list[i].Set.Group) == questions.GroupShown {
+					list[i].Set.GroupMore = true
+					break
+				}
+				list[i].Set.Group = append(list[i].Set.Group, questions.GroupRun{SetID: list[j].Set.ID, RunID: list[j].Set.RunID,
+					Spec: list[j].Spec, Title: list[j].RunTitle})
+			}
+		}
+	}
+}
+
+// OfferGroup implements web.GroupOfferer: the group as the store has it
+// now, answered in one transaction (store.AnswerGroup).
+func (b *Backend) OfferGroup(ctx context.Context, resp questions.Response) (questions.GroupDecision, error) {
+	group, err := b.Store.Group(ctx, resp.SetID, 0)
+	if errors.Is(err, store.ErrNotFound) {
+		return questions.GroupDecision{}, notFound(err)
+	}
+	if err != nil {
+		return questions.GroupDecision{}, err
+	}
+	others := make([]string, len(group))
+	for i, g := range group {
+		others[i] = g.SetID
+	}
+	return b.Store.AnswerGroup(ctx, resp, others)
 }
 
 // StoreOfferer decides answers the way every surface's answers are decided:

@@ -81,6 +81,9 @@ type Issue struct {
 	State       string
 	StateReason string
 	ClosedAt    time.Time
+	// UpdatedAt is when a label was put on or taken off it last (labels.go);
+	// its updated_at is the latest of that, its creation and its comments.
+	UpdatedAt time.Time
 }
 
 // Server is a fake GitHub REST API. Its methods are safe for concurrent use.
@@ -88,28 +91,32 @@ type Server struct {
 	t   testing.TB
 	srv *httptest.Server
 
-	mu       sync.Mutex
-	changed  chan struct{} // closed and replaced on every change
-	now      func() time.Time
-	nextID   int64
-	repos    map[string]*repo
-	users    map[string]*user
-	perms    map[string]string // lower login → permission
-	token    string            // required token, if any
-	apps     map[int64]app     // installation ID → app
-	appToks  map[string]int64  // installation tokens handed out → installation ID
-	requests []Request
-	used     int // requests counted against the rate limit (304s are not)
-	faults   []fault
-	lasting  []*fault
-	renamed  map[string]*repo // old lower-case name → the repository now
-	hangs    []*hang
-	botLogin string
-	as       string                    // the login the request being served acts as (authLocked)
-	pulls    map[string][]*PullRequest // by lower-case repository name (pulls.go)
-	auth     tokenAuth                 // the static token's grants (tokens.go)
-	appPerms map[int64]map[string]string
-	hooks    map[string][]hook // by lower-case repository name (tokens.go)
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every change
+	now     func() time.Time
+	nextID  int64
+	repos   map[string]*repo
+	events  map[string][]*issueEvent // by lower-case repository name (labels.go)
+	users   map[string]*user
+	perms   map[string]string // lower login → permission
+	// repoPerms are permissions on one repository (lower "owner/name",
+	// a NUL, lower login), before perms.
+	repoPerms map[string]string
+	token     string           // required token, if any
+	apps      map[int64]app    // installation ID → app
+	appToks   map[string]int64 // installation tokens handed out → installation ID
+	requests  []Request
+	used      int // requests counted against the rate limit (304s are not)
+	faults    []fault
+	lasting   []*fault
+	renamed   map[string]*repo // old lower-case name → the repository now
+	hangs     []*hang
+	botLogin  string
+	as        string                    // the login the request being served acts as (authLocked)
+	pulls     map[string][]*PullRequest // by lower-case repository name (pulls.go)
+	auth      tokenAuth                 // the static token's grants (tokens.go)
+	appPerms  map[int64]map[string]string
+	hooks     map[string][]hook // by lower-case repository name (tokens.go)
 }
 
 type repo struct {
@@ -145,16 +152,17 @@ type fault struct {
 // NewServer starts a fake GitHub and closes it when the test ends.
 func NewServer(t testing.TB) *Server {
 	s := &Server{
-		t:       t,
-		changed: make(chan struct{}),
-		now:     time.Now,
-		nextID:  1000,
-		repos:   make(map[string]*repo),
-		users:   make(map[string]*user),
-		perms:   make(map[string]string),
-		apps:    make(map[int64]app),
-		appToks: make(map[string]int64),
-		pulls:   make(map[string][]*PullRequest),
+		t:         t,
+		changed:   make(chan struct{}),
+		now:       time.Now,
+		nextID:    1000,
+		repos:     make(map[string]*repo),
+		users:     make(map[string]*user),
+		perms:     make(map[string]string),
+		repoPerms: make(map[string]string),
+		apps:      make(map[int64]app),
+		appToks:   make(map[string]int64),
+		pulls:     make(map[string][]*PullRequest),
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.srv.Close)
@@ -211,6 +219,14 @@ func (s *Server) SetPermission(login, permission string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.perms[strings.ToLower(login)] = permission
+}
+
+// SetRepoPermission sets login's permission on one repository ("owner/name"),
+// before what SetPermission set for every repository.
+func (s *Server) SetRepoPermission(repo, login, permission string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.repoPerms[strings.ToLower(repo)+"\x00"+strings.ToLower(login)] = permission
 }
 
 // SetBot makes login a bot account (user type "Bot"). Logins ending in
@@ -725,6 +741,9 @@ func (s *Server) issueJSON(r *repo, is *Issue) map[string]any {
 	}
 	n := 0
 	updated := is.CreatedAt
+	if is.UpdatedAt.After(updated) {
+		updated = is.UpdatedAt
+	}
 	for _, c := range r.comments {
 		if c.Issue == is.Number && !c.Deleted {
 			n++
@@ -1120,11 +1139,16 @@ func (s *Server) route(h http.Header, r *http.Request, segs []string) (any, erro
 	if out, err, ok := s.routeHooks(r, rp, rest); ok { // tokens.go
 		return out, err
 	}
-	q := r.URL.Query()
+	if out, err, ok := s.routeIssueEvents(h, r, rp, rest); ok { // labels.go
+		return out, err
+	}
 	switch {
 	// /collaborators/{user}/permission
 	case len(rest) == 3 && rest[0] == "collaborators" && rest[2] == "permission" && r.Method == http.MethodGet:
-		perm := s.perms[strings.ToLower(rest[1])]
+		perm, ok := s.repoPerms[strings.ToLower(rp.fullName)+"\x00"+strings.ToLower(rest[1])]
+		if !ok {
+			perm = s.perms[strings.ToLower(rest[1])]
+		}
 		if perm == "" {
 			perm = "read"
 		}
@@ -1142,17 +1166,7 @@ func (s *Server) route(h http.Header, r *http.Request, segs []string) (any, erro
 
 	// /issues
 	case len(rest) == 1 && r.Method == http.MethodGet:
-		var items []map[string]any
-		want := splitNonEmpty(q.Get("labels"))
-		for _, is := range rp.issues {
-			if hasAll(is.Labels, want) {
-				items = append(items, s.issueJSON(rp, is))
-			}
-		}
-		if q.Get("direction") != "asc" {
-			slices.Reverse(items)
-		}
-		return s.page(h, r, items)
+		return s.listIssues(h, r, rp) // labels.go
 	case len(rest) == 1 && r.Method == http.MethodPost:
 		var in struct {
 			Title  string   `json:"title"`
