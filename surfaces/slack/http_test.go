@@ -74,3 +74,33 @@ func TestHTTPInteractivity(t *testing.T) {
 		t.Errorf("a Socket Mode connection was opened without an app token")
 	}
 }
+
+// TestNotice: a notice is posted once per key, in the run's thread.
+func TestNotice(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv := slacktest.NewServer(t)
+	s := newSurface(t, srv, &MemoryRefs{}, func(c *Config) { c.ThreadPerRun = true })
+	set := surfacetest.SingleChoice("notice")
+	if err := s.Watch(ctx, set, surfacetest.NewAnswers()); err != nil {
+		t.Fatal(err)
+	}
+	q := setMessage(ctx, t, srv, set)
+	for range 2 {
+		if err := s.Notice(ctx, set.RunID, "paused/1", "The schedule <!channel> paused itself."); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	for _, m := range srv.Messages() {
+		if strings.Contains(m.Text, "paused itself") {
+			n++
+			if m.ThreadTS != q.ThreadTS || strings.Contains(m.Text, "<!channel>") {
+				t.Errorf("notice %+v: want it in the run's thread, without a mention", m)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d notices posted, want 1", n)
+	}
+}
