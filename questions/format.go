@@ -306,6 +306,10 @@ var secretShapes = []SecretShape{
 	{"Anthropic API key", regexp.MustCompile(`sk-ant-[A-Za-z0-9_\-]{16,}`)},
 	// Discord bot tokens: base64 user id, timestamp, HMAC.
 	{"Discord bot token", regexp.MustCompile(`\b[A-Za-z0-9_\-]{23,28}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,}`)},
+	// Slack: bot (xoxb-), user (xoxp-) and other OAuth tokens, app-level
+	// tokens (xapp-) for Socket Mode.
+	{"Slack token", regexp.MustCompile(`\bxox[abeoprs]-[A-Za-z0-9-]{10,}`)},
+	{"Slack app-level token", regexp.MustCompile(`\bxapp-[0-9]+-[A-Za-z0-9-]{10,}`)},
 }
 
 // SecretShapes returns the kinds of secret Redact hides, in the order it
@@ -314,8 +318,8 @@ var secretShapes = []SecretShape{
 func SecretShapes() []SecretShape { return slices.Clone(secretShapes) }
 
 // Redact replaces secrets with "[REDACTED]": GitHub tokens (ghp_, gho_, ghs_,
-// ghu_, ghr_, github_pat_), Anthropic keys (sk-ant-) and Discord bot tokens
-// (SecretShapes).
+// ghu_, ghr_, github_pat_), Anthropic keys (sk-ant-), Discord bot tokens and
+// Slack tokens (xoxb-, xoxp-, xapp-…) (SecretShapes).
 func Redact(s string) string {
 	for _, sh := range secretShapes {
 		if sh.Pattern.MatchString(s) {

@@ -34,6 +34,7 @@ func (m *Main) newDoctorCmd() *cobra.Command {
     needs: issues (questions on GitHub), pull requests and contents
     (delivery with pull requests); a configured webhook is registered;
   - the Discord bot can see its channel and post in it;
+  - the Slack bot can post in its channel, and Socket Mode opens;
   - the database is reachable and its schema up to date (a new SQLite
     store is created, as any command would).
 
@@ -82,6 +83,7 @@ func (m *Main) runDoctor(ctx context.Context) error {
 	m.doctorCLI(ctx, d)
 	m.doctorGitHub(ctx, d)
 	m.doctorDiscord(ctx, d)
+	m.doctorSlack(ctx, d)
 	m.doctorStore(ctx, d)
 	if d.problems == 0 {
 		return nil

@@ -21,7 +21,7 @@ func (m *Main) newRehearseCmd() *cobra.Command {
 the question protocol, your surfaces, the store — but the CLI talks to a
 scripted model on 127.0.0.1 instead of the Anthropic API: it asks one question,
 then finishes with the option you chose. Use it to see the orchestrator work
-before spending tokens, or to check that a surface (GitHub, Discord) is set up.
+before spending tokens, or to check that a surface (GitHub, Discord, Slack) is set up.
 Its state lives in a temporary directory that is removed afterwards.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -33,7 +33,7 @@ Its state lives in a temporary directory that is removed afterwards.`,
 		},
 	}
 	cmd.Flags().StringVar(&f.prompt, "prompt", "", "the task, instead of a spec file")
-	cmd.Flags().StringSliceVar(&f.surfaces, "surface", nil, "where to ask: terminal, github, discord (repeatable)")
+	cmd.Flags().StringSliceVar(&f.surfaces, "surface", nil, "where to ask: "+surfaceNames("or")+" (repeatable)")
 	cmd.Flags().StringVar(&f.workdir, "workdir", "", "the agent's working directory")
 	cmd.Flags().BoolVar(&f.json, "json", false, "print progress as NDJSON events on stdout, see docs/json.md")
 	return cmd

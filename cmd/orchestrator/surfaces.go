@@ -41,6 +41,13 @@ type surfaceKind struct {
 	// build makes the surface from its configuration block, the
 	// configuration's with a spec's override applied.
 	build func(m *Main, block config.SurfaceConfig, st *store.Store) (surfaces.Surface, error)
+	// envPrefixes are the prefixes of the surface's own environment
+	// variables (its tokens): the agent never inherits them (agentDropEnv).
+	envPrefixes []string
+	// tokenSamples are made-up tokens of each shape the surface's
+	// credentials take: questions.Redact must hide every one of them
+	// (TestSurfaceSecrets), so that none is printed or posted.
+	tokenSamples []string
 }
 
 // surfaceKinds is the table of surfaces, in the order of config.Surfaces.
@@ -48,8 +55,29 @@ type surfaceKind struct {
 // and a row here (TestSurfaceKinds checks they agree and are documented).
 var surfaceKinds = []surfaceKind{
 	{name: "terminal", help: "asks on this terminal when stdin is one", build: buildTerminal},
-	{name: "github", help: "asks in GitHub issue comments (an issue per run, or one issue)", build: buildGitHub},
-	{name: "discord", help: "asks in a Discord channel, with buttons for the options", build: buildDiscord},
+	{name: "github", help: "asks in GitHub issue comments (an issue per run, or one issue)", build: buildGitHub,
+		envPrefixes:  []string{"GITHUB_", "GH_"},
+		tokenSamples: []string{"ghp_" + "0123456789abcdefghijABCDEFGHIJ012345", "github_pat_" + "11ABCDEFG0123456789_abcdefghijklmnop"}},
+	{name: "discord", help: "asks in a Discord channel, with buttons for the options", build: buildDiscord,
+		envPrefixes:  []string{"DISCORD_"},
+		tokenSamples: []string{"MTA4NjY1NzQ4NzI4NjA1OTk2OA" + ".GsX5Yq." + "abcdefghijklmnopqrstuvwxyz0123456789ab"}},
+	{name: "slack", help: "asks in a Slack channel (Socket Mode), with buttons, menus and a form", build: buildSlack,
+		envPrefixes: []string{"SLACK_"},
+		tokenSamples: []string{"xoxb-" + "1234567890-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+			"xoxp-" + "1234567890-1234567890-1234567890123-0123456789abcdef0123456789abcdef",
+			"xapp-" + "1-A0123456789-1234567890123-0123456789abcdef0123456789abcdef0123456789abcdef"}},
+}
+
+// agentDropEnv are the variables the agent never inherits because a
+// surface of the table owns them ("SLACK_*"): executor.Config.DropEnv.
+func agentDropEnv() []string {
+	var out []string
+	for _, k := range surfaceKinds {
+		for _, p := range k.envPrefixes {
+			out = append(out, p+"*")
+		}
+	}
+	return out
 }
 
 func surfaceKindOf(name string) (surfaceKind, bool) {

@@ -93,6 +93,7 @@ func (m *Main) executorConfig(sp *specs.Spec, env map[string]string) executor.Co
 		DangerouslySkipPermissions: a.DangerouslySkipPermissions,
 		Env:                        map[string]string{},
 		PassEnv:                    a.PassEnv,
+		DropEnv:                    agentDropEnv(),
 		Timeout:                    a.Timeout.Std(),
 		IdleTimeout:                a.IdleTimeout.Std(),
 		MaxLineBytes:               a.MaxLineBytes.Int(),

@@ -147,6 +147,7 @@ type Surfaces struct {
 	Terminal Terminal `yaml:"terminal"`
 	GitHub   GitHub   `yaml:"github"`
 	Discord  Discord  `yaml:"discord"`
+	Slack    Slack    `yaml:"slack"`
 }
 
 // Terminal asks on the orchestrator's own terminal.
@@ -229,6 +230,34 @@ type Discord struct {
 	APIURL     string `yaml:"api_url"`
 	GatewayURL string `yaml:"gateway_url"`
 	// RequestTimeout bounds each request to Discord's API. Default: 20s.
+	RequestTimeout Duration `yaml:"request_timeout"`
+}
+
+// Slack asks in a Slack channel, through Socket Mode.
+type Slack struct {
+	// Enabled turns the surface on. Default: false.
+	Enabled bool `yaml:"enabled"`
+	// BotToken (xoxb-…) calls the Web API.
+	BotToken string `yaml:"bot_token"`
+	// AppToken (xapp-…, scope connections:write) opens Socket Mode
+	// connections: no public URL is needed.
+	AppToken string `yaml:"app_token"`
+	// SigningSecret verifies interactivity requests Slack sends over HTTP
+	// to serve (POST /webhooks/slack), instead of Socket Mode.
+	SigningSecret string `yaml:"signing_secret"`
+	// Channel is the channel ID (C…) questions are posted in.
+	Channel string `yaml:"channel" spec:"override"`
+	// ThreadPerRun posts a run's questions and end in a thread of its own.
+	// Default: true.
+	ThreadPerRun bool `yaml:"thread_per_run" spec:"override"`
+	// AllowUsers (U…) and the members of AllowGroups (user groups, S…)
+	// may answer; at least one of them must be set.
+	AllowUsers  []string `yaml:"allow_users"`
+	AllowGroups []string `yaml:"allow_groups"`
+	// APIURL is Slack's Web API root (tests, proxies). Default: empty
+	// (https://slack.com/api/).
+	APIURL string `yaml:"api_url"`
+	// RequestTimeout bounds each request to Slack's Web API. Default: 20s.
 	RequestTimeout Duration `yaml:"request_timeout"`
 }
 
@@ -356,6 +385,7 @@ func DefaultEnv(lookup LookupFunc) Config {
 				CloseIssue:     true,
 			},
 			Discord: Discord{ThreadPerRun: true, RequestTimeout: DefaultDiscordRequestTimeout},
+			Slack:   Slack{ThreadPerRun: true, RequestTimeout: DefaultDiscordRequestTimeout},
 		},
 		Specs: Specs{Dir: DefaultSpecsDir},
 		Serve: Serve{

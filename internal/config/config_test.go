@@ -137,6 +137,7 @@ func TestExampleDefaults(t *testing.T) {
 		"specs.dir", // made relative to the example's directory
 		"surfaces.discord.allow_users", "surfaces.discord.channel_id", "surfaces.discord.token",
 		"surfaces.github.allow", "surfaces.github.labels", "surfaces.github.repo", "surfaces.github.token",
+		"surfaces.slack.allow_users", "surfaces.slack.channel",
 	}
 	if !slices.Equal(diffs, want) {
 		t.Errorf("example differs from the defaults in\n%v\nwant\n%v", diffs, want)

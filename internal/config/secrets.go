@@ -17,7 +17,7 @@ type Secret struct {
 
 // Secrets returns the secrets the configuration holds, which the agent
 // must never get whatever the variable carrying them is called: the GitHub
-// token and webhook secret, the Discord token, the git token, the web
+// token and webhook secret, the Discord token, the Slack tokens and signing secret, the git token, the web
 // inbox's proxy secret, the database URL and the password in it. Empty
 // values are left out.
 func (c *Config) Secrets() []Secret {
@@ -30,6 +30,9 @@ func (c *Config) Secrets() []Secret {
 	add("surfaces.github.token", c.Surfaces.GitHub.Token)
 	add("surfaces.github.webhook_secret", c.Surfaces.GitHub.WebhookSecret)
 	add("surfaces.discord.token", c.Surfaces.Discord.Token)
+	add("surfaces.slack.bot_token", c.Surfaces.Slack.BotToken)
+	add("surfaces.slack.app_token", c.Surfaces.Slack.AppToken)
+	add("surfaces.slack.signing_secret", c.Surfaces.Slack.SigningSecret)
 	add("git.token", c.Git.Token)
 	add("serve.web.proxy_secret", c.Serve.Web.ProxySecret)
 	add("notify.secret", c.Notify.Secret)

@@ -55,6 +55,7 @@ func TestSecretsListsEveryConfiguredSecret(t *testing.T) {
 	cfg.Surfaces.Discord.Token = "discord-value"
 	cfg.Git.Token = "git-token-value"
 	cfg.Serve.Web.ProxySecret = "proxy-secret-value"
+	cfg.Surfaces.Slack.BotToken, cfg.Surfaces.Slack.AppToken, cfg.Surfaces.Slack.SigningSecret = "xoxb-bot-value", "xapp-app-value", "signing-value"
 	got := map[string]string{}
 	for _, s := range cfg.Secrets() {
 		got[s.Key] = s.Value
@@ -63,6 +64,7 @@ func TestSecretsListsEveryConfiguredSecret(t *testing.T) {
 		"surfaces.github.token": "gh-token-value", "surfaces.github.webhook_secret": "hook-value",
 		"surfaces.discord.token": "discord-value", "git.token": "git-token-value", "serve.web.proxy_secret": "proxy-secret-value",
 		"database_url": cfg.DatabaseURL, "database_url (its password)": "p@ss-word-1",
+		"surfaces.slack.bot_token": "xoxb-bot-value", "surfaces.slack.app_token": "xapp-app-value", "surfaces.slack.signing_secret": "signing-value",
 	}
 	for k, v := range want {
 		if got[k] != v {

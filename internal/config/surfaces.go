@@ -59,6 +59,7 @@ var (
 	_ SurfaceConfig = Terminal{}
 	_ SurfaceConfig = GitHub{}
 	_ SurfaceConfig = Discord{}
+	_ SurfaceConfig = Slack{}
 )
 
 // SurfaceNames returns the names of the surfaces, the keys of the

@@ -43,6 +43,7 @@ func ruleCases() []ruleCase {
 	azKey := mixed(86) + "=="
 	azAD := "abc" + "8Q~" + mixed(32)
 	slack := "xox" + "b-" + "1234567890-" + mixed(24)
+	xapp := "xa" + "pp-1-A0123456789-" + "1234567890-" + mixed(32)
 	hook := "hooks.slack.com/services/" + mixed(44)
 	stripe := "sk" + "_live_" + mixed(24)
 	glpat := "glpat" + "-" + mixed(20)
@@ -64,6 +65,7 @@ func ruleCases() []ruleCase {
 		{"Azure storage account key", "x\nDefaultEndpointsProtocol=https;AccountName=a;AccountKey=" + azKey + ";\n", azKey, "AccountKey=<your key>;\n"},
 		{"Azure AD client secret", "x\nclient = \"" + azAD + "\"\n", azAD, "client = \"abc8Q~\"\n"},
 		{"Slack token", "x\n" + slack + "\n", slack, "xoxb- tokens start so\n"},
+		{"Slack app-level token", "x\n" + xapp + "\n", xapp, "xapp- tokens start so\n"},
 		{"Slack webhook URL", "x\nhttps://" + hook + "\n", hook, "https://hooks.slack.com/services/T000/B000/XXXX\n"},
 		{"Stripe key", "x\n" + stripe + "\n", stripe, "sk_live_ keys are secret\n"},
 		{"GitLab token", "x\n" + glpat + "\n", glpat, "glpat-short\n"},
