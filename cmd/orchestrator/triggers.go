@@ -49,7 +49,9 @@ var _ github.TriggerHandler = (*issueTriggers)(nil)
 
 // startTriggers makes the GitHub client start runs from issues when
 // triggers.github is enabled: by webhook when surfaces.github has a
-// webhook_secret, else by polling while leading says this instance leads.
+// webhook_secret, and by polling while leading says this instance leads
+// (with a webhook too, as its safety net: an event whose handling failed
+// after the webhook's 202 is read again; its key makes both one run).
 func (m *Main) startTriggers(ctx context.Context, st *store.Store, r *runner.Runner, leading func() bool) error {
 	tc := m.Config.Triggers.GitHub
 	if !tc.Enabled {
@@ -73,7 +75,7 @@ func (m *Main) startTriggers(ctx context.Context, st *store.Store, r *runner.Run
 		Allow:     gc.Allow,
 		AllowOnly: gc.AllowOnly,
 		Handler:   h,
-		Poll:      gc.WebhookSecret == "",
+		Poll:      true,
 		Leading:   leading,
 	})
 }

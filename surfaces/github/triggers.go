@@ -23,7 +23,9 @@ import (
 // permission or the allow list; deny by default), is handed to a
 // TriggerHandler, which starts one run of it whatever delivers it: the
 // issue_comment and issues webhooks, or a poll of the repository's
-// comments and labelled issues when no webhook is configured. Edited and
+// comments and labelled issues (with a webhook too, as its safety net: an
+// event whose handling failed after the webhook's 202 is taken by the
+// next poll, and its key makes a webhook and a poll of it one run). Edited and
 // deleted comments, comments on pull requests (the review loop's), the
 // orchestrator's own comments and bots start nothing. A stranger gets one
 // polite reply.
@@ -106,7 +108,10 @@ type TriggerConfig struct {
 	AllowOnly bool
 	Handler   TriggerHandler
 	// Poll reads the repositories' comments and labelled issues every
-	// poll interval (when no webhook delivers them).
+	// poll interval: without a webhook, how events come; with one, its
+	// safety net (a delivery lost, or whose handling failed after the
+	// 202: a permission lookup, the handler). The event's key makes a
+	// webhook and a poll of one event one run.
 	Poll bool
 	// Leading, if set, says whether this process polls now: on a cluster
 	// only the instance that leads does (the others would find the same

@@ -21,7 +21,7 @@ func (c *Client) triggerComment(ev gh.IssueCommentEvent) {
 	go func() {
 		defer c.wg.Done()
 		if err := t.comment(c.ctx, t.repos[lower(repo)], ev.Issue, ev.Comment); err != nil && c.ctx.Err() == nil {
-			c.log.Warn("github: a comment delivered by webhook starts nothing now (without polling it is not read again)",
+			c.log.Warn("github: a comment delivered by webhook starts nothing now; the poll reads it again",
 				"repo", repo, "comment", ev.GetComment().GetID(), "err", err)
 		}
 	}()
