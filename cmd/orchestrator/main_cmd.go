@@ -95,8 +95,9 @@ type Main struct {
 	surfaceProblems []error
 	// github is the one GitHub client of the process, built on first use.
 	github *github.Client
-	// reviews is serve's review intake (review.go), nil when off.
-	reviews *github.Reviews
+	// reviews is serve's review intake (review.go), one per repository
+	// of triggers.github.repos; none when off.
+	reviews []*github.Reviews
 	// deliveryState is the Deliverer of the process (delivery.go).
 	deliveryState
 	// serveReady, when set (tests), is called with serve's bound address.

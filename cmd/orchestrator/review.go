@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,57 +20,77 @@ const reviewWindow = 30 * 24 * time.Hour
 // comment starting with triggers.github.mention on a run's pull request,
 // or a review requesting changes, by someone allowed to answer on
 // surfaces.github, becomes a follow-up of the run (store.QueueFollowUp),
-// which any instance then drives on. It comes by the GitHub webhook when
-// surfaces.github.webhook_secret is set, and by polling every
-// surfaces.github.poll_interval until ctx ends, on one instance of a
-// cluster at a time.
+// which any instance then drives on. It watches every repository of
+// triggers.github.repos (default surfaces.github.repo). It comes by the
+// GitHub webhook when surfaces.github.webhook_secret is set, and by
+// polling every surfaces.github.poll_interval until ctx ends, on one
+// instance of a cluster at a time.
 func (m *Main) startReviewIntake(ctx context.Context, st *store.Store, ss *surfaceSet) error {
 	on, mention := m.Config.ReviewTrigger()
 	if !on {
 		return nil
 	}
 	gc := m.Config.Surfaces.GitHub
-	if !gc.Enabled || gc.Repo == "" {
-		return configError(errors.New("triggers.github.review: needs surfaces.github enabled, with its repo and token (the pull requests' repository)"))
+	repos := m.Config.TriggerRepos()
+	if !gc.Enabled || len(repos) == 0 {
+		return configError(errors.New("triggers.github.review: needs surfaces.github enabled, with its repo and token (the pull requests' repository) or triggers.github.repos"))
 	}
 	if m.github == nil {
 		if _, err := ss.get("github", nil); err != nil {
 			return configError(fmt.Errorf("triggers.github.review: surface github: %w", err))
 		}
 	}
-	rv, err := m.github.Reviews(github.ReviewConfig{
-		Repo: gc.Repo, Mention: mention, Allow: gc.Allow, AllowOnly: gc.AllowOnly,
-		RunOfPR: st.RunOfPullRequest,
-		Queue: func(ctx context.Context, f github.Feedback) (bool, error) {
-			_, created, err := st.QueueFollowUp(ctx, f.RunID, f.Key, f.By, "github", f.Text, f.At)
-			if errors.Is(err, store.ErrFollowUpRefused) {
-				err = fmt.Errorf("%w: %v", github.ErrFeedbackRefused, err)
-			}
-			return created, err
-		},
-		PullRequests: func(ctx context.Context, repo string) ([]int, error) {
-			return st.RunPullRequests(ctx, repo, time.Now().Add(-reviewWindow))
-		},
-	})
-	if err != nil {
-		return configError(fmt.Errorf("triggers.github.review: %w", err))
+	oldKeys := gc.Repo
+	if !slices.ContainsFunc(repos, func(r string) bool { return strings.EqualFold(r, gc.Repo) }) {
+		oldKeys = repos[0] // keys without a repository were of the one repository watched
 	}
-	m.reviews = rv
-	// One instance of a cluster polls (a leadership of its own), with a
-	// webhook too, as its safety net (a delivery lost, or whose feedback
-	// could not be recorded then); a webhook delivery is taken by
-	// whichever instance it reaches.
-	go st.Lead(ctx, "review-poll "+strings.ToLower(gc.Repo), time.Second, func(lctx context.Context) { rv.Poll(lctx) })
-	m.Logger.Info("review loop on: comments on the runs' pull requests resume them", "repo", gc.Repo, "mention", mention,
+	for _, repo := range repos {
+		rv, err := m.github.Reviews(github.ReviewConfig{
+			Repo: repo, Mention: mention, Allow: gc.Allow, AllowOnly: gc.AllowOnly,
+			RunOfPR: st.RunOfPullRequest,
+			Queue: func(ctx context.Context, f github.Feedback) (bool, error) {
+				if f.OldKey != "" {
+					// Recorded under its old key (before keys named
+					// the repository): this event, taken already.
+					fus, err := st.FollowUps(ctx, f.RunID)
+					if err != nil {
+						return false, err
+					}
+					if slices.ContainsFunc(fus, func(x store.FollowUp) bool { return x.EventKey == f.OldKey }) {
+						return false, nil
+					}
+				}
+				_, created, err := st.QueueFollowUp(ctx, f.RunID, f.Key, f.By, "github", f.Text, f.At)
+				if errors.Is(err, store.ErrFollowUpRefused) {
+					err = fmt.Errorf("%w: %v", github.ErrFeedbackRefused, err)
+				}
+				return created, err
+			},
+			PullRequests: func(ctx context.Context, repo string) ([]int, error) {
+				return st.RunPullRequests(ctx, repo, time.Now().Add(-reviewWindow))
+			},
+			OldKeys: strings.EqualFold(repo, oldKeys),
+		})
+		if err != nil {
+			return configError(fmt.Errorf("triggers.github.review: %s: %w", repo, err))
+		}
+		m.reviews = append(m.reviews, rv)
+		// One instance of a cluster polls each repository (a leadership
+		// of its own), with a webhook too, as its safety net (a delivery
+		// lost, or whose feedback could not be recorded then); a webhook
+		// delivery is taken by whichever instance it reaches.
+		go st.Lead(ctx, "review-poll "+strings.ToLower(repo), time.Second, func(lctx context.Context) { rv.Poll(lctx) })
+	}
+	m.Logger.Info("review loop on: comments on the runs' pull requests resume them", "repos", strings.Join(repos, ", "), "mention", mention,
 		"webhook", gc.WebhookSecret != "")
 	return nil
 }
 
 // followUpStarted shows on the pull request comment a follow-up came from
 // that the run's session resumed with it (🚀), when serve's review intake
-// is on.
+// is on: the intake of the key's repository reacts.
 func (m *Main) followUpStarted(ctx context.Context, f store.FollowUp) {
-	if m.reviews != nil {
-		m.reviews.Resumed(ctx, f.EventKey)
+	for _, rv := range m.reviews {
+		rv.Resumed(ctx, f.EventKey)
 	}
 }

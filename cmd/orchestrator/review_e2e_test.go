@@ -130,7 +130,7 @@ func testReviewLoop(t *testing.T, webhook bool) {
 		t.Errorf("the feedback's request lacks the first turns' history or its author:\n%s", h)
 	}
 	fus, _ := st.FollowUps(ctx, run.ID)
-	if len(fus) != 1 || fus[0].EventKey != fmt.Sprintf("github:review-comment:%d", rc) || fus[0].Who != "@maint" {
+	if len(fus) != 1 || fus[0].EventKey != fmt.Sprintf("github:review-comment:%s:%d", deliveryRepo, rc) || fus[0].Who != "@maint" {
 		t.Errorf("follow-ups = %+v", fus)
 	}
 	if r := g.gh.ReviewCommentReactions(deliveryRepo, rc); !slices.Contains(r, "eyes") {

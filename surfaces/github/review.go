@@ -26,8 +26,9 @@ import (
 // (issue_comment, pull_request_review_comment, pull_request_review) or by
 // polling (Reviews.Poll: the repository's review and issue comments since
 // a cursor kept in Refs, conditional on their ETags, and the reviews of the
-// runs' pull requests). Each event is recorded once under its key
-// (github:pr-comment:<id>, github:review-comment:<id>, github:review:<id>),
+// runs' pull requests). Each event is recorded once under its key, which
+// names the repository (github:pr-comment:<owner/name>:<id>,
+// github:review-comment:…, github:review:…; the repository in lower case),
 // however often it is delivered or listed; an edited or deleted comment
 // starts nothing; a bot's is ignored; a stranger gets one reply. 👀 when
 // the feedback is recorded, 🚀 when the session resumed with it
@@ -37,11 +38,15 @@ import (
 type Feedback struct {
 	RunID string
 	Key   string // the event's key: the same event always has the same
-	By    string // "@login"
-	Text  string // the comment without the mention, as written (untrusted)
-	At    time.Time
-	Repo  string
-	PR    int
+	// OldKey is the key the event had before keys named the repository
+	// (github:<kind>:<id>), set when ReviewConfig.OldKeys: feedback
+	// recorded under it is this event's.
+	OldKey string
+	By     string // "@login"
+	Text   string // the comment without the mention, as written (untrusted)
+	At     time.Time
+	Repo   string
+	PR     int
 }
 
 // ReviewConfig is the review intake of one repository.
@@ -64,6 +69,11 @@ type ReviewConfig struct {
 	// PullRequests returns the open pull requests of runs in repo, whose
 	// reviews Poll reads (nil: reviews come by webhook only).
 	PullRequests func(ctx context.Context, repo string) ([]int, error)
+	// OldKeys says that keys without a repository (github:<kind>:<id>,
+	// recorded before keys named it) are this repository's: Feedback
+	// carries its OldKey, and Resumed takes such keys. At most one
+	// repository's intake (the one the loop watched then) sets it.
+	OldKeys bool
 }
 
 // ErrFeedbackRefused: the run takes no feedback.
@@ -128,7 +138,13 @@ type prEvent struct {
 	at    time.Time
 }
 
-func (e prEvent) key() string { return "github:" + e.kind + ":" + strconv.FormatInt(e.id, 10) }
+// key names e in repo: github:<kind>:<owner/name>:<id>.
+func (e prEvent) key(repo string) string {
+	return "github:" + e.kind + ":" + strings.ToLower(repo) + ":" + strconv.FormatInt(e.id, 10)
+}
+
+// oldKey is e's key of before keys named the repository.
+func (e prEvent) oldKey() string { return "github:" + e.kind + ":" + strconv.FormatInt(e.id, 10) }
 
 // feedbackText is the feedback e carries: its body after the mention; a
 // review that requests changes carries its body (the mention, if any,
@@ -168,7 +184,7 @@ func cutMention(body, mention string) (string, bool) {
 // take decides about e: feedback recorded (true), or nothing to do, or a
 // stranger told (also true: decided). false: try again later.
 func (rv *Reviews) take(ctx context.Context, e prEvent) bool {
-	key := e.key()
+	key := e.key(rv.repo())
 	rv.mu.Lock()
 	done := rv.seen[key]
 	rv.mu.Unlock()
@@ -216,22 +232,25 @@ func (rv *Reviews) decide(ctx context.Context, e prEvent) bool {
 		return false
 	}
 	if !allowed {
-		rv.c.log.Info("github: feedback refused: not allowed", "repo", rv.repo(), "pr", e.pr, "login", login, "key", e.key())
+		rv.c.log.Info("github: feedback refused: not allowed", "repo", rv.repo(), "pr", e.pr, "login", login, "key", e.key(rv.repo()))
 		rv.reply(ctx, e, fmt.Sprintf("@%s only people with write access to this repository (or on the orchestrator's allow list) can ask the orchestrator to go on with this pull request; nothing was started.", login))
 		return true
 	}
-	f := Feedback{RunID: runID, Key: e.key(), By: "@" + login, Text: text, At: e.at, Repo: rv.repo(), PR: e.pr}
+	f := Feedback{RunID: runID, Key: e.key(rv.repo()), By: "@" + login, Text: text, At: e.at, Repo: rv.repo(), PR: e.pr}
+	if rv.cfg.OldKeys {
+		f.OldKey = e.oldKey()
+	}
 	created, err := rv.cfg.Queue(ctx, f)
 	if errors.Is(err, ErrFeedbackRefused) {
 		rv.reply(ctx, e, fmt.Sprintf("@%s this run takes no more feedback (%v); nothing was started.", login, err))
 		return true
 	}
 	if err != nil {
-		rv.c.log.Warn("github: record feedback", "repo", rv.repo(), "pr", e.pr, "key", e.key(), "err", err)
+		rv.c.log.Warn("github: record feedback", "repo", rv.repo(), "pr", e.pr, "key", f.Key, "err", err)
 		return false
 	}
 	if created {
-		rv.c.log.Info("github: feedback taken", "repo", rv.repo(), "pr", e.pr, "run", runID, "key", e.key(), "by", f.By)
+		rv.c.log.Info("github: feedback taken", "repo", rv.repo(), "pr", e.pr, "run", runID, "key", f.Key, "by", f.By)
 	}
 	rv.react(ctx, e.kind, e.id, "eyes")
 	return true
@@ -260,9 +279,12 @@ func (rv *Reviews) mayGiveFeedback(ctx context.Context, login string) (bool, err
 // reply posts body on the pull request's conversation, at most once per
 // event, whichever of this process's and other instances' takes of it
 // (webhook, poll) get there: the first to record its claim in the Ledger
-// posts; Refs keep that it was posted.
+// posts; Refs keep that it was posted. The reply's records are the
+// repository's and name the event by its old key (unique within the
+// repository), so that a reply posted before keys named the repository
+// is not posted again.
 func (rv *Reviews) reply(ctx context.Context, e prEvent, body string) {
-	rkey := noticeRefKey(rv.repo(), e.pr, e.key())
+	rkey := noticeRefKey(rv.repo(), e.pr, e.oldKey())
 	if rv.c.refs != nil {
 		if _, ok, err := rv.c.refs.Ref(ctx, rkey); err == nil && ok {
 			return // posted (Refs outlive a Ledger kept in memory)
@@ -271,15 +293,15 @@ func (rv *Reviews) reply(ctx context.Context, e prEvent, body string) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	claim := "reply " + hex.EncodeToString(b[:])
-	got, err := rv.c.ledger.DecideComment(ctx, "github-review/"+strings.ToLower(rv.repo())+"/reply/"+e.key(), claim)
+	got, err := rv.c.ledger.DecideComment(ctx, "github-review/"+strings.ToLower(rv.repo())+"/reply/"+e.oldKey(), claim)
 	if err != nil {
-		rv.c.log.Warn("github: record a reply", "repo", rv.repo(), "key", e.key(), "err", err)
+		rv.c.log.Warn("github: record a reply", "repo", rv.repo(), "key", e.key(rv.repo()), "err", err)
 		return
 	}
 	if got != claim {
 		return // told already, or being told by another take
 	}
-	body += "\n\n" + noticeMarker(e.key())
+	body += "\n\n" + noticeMarker(e.oldKey())
 	if _, _, err := rv.c.api.Issues.CreateComment(ctx, rv.owner, rv.name, e.pr, &gh.IssueComment{Body: gh.String(body)}); err != nil {
 		rv.c.log.Warn("github: reply on the pull request", "repo", rv.repo(), "pr", e.pr, "err", err)
 		return
@@ -310,35 +332,58 @@ func react(ctx context.Context, c *Client, owner, name, kind string, id int64, c
 }
 
 // FollowUpResumed shows on the comment that brought feedback (a key of
-// this surface's: github:pr-comment:<id> or github:review-comment:<id>)
-// that the run's session resumed with it: 🚀. Other keys are ignored.
+// this surface's: github:pr-comment:<owner/name>:<id> or
+// github:review-comment:<owner/name>:<id>, in that repository; an old key
+// without one, in the surface's) that the run's session resumed with it:
+// 🚀. Other keys are ignored.
 func (s *Surface) FollowUpResumed(ctx context.Context, key string) error {
-	kind, id, ok := parseFeedbackKey(key)
+	kind, repo, id, ok := parseFeedbackKey(key)
 	if !ok {
 		return nil
 	}
-	react(ctx, s.c, s.owner, s.name, kind, id, "rocket")
+	owner, name := s.owner, s.name
+	if repo != "" {
+		owner, name, _ = strings.Cut(repo, "/")
+	}
+	react(ctx, s.c, owner, name, kind, id, "rocket")
 	return nil
 }
 
 // Resumed shows on the comment that brought feedback (its key) that the
-// run's session resumed with it: 🚀. Other keys are ignored.
+// run's session resumed with it: 🚀. Keys of other repositories are
+// ignored, and old keys (without a repository) unless ReviewConfig.OldKeys.
 func (rv *Reviews) Resumed(ctx context.Context, key string) {
-	if kind, id, ok := parseFeedbackKey(key); ok {
-		rv.react(ctx, kind, id, "rocket")
+	kind, repo, id, ok := parseFeedbackKey(key)
+	if !ok || (repo == "" && !rv.cfg.OldKeys) || (repo != "" && !strings.EqualFold(repo, rv.repo())) {
+		return
 	}
+	rv.react(ctx, kind, id, "rocket")
 }
 
-func parseFeedbackKey(key string) (kind string, id int64, ok bool) {
+// parseFeedbackKey reads a key of the review intake's:
+// github:<kind>:<owner/name>:<id>, or github:<kind>:<id> (an old key,
+// recorded before keys named the repository: repo "").
+func parseFeedbackKey(key string) (kind, repo string, id int64, ok bool) {
 	parts := strings.Split(key, ":")
-	if len(parts) != 3 || parts[0] != "github" {
-		return "", 0, false
+	if len(parts) < 3 || len(parts) > 4 || parts[0] != "github" {
+		return "", "", 0, false
 	}
-	id, err := strconv.ParseInt(parts[2], 10, 64)
+	switch parts[1] {
+	case "pr-comment", "review-comment", "review":
+	default:
+		return "", "", 0, false
+	}
+	if len(parts) == 4 {
+		repo = parts[2]
+		if o, n, ok := strings.Cut(repo, "/"); !ok || o == "" || n == "" || strings.Contains(n, "/") {
+			return "", "", 0, false
+		}
+	}
+	id, err := strconv.ParseInt(parts[len(parts)-1], 10, 64)
 	if err != nil || id <= 0 {
-		return "", 0, false
+		return "", "", 0, false
 	}
-	return parts[1], id, true
+	return parts[1], repo, id, true
 }
 
 // takeReview handles a webhook delivery of a pull request's comment or
@@ -415,7 +460,7 @@ func (c *Client) takeReview(w http.ResponseWriter, event, delivery string, paylo
 	go func() {
 		defer c.wg.Done()
 		if !rv.take(c.ctx, e) {
-			rv.c.log.Warn("github: feedback not decided; the next poll reads it again", "key", e.key())
+			rv.c.log.Warn("github: feedback not decided; the next poll reads it again", "key", e.key(rv.repo()))
 		}
 	}()
 	return true

@@ -134,9 +134,9 @@ func TestReviewWebhookTakesFeedbackOnce(t *testing.T) {
 	got := sink.feedback()
 	slices.SortFunc(got, func(a, b Feedback) int { return strings.Compare(a.Key, b.Key) })
 	want := map[string][2]string{
-		"github:review-comment:" + itoa64(rc): {"@alice", "please also add a test"},
-		"github:pr-comment:" + itoa64(pc):     {"@maintainer-mo", "rename the flag"},
-		"github:review:" + itoa64(rvw):        {"@alice", "The error path is untested."},
+		"github:review-comment:acme/app:" + itoa64(rc): {"@alice", "please also add a test"},
+		"github:pr-comment:acme/app:" + itoa64(pc):     {"@maintainer-mo", "rename the flag"},
+		"github:review:acme/app:" + itoa64(rvw):        {"@alice", "The error path is untested."},
 	}
 	for _, fb := range got {
 		w, ok := want[fb.Key]
@@ -209,7 +209,7 @@ func TestReviewPollTakesFeedbackOnce(t *testing.T) {
 	for _, fb := range got {
 		keys[fb.Key] = true
 	}
-	if !keys["github:review-comment:"+itoa64(rc)] || !keys["github:pr-comment:"+itoa64(pc)] {
+	if !keys["github:review-comment:acme/app:"+itoa64(rc)] || !keys["github:pr-comment:acme/app:"+itoa64(pc)] {
 		t.Errorf("keys = %v", keys)
 	}
 	var replies int
