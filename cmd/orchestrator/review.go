@@ -48,24 +48,7 @@ func (m *Main) startReviewIntake(ctx context.Context, st *store.Store, ss *surfa
 		rv, err := m.github.Reviews(github.ReviewConfig{
 			Repo: repo, Mention: mention, Allow: gc.Allow, AllowOnly: gc.AllowOnly,
 			RunOfPR: st.RunOfPullRequest,
-			Queue: func(ctx context.Context, f github.Feedback) (bool, error) {
-				if f.OldKey != "" {
-					// Recorded under its old key (before keys named
-					// the repository): this event, taken already.
-					fus, err := st.FollowUps(ctx, f.RunID)
-					if err != nil {
-						return false, err
-					}
-					if slices.ContainsFunc(fus, func(x store.FollowUp) bool { return x.EventKey == f.OldKey }) {
-						return false, nil
-					}
-				}
-				_, created, err := st.QueueFollowUp(ctx, f.RunID, f.Key, f.By, "github", f.Text, f.At)
-				if errors.Is(err, store.ErrFollowUpRefused) {
-					err = fmt.Errorf("%w: %v", github.ErrFeedbackRefused, err)
-				}
-				return created, err
-			},
+			Queue:   func(ctx context.Context, f github.Feedback) (bool, error) { return queueFeedback(ctx, st, f) },
 			PullRequests: func(ctx context.Context, repo string) ([]int, error) {
 				return st.RunPullRequests(ctx, repo, time.Now().Add(-reviewWindow))
 			},
@@ -84,6 +67,26 @@ func (m *Main) startReviewIntake(ctx context.Context, st *store.Store, ss *surfa
 	m.Logger.Info("review loop on: comments on the runs' pull requests resume them", "repos", strings.Join(repos, ", "), "mention", mention,
 		"webhook", gc.WebhookSecret != "")
 	return nil
+}
+
+// queueFeedback records the review intake's f as a follow-up of its run,
+// once per event: created false when it was already, under its key or
+// under its old key (recorded before keys named the repository).
+func queueFeedback(ctx context.Context, st *store.Store, f github.Feedback) (bool, error) {
+	if f.OldKey != "" {
+		fus, err := st.FollowUps(ctx, f.RunID)
+		if err != nil {
+			return false, err
+		}
+		if slices.ContainsFunc(fus, func(x store.FollowUp) bool { return x.EventKey == f.OldKey }) {
+			return false, nil
+		}
+	}
+	_, created, err := st.QueueFollowUp(ctx, f.RunID, f.Key, f.By, "github", f.Text, f.At)
+	if errors.Is(err, store.ErrFollowUpRefused) {
+		err = fmt.Errorf("%w: %v", github.ErrFeedbackRefused, err)
+	}
+	return created, err
 }
 
 // followUpStarted shows on the pull request comment a follow-up came from
