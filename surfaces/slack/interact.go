@@ -54,6 +54,10 @@ func (s *Surface) onInteraction(cb slack.InteractionCallback) {
 			w.channel = cb.Channel.ID
 		}
 		for _, act := range cb.ActionCallback.BlockActions {
+			if setID, ok := parseRememberBlock(act.BlockID); ok && act.ActionID == actRemember {
+				s.onRemember(ctx, w, setID) // remember.go
+				continue
+			}
 			setID, idx, ok := parseBlockID(act.BlockID)
 			if !ok {
 				continue
@@ -316,6 +320,7 @@ func (s *Surface) take(ctx context.Context, w where, st *setState, idx int, ans 
 	if d.Closed {
 		s.finish(st)
 	}
+	s.offerRemember(ctx, w, set.ID, answers, d) // remember.go
 }
 
 func (s *Surface) tooLate(d surfaces.Decision) string {

@@ -147,6 +147,10 @@ type Surface struct {
 	groups   map[string]groupMembers
 	progress map[string]*progressState // by run ID
 	threads  sync.Mutex                // serializes thread creation
+	// remembers are the offers to keep an answer as a rule (remember.go),
+	// by set ID; rememberOrder bounds them, oldest dropped first.
+	remembers     map[string]*rememberOffer
+	rememberOrder []string
 }
 
 type groupMembers struct {
