@@ -308,6 +308,7 @@ func (s *Surface) Ask(ctx context.Context, set questions.Set, answers surfaces.A
 	if err := checkSet(set); err != nil {
 		return err
 	}
+	set = s.withGroup(ctx, set, answers) // group.go
 	if err := s.Open(ctx); err != nil {
 		return err
 	}
@@ -351,6 +352,7 @@ func (s *Surface) Watch(ctx context.Context, set questions.Set, answers surfaces
 	if err := s.Open(ctx); err != nil {
 		return err
 	}
+	set = s.withGroup(ctx, set, answers) // group.go
 	st := s.join(set, answers, true)
 	if err := s.ensurePosted(ctx, st); err != nil {
 		s.Unwatch(set.ID)
