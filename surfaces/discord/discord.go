@@ -78,6 +78,10 @@ type Surface struct {
 	// maxFinished refs, oldest dropped first.
 	finished      map[string]string
 	finishedOrder []string
+	// remembers are the offers to keep an answer as a rule (remember.go),
+	// by their key; rememberOrder bounds them, oldest dropped first.
+	remembers     map[string]*rememberOffer
+	rememberOrder []string
 	threads       sync.Mutex        // serializes thread creation
 	guilds        map[string]string // channel ID → guild ID
 }
@@ -161,6 +165,7 @@ func New(cfg Config) (*Surface, error) {
 		byRef:      map[string]*qState{},
 		byMsg:      map[string]*qState{},
 		finished:   map[string]string{},
+		remembers:  map[string]*rememberOffer{},
 		guilds:     map[string]string{},
 		fatalCh:    make(chan struct{}),
 	}

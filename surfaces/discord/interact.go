@@ -104,6 +104,10 @@ func (s *Surface) onInteraction(_ *discordgo.Session, ev *discordgo.InteractionC
 		s.respond(in, ephemeral(msgNotAllowed))
 		return
 	}
+	if p.action == actRemb {
+		s.rememberClicked(in, c, p.ref) // remember.go
+		return
+	}
 	// Finding the set (when not watched here) and offering the answer share
 	// one deadline: Discord waits three seconds for the acknowledgement.
 	octx, ocancel := context.WithTimeout(s.ctx, offerTimeout)
@@ -191,6 +195,9 @@ func (s *Surface) onInteraction(_ *discordgo.Session, ev *discordgo.InteractionC
 	ctx, cancel := context.WithTimeout(s.ctx, workTimeout)
 	defer cancel()
 	s.decided(ctx, qs, a, d)
+	if d.Taken {
+		s.offerRemember(ctx, in, c, qs, d) // remember.go
+	}
 }
 
 // interactionCustomID returns the custom ID of a click, a menu choice or a form

@@ -39,6 +39,7 @@ const (
 	actText   = "t" // "Other…" / "Answer…" button: opens the modal
 	actModal  = "m" // the modal's submission
 	actAll    = "a" // "All N runs: option" button (group.go); arg is the option's index
+	actRemb   = "r" // "Remember for this spec" button (remember.go); the ref is the offer's key
 )
 
 const (
@@ -107,7 +108,7 @@ func parseCustomID(s string) (p parsedID, ok bool) {
 			return p, false
 		}
 		p.index = i
-	case actSelect, actText, actModal:
+	case actSelect, actText, actModal, actRemb:
 		if len(args) != 0 {
 			return p, false
 		}

@@ -54,6 +54,10 @@ func (s *Surface) onInteraction(cb slack.InteractionCallback) {
 			w.channel = cb.Channel.ID
 		}
 		for _, act := range cb.ActionCallback.BlockActions {
+			if setID, ok := parseRememberBlock(act.BlockID); ok && act.ActionID == actRemember {
+				s.onRemember(ctx, w, setID) // remember.go
+				continue
+			}
 			setID, idx, ok := parseBlockID(act.BlockID)
 			if !ok {
 				continue
@@ -226,6 +230,13 @@ func (s *Surface) onAction(ctx context.Context, w where, trigger, setID string, 
 			return
 		}
 		ans = questions.Answer{QuestionID: q.ID, Labels: []string{q.Options[i].Label}}
+	case strings.HasPrefix(act.ActionID, actAll+"|"):
+		i, err := strconv.Atoi(strings.TrimPrefix(act.ActionID, actAll+"|"))
+		if err != nil || i < 0 || i >= len(q.Options) || q.MultiSelect || len(st.set.Questions) != 1 {
+			return
+		}
+		s.takeAll(ctx, w, st, questions.Answer{QuestionID: q.ID, Labels: []string{q.Options[i].Label}}) // group.go
+		return
 	case act.ActionID == actSelect:
 		var values []string
 		if act.SelectedOption.Value != "" {
@@ -275,9 +286,18 @@ func (s *Surface) take(ctx context.Context, w where, st *setState, idx int, ans 
 	s.mu.Lock()
 	answers, set := st.answers, st.set
 	s.mu.Unlock()
-	q := set.Questions[idx]
 	a := &answered{Answer: ans, By: w.by(), Name: w.userName}
 	d, err := answers.Offer(ctx, questions.Response{SetID: set.ID, Answers: []questions.Answer{ans}, By: a.By, Surface: name, At: time.Now()})
+	s.decided(ctx, w, st, idx, a, d, err)
+}
+
+// decided acts on the decision d (or the error err) about a, w's answer to
+// question idx of st.
+func (s *Surface) decided(ctx context.Context, w where, st *setState, idx int, a *answered, d surfaces.Decision, err error) {
+	s.mu.Lock()
+	answers, set := st.answers, st.set
+	s.mu.Unlock()
+	q := set.Questions[idx]
 	switch {
 	case err != nil:
 		s.log.Error("offer an answer", "set", set.ID, "question", q.ID, "err", err)
@@ -316,6 +336,7 @@ func (s *Surface) take(ctx context.Context, w where, st *setState, idx int, ans 
 	if d.Closed {
 		s.finish(st)
 	}
+	s.offerRemember(ctx, w, set.ID, answers, d) // remember.go
 }
 
 func (s *Surface) tooLate(d surfaces.Decision) string {

@@ -35,6 +35,7 @@ const (
 	actButton   = "b" // "b|INDEX": an option's button
 	actSelect   = "s" // the static or multi-static select
 	actOther    = "o" // "Other…": opens the modal
+	actAll      = "a" // "a|INDEX": "All N runs: option" (group.go)
 	callbackID  = "oq-other"
 	inputBlock  = "answer"
 	inputAction = "text"
@@ -115,6 +116,9 @@ func render(set questions.Set, ans map[string]*answered, closed string) (text st
 	if c := strings.TrimSpace(set.Context); c != "" {
 		blocks = append(blocks, slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, escape(c, 1500), false, false)))
 	}
+	if note := questions.GroupNote(set); note != "" && len(ans) == 0 && closed == "" {
+		blocks = append(blocks, slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, escape(note, 1500), false, false)))
+	}
 	var fallback []string
 	for i, q := range set.Questions {
 		header := q.Header
@@ -142,7 +146,7 @@ func render(set questions.Set, ans map[string]*answered, closed string) (text st
 		case closed != "":
 			blocks = append(blocks, slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, "🔒 "+escape(closed, 500), false, false)))
 		default:
-			blocks = append(blocks, controls(set.ID, i, q))
+			blocks = append(blocks, groupButtons(controls(set.ID, i, q), set, q)) // group.go
 		}
 	}
 	text = clip(plain(title, 200)+": "+strings.Join(fallback, " · "), maxFallbackText)

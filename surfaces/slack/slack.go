@@ -147,6 +147,10 @@ type Surface struct {
 	groups   map[string]groupMembers
 	progress map[string]*progressState // by run ID
 	threads  sync.Mutex                // serializes thread creation
+	// remembers are the offers to keep an answer as a rule (remember.go),
+	// by set ID; rememberOrder bounds them, oldest dropped first.
+	remembers     map[string]*rememberOffer
+	rememberOrder []string
 }
 
 type groupMembers struct {
@@ -304,6 +308,7 @@ func (s *Surface) Ask(ctx context.Context, set questions.Set, answers surfaces.A
 	if err := checkSet(set); err != nil {
 		return err
 	}
+	set = s.withGroup(ctx, set, answers) // group.go
 	if err := s.Open(ctx); err != nil {
 		return err
 	}
@@ -347,6 +352,7 @@ func (s *Surface) Watch(ctx context.Context, set questions.Set, answers surfaces
 	if err := s.Open(ctx); err != nil {
 		return err
 	}
+	set = s.withGroup(ctx, set, answers) // group.go
 	st := s.join(set, answers, true)
 	if err := s.ensurePosted(ctx, st); err != nil {
 		s.Unwatch(set.ID)

@@ -516,7 +516,7 @@ func (s *Server) callbackLocked(id, token string, body []byte) *apiError {
 		return badBody(fmt.Errorf("interaction response type %d not valid for a component", raw.Type))
 	}
 	if resp.Type == discordgo.InteractionResponseChannelMessageWithSource && !resp.Ephemeral && resp.Data != nil {
-		m := &discordgo.Message{ChannelID: s.messages[in.messageID].ChannelID, Content: resp.Data.Content,
+		m := &discordgo.Message{ChannelID: s.channelOf(in), Content: resp.Data.Content,
 			Author: &discordgo.User{ID: BotUserID, Username: BotName, Bot: true}}
 		if err := s.addMessageLocked(m); err != nil {
 			return badBody(err)
@@ -546,14 +546,36 @@ func (s *Server) followupLocked(token string, body []byte) (any, *apiError) {
 	if in == nil || in.response == nil {
 		return nil, &apiError{http.StatusNotFound, 10015, "Unknown Webhook"}
 	}
-	var p discordgo.WebhookParams
-	if err := json.Unmarshal(body, &p); err != nil {
+	// The same fields as a response's data (content, flags, components).
+	p, err := decodeResponseData(body)
+	if err != nil {
 		return nil, badBody(err)
 	}
-	f := Followup{InteractionID: in.id, Content: p.Content, Ephemeral: p.Flags&discordgo.MessageFlagsEphemeral != 0}
+	if p.Content == "" && len(p.Components) == 0 && len(p.Embeds) == 0 {
+		return nil, &apiError{http.StatusBadRequest, 50006, "Cannot send an empty message"}
+	}
+	if err := checkComponents(p.Components, true); err != nil {
+		return nil, badBody(err)
+	}
+	m := &discordgo.Message{ID: s.newID(), ChannelID: s.channelOf(in), Content: p.Content, Flags: p.Flags,
+		Components: p.Components, Author: &discordgo.User{ID: BotUserID, Username: BotName, Bot: true},
+		Interaction: &discordgo.MessageInteraction{ID: in.id, User: &discordgo.User{ID: in.user.ID, Username: in.user.Name}}}
+	s.followups[m.ID] = m
+	f := Followup{InteractionID: in.id, MessageID: m.ID, Content: p.Content, Ephemeral: p.Flags&discordgo.MessageFlagsEphemeral != 0, Components: p.Components}
 	in.followups = append(in.followups, f)
 	s.notify()
-	return &discordgo.Message{ID: s.newID(), ChannelID: s.messages[in.messageID].ChannelID, Content: p.Content, Flags: p.Flags}, nil
+	return wire{m}, nil
+}
+
+// channelOf is the channel of the message interaction in was on.
+func (s *Server) channelOf(in *interaction) string {
+	if m := s.messages[in.messageID]; m != nil {
+		return m.ChannelID
+	}
+	if m := s.followups[in.messageID]; m != nil {
+		return m.ChannelID
+	}
+	return ""
 }
 
 func (s *Server) editOriginalLocked(token, which string, body []byte) (any, *apiError) {

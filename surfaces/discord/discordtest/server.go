@@ -79,8 +79,12 @@ type Response struct {
 // acknowledgement.
 type Followup struct {
 	InteractionID string
-	Content       string
-	Ephemeral     bool
+	// MessageID is the follow-up message's ID (ClickFollowup clicks its
+	// buttons; an ephemeral one is in no channel's history).
+	MessageID  string
+	Content    string
+	Ephemeral  bool
+	Components []discordgo.MessageComponent
 }
 
 // Request is one REST request the fake received.
@@ -140,6 +144,7 @@ type Server struct {
 	channels     map[string]*channel
 	messages     map[string]*discordgo.Message
 	interactions map[string]*interaction
+	followups    map[string]*discordgo.Message // follow-up messages by ID
 	conns        map[*gwConn]bool
 	pending      [][]byte // dispatches queued while no session is ready
 	sessions     map[string]bool
@@ -231,6 +236,7 @@ func NewServer(t testing.TB) *Server {
 		channels:     map[string]*channel{},
 		messages:     map[string]*discordgo.Message{},
 		interactions: map[string]*interaction{},
+		followups:    map[string]*discordgo.Message{},
 		conns:        map[*gwConn]bool{},
 		sessions:     map[string]bool{},
 		members:      map[string]User{},
@@ -497,6 +503,54 @@ func (s *Server) ClickButton(u User, messageID, button string) (string, error) {
 	}
 	data := map[string]any{"custom_id": found.CustomID, "component_type": discordgo.ButtonComponent}
 	return s.interactLocked(u, m, discordgo.InteractionMessageComponent, data)
+}
+
+// ClickFollowup clicks, as u, the button labelled (or custom ID) button of
+// the follow-up message messageID (Followup.MessageID), and returns the
+// interaction's ID. An ephemeral follow-up is clicked only by the user of
+// the interaction it follows: nobody else sees it.
+func (s *Server) ClickFollowup(u User, messageID, button string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.followups[messageID]
+	if !ok {
+		return "", fmt.Errorf("click %q: unknown follow-up message %s", button, messageID)
+	}
+	if m.Flags&discordgo.MessageFlagsEphemeral != 0 && m.Interaction != nil && m.Interaction.User != nil && m.Interaction.User.ID != u.ID {
+		return "", fmt.Errorf("click %q: %s cannot see the ephemeral message %s", button, u.Name, messageID)
+	}
+	var found *discordgo.Button
+	walkComponents(m.Components, func(c discordgo.MessageComponent) {
+		if b, ok := c.(*discordgo.Button); ok && found == nil && (b.Label == button || b.CustomID == button) {
+			found = b
+		}
+	})
+	if found == nil {
+		return "", fmt.Errorf("click %q: follow-up %s has no such button", button, messageID)
+	}
+	if found.Disabled {
+		return "", fmt.Errorf("click %q: button is disabled", button)
+	}
+	data := map[string]any{"custom_id": found.CustomID, "component_type": discordgo.ButtonComponent}
+	return s.interactLocked(u, m, discordgo.InteractionMessageComponent, data)
+}
+
+// WaitFollowup waits for a follow-up message to interaction id and returns
+// the first.
+func (s *Server) WaitFollowup(ctx context.Context, id string) (Followup, error) {
+	var f Followup
+	err := s.wait(ctx, func() bool {
+		in := s.interactions[id]
+		if in == nil || len(in.followups) == 0 {
+			return false
+		}
+		f = in.followups[0]
+		return true
+	})
+	if err != nil {
+		return Followup{}, fmt.Errorf("wait for a follow-up to interaction %s: %w", id, err)
+	}
+	return f, nil
 }
 
 // Select picks, as u, the given options (by label or value) in the first

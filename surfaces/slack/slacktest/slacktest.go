@@ -64,6 +64,9 @@ type Message struct {
 // Ephemeral is a message only one user sees.
 type Ephemeral struct {
 	Channel, User, Text, ThreadTS string
+	// TS is the message_ts chat.postEphemeral returned; Blocks its blocks.
+	TS     string
+	Blocks json.RawMessage
 }
 
 // View is a modal opened with views.open.
@@ -531,8 +534,61 @@ func (s *Server) postEphemeral(p map[string]any) (map[string]any, apiError) {
 	case str(p["text"]) == "" && raw(p["blocks"]) == nil:
 		return nil, "no_text"
 	}
-	s.ephemerals = append(s.ephemerals, Ephemeral{Channel: ch, User: user, Text: str(p["text"]), ThreadTS: str(p["thread_ts"])})
-	return map[string]any{"message_ts": s.ts()}, ""
+	blocks := raw(p["blocks"])
+	if blocks != nil {
+		if e := checkBlocks(blocks, 50); e != "" {
+			return nil, e
+		}
+	}
+	ts := s.ts()
+	s.ephemerals = append(s.ephemerals, Ephemeral{Channel: ch, User: user, Text: str(p["text"]), ThreadTS: str(p["thread_ts"]), TS: ts, Blocks: blocks})
+	return map[string]any{"message_ts": ts}, ""
+}
+
+// ClickEphemeral clicks, as u, the button labelled label on the ephemeral
+// message at ts, which only its user sees. The payload is as Slack sends
+// it for an ephemeral message: the container says so and there is no
+// message.
+func (s *Server) ClickEphemeral(u User, ts, label string) (string, error) {
+	s.mu.Lock()
+	var e *Ephemeral
+	for i := range s.ephemerals {
+		if s.ephemerals[i].TS == ts {
+			e = &s.ephemerals[i]
+		}
+	}
+	var m Ephemeral
+	if e != nil {
+		m = *e
+	}
+	s.mu.Unlock()
+	switch {
+	case e == nil:
+		return "", fmt.Errorf("slacktest: no ephemeral message %s", ts)
+	case m.User != u.ID:
+		return "", fmt.Errorf("slacktest: %s cannot see the ephemeral message %s of %s", u.ID, ts, m.User)
+	}
+	b, el, ok := findElement(Message{Blocks: m.Blocks}, func(e element) bool { return e.Type == "button" && e.Text.Text == label })
+	if !ok {
+		return "", fmt.Errorf("slacktest: no button %q on ephemeral message %s", label, ts)
+	}
+	tr := s.newTrigger(u.ID)
+	container := map[string]any{"type": "message", "message_ts": m.TS, "channel_id": m.Channel, "is_ephemeral": true}
+	if m.ThreadTS != "" {
+		container["thread_ts"] = m.ThreadTS
+	}
+	payload := map[string]any{
+		"type": "block_actions", "api_app_id": AppID, "token": "verification-token-unused",
+		"user":       map[string]any{"id": u.ID, "username": u.Name, "name": u.Name, "team_id": TeamID},
+		"team":       map[string]any{"id": TeamID, "domain": "fake"},
+		"container":  container,
+		"trigger_id": tr,
+		"channel":    map[string]any{"id": m.Channel, "name": "orchestrator"},
+		"actions": []any{map[string]any{"type": "button", "action_id": el.ActionID, "block_id": b.BlockID, "value": el.Value,
+			"text": map[string]any{"type": "plain_text", "text": label}, "action_ts": fmt.Sprintf("%d.000001", time.Now().Unix())}},
+	}
+	_, err := s.Send("interactive", payload, false)
+	return tr, err
 }
 
 func (s *Server) openView(p map[string]any) (map[string]any, apiError) {
