@@ -423,6 +423,9 @@ func (s *Surface) RunEnded(ctx context.Context, p surfaces.RunProgress) error {
 	if p.CostUSD > 0 {
 		text += fmt.Sprintf(" Cost $%.4f.", p.CostUSD)
 	}
+	if link := prLink(p.PRURL); link != "" {
+		text += "\n🔗 Pull request: " + link
+	}
 	if sum := strings.TrimSpace(p.Summary); sum != "" {
 		text += "\n" + escape(sum, 2500) // links (a pull request's URL) stay readable: Slack links bare URLs
 	}
@@ -434,4 +437,17 @@ func (s *Surface) RunEnded(ctx context.Context, p surfaces.RunProgress) error {
 		return err
 	}
 	return s.refs.SetRef(ctx, key, "1")
+}
+
+// prLink is a pull request's page as a Slack link, or "" when u is not a
+// plain http(s) URL (it never carries Slack's link syntax out of its place).
+func prLink(u string) string {
+	u = strings.TrimSpace(u)
+	if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
+		return ""
+	}
+	if strings.ContainsAny(u, "<>| \t\r\n") || len(u) > 500 {
+		return ""
+	}
+	return "<" + strings.ReplaceAll(u, "&", "&amp;") + ">"
 }

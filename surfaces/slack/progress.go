@@ -107,5 +107,8 @@ func progressText(p surfaces.RunProgress) string {
 	if len(p.Refused) > 0 {
 		fmt.Fprintf(&b, "\n%d tool call(s) refused", len(p.Refused)+p.RefusedMore)
 	}
+	if link := prLink(p.PRURL); p.Final && link != "" {
+		b.WriteString("\n🔗 Pull request: " + link)
+	}
 	return b.String()
 }
