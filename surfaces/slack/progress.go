@@ -30,7 +30,7 @@ type progressState struct {
 // one status message in the run's thread says how the run is going; it is
 // edited at most every 10s, and the final progress always.
 func (s *Surface) Progress(ctx context.Context, p surfaces.RunProgress) error {
-	if !s.cfg.ThreadPerRun || p.RunID == "" {
+	if p.RunID == "" || !s.threaded(ctx, p.RunID) {
 		return nil
 	}
 	channel, thread, err := s.runThread(ctx, p.RunID, p.Title, false)
