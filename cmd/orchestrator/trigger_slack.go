@@ -86,14 +86,10 @@ func (h *slackTriggers) Refuse(ctx context.Context, m slack.Mention) (bool, erro
 // take.
 func (h *slackTriggers) Start(ctx context.Context, m slack.Mention) (string, error) {
 	tc := h.m.Config.Triggers.Slack
-	mention := tc.Mention
-	if mention == "" {
-		mention = m.BotMention
-	}
-	if mention == "" {
+	if tc.Mention == "" && m.BotMention == "" {
 		return "", errors.New("slack: the bot's own mention is unknown (auth.test failed): set triggers.slack.mention")
 	}
-	name, text, ok := github.ParseMention(m.Text, mention)
+	name, text, ok := parseSlackMention(m, tc.Mention)
 	if !ok {
 		return "", nil // the bot is mentioned, but not asked for a run
 	}
@@ -119,11 +115,11 @@ func (h *slackTriggers) Start(ctx context.Context, m slack.Mention) (string, err
 			strings.ReplaceAll(questions.Clean(name), "`", "'"), list), nil
 	}
 	n, opts := specRun(sp, data)
-	body := strings.TrimSpace(sp.Body)
-	if body == "" {
-		body = "Do the work the Slack message below asks for."
+	task := strings.TrimSpace(sp.Body)
+	if task == "" {
+		task = "Do the work the Slack message below asks for."
 	}
-	n.Prompt = body + "\n\n" + questions.FormatChat(questions.ChatText{Where: "Slack channel " + m.Channel, Author: m.User, Text: text}, 0)
+	n.Prompt = task + "\n\n" + questions.FormatChat(questions.ChatText{Where: "Slack channel " + m.Channel, Author: m.User, Text: text}, 0)
 	first, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
 	title := strings.Join(strings.Fields(questions.Clean(first)), " ")
 	if title == "" {
@@ -170,4 +166,20 @@ func slackRunThread(st *store.Store, channel string) func(ctx context.Context, r
 		}
 		return o.Slack.Thread, nil
 	}
+}
+
+// parseSlackMention reads m as ParseMention reads a GitHub comment: the
+// message must start with mention (empty: the bot's own), after the bot's
+// mention when mention is a word of its own ("<@U…> !deploy run login").
+func parseSlackMention(m slack.Mention, mention string) (spec, text string, ok bool) {
+	body := m.Text
+	if mention == "" {
+		mention = m.BotMention
+	} else if m.BotMention != "" {
+		body = strings.TrimPrefix(strings.TrimSpace(body), m.BotMention)
+	}
+	if mention == "" {
+		return "", "", false
+	}
+	return github.ParseMention(body, mention)
 }

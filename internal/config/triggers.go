@@ -18,8 +18,9 @@ type Triggers struct {
 // come through Socket Mode (surfaces.slack.app_token).
 type SlackTriggers struct {
 	Enabled bool `yaml:"enabled"`
-	// Mention starts a message that starts a run. Default: empty, the
-	// bot's own mention (<@U…>).
+	// Mention starts a message that starts a run (after the bot's
+	// mention, which Slack requires). Default: empty, the bot's own
+	// mention (<@U…>).
 	Mention string `yaml:"mention"`
 	// Spec is the spec of specs.dir a run started by a mention uses,
 	// unless the message names another. Default: slack.
