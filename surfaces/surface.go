@@ -255,6 +255,9 @@ type RunProgress struct {
 	// final text or the error (model output: surfaces clean it).
 	Final   bool
 	Summary string
+	// PRURL is, on the final progress of a run delivered through a pull
+	// request, the pull request's page; empty otherwise.
+	PRURL string
 	// Refused lists tool calls the CLI refused in the run, oldest first,
 	// at most MaxRefused of them; RefusedMore counts those left out. A run
 	// that "succeeded" without doing what it needed is noticed this way.

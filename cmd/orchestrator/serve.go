@@ -83,6 +83,9 @@ func (m *Main) runServe(ctx context.Context) error {
 	if err := m.startTriggers(ctx, st, r, leading); err != nil { // triggers.go
 		return err
 	}
+	if err := m.startSlackTriggers(ctx, st, r, ss); err != nil { // trigger_slack.go
+		return err
+	}
 	if err := m.startReviewIntake(ctx, st, ss); err != nil { // review.go
 		return err
 	}

@@ -37,6 +37,8 @@ type runOptions struct {
 	Git bool `json:"git,omitempty"`
 	// Issue is the GitHub issue the run was started from (triggers.go).
 	Issue *issueOrigin `json:"issue,omitempty"`
+	// Slack is the Slack mention the run was started from (trigger_slack.go).
+	Slack *slackOrigin `json:"slack,omitempty"`
 }
 
 func decodeRunOptions(run store.Run) (runOptions, error) {

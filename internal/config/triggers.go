@@ -8,7 +8,30 @@ import (
 // Triggers says which events outside the orchestrator start runs.
 type Triggers struct {
 	GitHub GitHubTriggers `yaml:"github"`
+	Slack  SlackTriggers  `yaml:"slack"`
 }
+
+// SlackTriggers starts runs from mentions of the bot in surfaces.slack's
+// channel, by someone allowed to answer there (allow_users, allow_groups):
+// "@orchestrator run SPEC [text]" runs that spec of specs.dir, any other
+// text runs Spec with it. The run lives in the mention's thread. Events
+// come through Socket Mode (surfaces.slack.app_token).
+type SlackTriggers struct {
+	Enabled bool `yaml:"enabled"`
+	// Mention starts a message that starts a run (after the bot's
+	// mention, which Slack requires). Default: empty, the bot's own
+	// mention (<@U…>).
+	Mention string `yaml:"mention"`
+	// Spec is the spec of specs.dir a run started by a mention uses,
+	// unless the message names another. Default: slack.
+	Spec string `yaml:"spec"`
+	// MaxRunsPerHour bounds the runs started from the channel in an hour;
+	// more are refused with a reply. Default: 10.
+	MaxRunsPerHour int `yaml:"max_runs_per_hour"`
+}
+
+// DefaultSlackTriggerSpec is triggers.slack.spec's default.
+const DefaultSlackTriggerSpec = "slack"
 
 // GitHubTriggers starts runs from GitHub issues: a comment that starts
 // with Mention, or one of Labels put on an issue, by someone allowed to
@@ -48,7 +71,8 @@ const (
 // defaultTriggers are the defaults of the triggers section.
 func defaultTriggers() Triggers {
 	return Triggers{GitHub: GitHubTriggers{Mention: DefaultTriggerMention, Spec: DefaultTriggerSpec,
-		Review: true, MaxRunsPerHour: DefaultTriggerMaxRunsPerHour, Closes: true}}
+		Review: true, MaxRunsPerHour: DefaultTriggerMaxRunsPerHour, Closes: true},
+		Slack: SlackTriggers{Spec: DefaultSlackTriggerSpec, MaxRunsPerHour: DefaultTriggerMaxRunsPerHour}}
 }
 
 // TriggerRepos are the repositories triggers.github watches: its repos,
@@ -65,6 +89,7 @@ func (c *Config) TriggerRepos() []string {
 
 // validateTriggers checks the triggers section.
 func (c *Config) validateTriggers(add func(key, format string, args ...any)) {
+	c.validateSlackTriggers(add)
 	t := c.Triggers.GitHub
 	if !t.Enabled {
 		return
@@ -95,5 +120,25 @@ func (c *Config) validateTriggers(add func(key, format string, args ...any)) {
 	}
 	if t.MaxRunsPerHour < 1 {
 		add("triggers.github.max_runs_per_hour", "must be at least 1, got %d", t.MaxRunsPerHour)
+	}
+}
+
+// validateSlackTriggers checks triggers.slack.
+func (c *Config) validateSlackTriggers(add func(key, format string, args ...any)) {
+	t := c.Triggers.Slack
+	if !t.Enabled {
+		return
+	}
+	if sl := c.Surfaces.Slack; !sl.Enabled || sl.AppToken == "" {
+		add("triggers.slack.enabled", "needs surfaces.slack enabled with an app_token: mentions come through Socket Mode, and the run asks in the channel")
+	}
+	if strings.ContainsAny(t.Mention, " \t\r\n") {
+		add("triggers.slack.mention", "want one word such as !orchestrator, or empty for the bot's mention, got %q", t.Mention)
+	}
+	if strings.TrimSpace(t.Spec) == "" || strings.ContainsAny(t.Spec, `/\`) {
+		add("triggers.slack.spec", "want the name of a spec in specs.dir, got %q", t.Spec)
+	}
+	if t.MaxRunsPerHour < 1 {
+		add("triggers.slack.max_runs_per_hour", "must be at least 1, got %d", t.MaxRunsPerHour)
 	}
 }

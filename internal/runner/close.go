@@ -57,14 +57,28 @@ func expiredReason(run store.Run) string {
 // runEnded tells the surfaces that keep something per run (surfaces.RunEnder)
 // that run ended for good. Best effort.
 func (r *Runner) runEnded(ctx context.Context, surfs []surfaces.Surface, run store.Run) {
-	runEndedOn(ctx, r.log, surfs, run)
+	runEndedOn(ctx, r.log, surfs, run, r.prURL(ctx, run.ID))
 }
 
-func runEndedOn(ctx context.Context, log *slog.Logger, surfs []surfaces.Surface, run store.Run) {
+// prURL is the page of the pull request that delivered the run, or "" when
+// there is none (or it cannot be looked up: logged, the end is said anyway).
+func (r *Runner) prURL(ctx context.Context, runID string) string {
+	dl, ok, err := r.cfg.Store.Delivery(context.WithoutCancel(ctx), runID)
+	if err != nil {
+		r.log.Warn("look up the run's pull request", "run", runID, "err", err)
+		return ""
+	}
+	if !ok {
+		return ""
+	}
+	return dl.PRURL
+}
+
+func runEndedOn(ctx context.Context, log *slog.Logger, surfs []surfaces.Surface, run store.Run, prURL string) {
 	if !run.Status.Final() {
 		return
 	}
-	p := surfaces.RunProgress{RunID: run.ID, Title: run.Title, Step: string(run.Status), Final: true, CostUSD: run.CostUSD}
+	p := surfaces.RunProgress{RunID: run.ID, Title: run.Title, Step: string(run.Status), Final: true, CostUSD: run.CostUSD, PRURL: prURL}
 	switch run.Status {
 	case store.RunDone:
 		p.Summary = run.FinalText
@@ -94,7 +108,7 @@ func TidyEnded(ctx context.Context, log *slog.Logger, run store.Run, sets []ques
 	for _, set := range sets {
 		closeSetOn(ctx, log, set, surfs, reason)
 	}
-	runEndedOn(ctx, log, surfs, run)
+	runEndedOn(ctx, log, surfs, run, "") // cancelled before it was delivered
 }
 
 // timedOutReason says on a timed-out question what became of it.

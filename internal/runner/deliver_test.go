@@ -19,6 +19,7 @@ import (
 	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
+	"github.com/orchestrator-dev/orchestrator/surfaces"
 )
 
 // fakeDelivery records how the loop uses a run's delivery.
@@ -27,6 +28,10 @@ type fakeDelivery struct {
 	workdirErr error
 	deliverErr error
 	onDeliver  func(run store.Run) // called by Deliver, if set
+	// prURL, when set, is saved as the run's pull request (in store) by
+	// Deliver, as internal/delivery does once it opened one.
+	prURL string
+	store *store.Store
 
 	mu       sync.Mutex
 	workdirs int
@@ -47,6 +52,12 @@ func (d *fakeDelivery) Deliver(ctx context.Context, run store.Run, failpoint fun
 	d.delivers = append(d.delivers, run.Status)
 	if d.onDeliver != nil {
 		d.onDeliver(run)
+	}
+	if d.prURL != "" {
+		dl := store.Delivery{RunID: run.ID, Worktree: d.dir, Branch: "orchestrator/" + run.ID, State: store.DeliveryOpened, PRNumber: 1, PRURL: d.prURL}
+		if err := d.store.SaveDelivery(ctx, dl); err != nil {
+			return "", err
+		}
 	}
 	return "pull request https://example.invalid/pull/1", d.deliverErr
 }
@@ -69,7 +80,7 @@ func driveDelivered(t *testing.T, d *fakeDelivery) (store.Run, *store.Store, []r
 
 // driveDeliveredErr is driveDelivered returning Drive's error, and the
 // runner.
-func driveDeliveredErr(t *testing.T, d *fakeDelivery) (store.Run, *store.Store, []runner.Event, *runner.Runner, error) {
+func driveDeliveredErr(t *testing.T, d *fakeDelivery, surfs ...surfaces.Surface) (store.Run, *store.Store, []runner.Event, *runner.Runner, error) {
 	t.Helper()
 	claude := clitest.Claude(t)
 	f := fakeapi.New(
@@ -84,6 +95,7 @@ func driveDeliveredErr(t *testing.T, d *fakeDelivery) (store.Run, *store.Store, 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	d.store = st
 	ex, err := executor.New(executor.Config{Command: claude, Env: clitest.Env(t, ts.URL), AllowedTools: []string{"Bash"},
 		AppendSystemPrompt: questions.ProtocolPrompt(), Timeout: 2 * time.Minute})
 	if err != nil {
@@ -93,7 +105,7 @@ func driveDeliveredErr(t *testing.T, d *fakeDelivery) (store.Run, *store.Store, 
 	var events []runner.Event
 	r, err := runner.New(runner.Config{
 		Store:    st,
-		Resolve:  func(store.Run) (runner.Resolved, error) { return runner.Resolved{Agent: ex}, nil },
+		Resolve:  func(store.Run) (runner.Resolved, error) { return runner.Resolved{Agent: ex, Surfaces: surfs}, nil },
 		Delivery: func(store.Run) (runner.Delivery, error) { return d, nil },
 		Observe:  func(ev runner.Event) { mu.Lock(); events = append(events, ev); mu.Unlock() },
 		Logger:   slog.New(slog.NewTextHandler(testWriter{t}, nil)),
@@ -234,5 +246,44 @@ func TestRedeliver(t *testing.T) {
 	}
 	if _, err := r.Redeliver(ctx, run.ID); !errors.Is(err, runner.ErrNothingPending) {
 		t.Fatalf("Redeliver once delivered: %v", err)
+	}
+}
+
+// ender is a surface that shows a run's progress and its end.
+type ender struct {
+	*tidy
+	pmu   sync.Mutex
+	final []surfaces.RunProgress
+}
+
+func (e *ender) Progress(ctx context.Context, p surfaces.RunProgress) error {
+	if p.Final {
+		e.pmu.Lock()
+		e.final = append(e.final, p)
+		e.pmu.Unlock()
+	}
+	return nil
+}
+
+// TestRunEndCarriesPullRequest: a run delivered through a pull request
+// tells its surfaces the pull request's page, in the final progress and in
+// the run's end.
+func TestRunEndCarriesPullRequest(t *testing.T) {
+	t.Parallel()
+	const pr = "https://github.com/acme/app/pull/1"
+	e := &ender{tidy: &tidy{person: newPerson("test")}}
+	d := &fakeDelivery{dir: t.TempDir(), prURL: pr}
+	run, _, _, _, err := driveDeliveredErr(t, d, e)
+	if err != nil || run.Status != store.RunDone {
+		t.Fatalf("run = %s %q, %v; want done", run.Status, run.Error, err)
+	}
+	_, ended := e.calls()
+	if len(ended) != 1 || ended[0].PRURL != pr || ended[0].Step != "done" {
+		t.Errorf("ended = %+v, want the run ended once, done, with PRURL %s", ended, pr)
+	}
+	e.pmu.Lock()
+	defer e.pmu.Unlock()
+	if len(e.final) != 1 || e.final[0].PRURL != pr {
+		t.Errorf("final progress = %+v, want one with PRURL %s", e.final, pr)
 	}
 }

@@ -98,7 +98,11 @@ func (r *Runner) Drive(ctx context.Context, runID string) (store.Run, error) {
 		r.pumpsMu.Lock()
 		delete(r.pumps, run.ID)
 		r.pumpsMu.Unlock()
-		pump.finish(latest, err, r.cfg.Now())
+		pr := ""
+		if lerr == nil && latest.Status == store.RunDone {
+			pr = r.prURL(bg, run.ID)
+		}
+		pump.finish(latest, pr, err, r.cfg.Now())
 	}
 	if lerr == nil {
 		// Whatever the agent did to the checkout's git configuration and

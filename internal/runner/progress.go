@@ -232,7 +232,7 @@ func (pp *progressPump) abandon() {
 	<-pp.stopped
 }
 
-func (pp *progressPump) finish(run store.Run, err error, now time.Time) {
+func (pp *progressPump) finish(run store.Run, prURL string, err error, now time.Time) {
 	pp.mu.Lock()
 	pp.closed = true
 	pp.mu.Unlock()
@@ -241,7 +241,7 @@ func (pp *progressPump) finish(run store.Run, err error, now time.Time) {
 	pp.mu.Lock()
 	p := pp.p
 	pp.mu.Unlock()
-	p.Final, p.Elapsed, p.CostUSD = true, now.Sub(pp.start), run.CostUSD
+	p.Final, p.Elapsed, p.CostUSD, p.PRURL = true, now.Sub(pp.start), run.CostUSD, prURL
 	switch {
 	case run.Status == store.RunDone:
 		p.Step, p.Summary = "done", run.FinalText

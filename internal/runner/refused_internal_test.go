@@ -50,7 +50,7 @@ func TestPumpListsRefusedCalls(t *testing.T) {
 	if _, err := executor.Replay(f, executor.ReaderOptions{}, func(ev executor.Event) { pp.observe(1, ev) }); err != nil {
 		t.Fatal(err)
 	}
-	pp.finish(store.Run{ID: "r1", Status: store.RunDone}, nil, time.Now())
+	pp.finish(store.Run{ID: "r1", Status: store.RunDone}, "", nil, time.Now())
 	last := sink.seen[len(sink.seen)-1]
 	if !last.Final || len(last.Refused) != 1 || last.RefusedMore != 0 {
 		t.Fatalf("final progress refused = %+v, more %d", last.Refused, last.RefusedMore)
@@ -80,7 +80,7 @@ func TestPumpBoundsRefusedCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pp.finish(store.Run{ID: "r1", Status: store.RunDone}, nil, time.Now())
+	pp.finish(store.Run{ID: "r1", Status: store.RunDone}, "", nil, time.Now())
 	last := sink.seen[len(sink.seen)-1]
 	if len(last.Refused) != surfaces.MaxRefused || last.RefusedMore != 5 {
 		t.Fatalf("refused %d listed, %d more; want %d and 5", len(last.Refused), last.RefusedMore, surfaces.MaxRefused)

@@ -170,6 +170,9 @@ func renderProgress(p surfaces.RunProgress) string {
 	facts = append(facts, fmt.Sprintf("$%.4f", p.CostUSD), p.Elapsed.Round(time.Second).String())
 	b.WriteString(strings.Join(facts, " · "))
 	fmt.Fprintf(&b, "\n\n_Run `%s`, turn %d._", strings.ReplaceAll(cleanLine(p.RunID), "`", "'"), p.Turn)
+	if u := cleanLine(p.PRURL); p.Final && (strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://")) {
+		b.WriteString("\n\nPull request: " + u)
+	}
 	if n := len(p.Refused) + p.RefusedMore; n > 0 {
 		fmt.Fprintf(&b, "\n\n✋ Refused by the CLI: %d tool call%s (allow what the task needs with `allowed_tools`):", n, plural(n))
 		for _, c := range p.Refused {

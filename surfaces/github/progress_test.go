@@ -135,3 +135,24 @@ func TestProgressCommentListsRefusedCalls(t *testing.T) {
 		t.Errorf("model text not cleaned:\n%s", body)
 	}
 }
+
+// TestRunEndShowsPullRequest: the final status comment and the run issue's
+// final comment link the pull request that delivered the run; a URL that is
+// not http(s) is left out.
+func TestRunEndShowsPullRequest(t *testing.T) {
+	const pr = "https://github.com/acme/app/pull/7"
+	p := surfaces.RunProgress{RunID: "r1", Step: "done", Final: true, PRURL: pr}
+	for name, text := range map[string]string{"status": renderProgress(p), "final comment": renderRunEnded(p)} {
+		if !strings.Contains(text, "Pull request: "+pr) {
+			t.Errorf("%s %q: want the link to %s", name, text, pr)
+		}
+	}
+	p.Final = false
+	if text := renderProgress(p); strings.Contains(text, pr) {
+		t.Errorf("progress before the end %q: want no pull request yet", text)
+	}
+	p.Final, p.PRURL = true, "javascript:alert(1)"
+	if text := renderProgress(p) + renderRunEnded(p); strings.Contains(text, "javascript") {
+		t.Errorf("%q: want a URL that is not http(s) left out", text)
+	}
+}

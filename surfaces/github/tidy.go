@@ -547,6 +547,9 @@ func renderRunEnded(p surfaces.RunProgress) string {
 		fmt.Fprintf(&b, " · $%.4f", p.CostUSD)
 	}
 	b.WriteString(". This issue is closed: its questions take no answer any more.")
+	if u := cleanLine(p.PRURL); strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
+		b.WriteString("\n\nPull request: " + u)
+	}
 	if sum := strings.TrimSpace(clean(p.Summary)); sum != "" {
 		b.WriteString("\n\n")
 		b.WriteString(truncate(sum, 4000))

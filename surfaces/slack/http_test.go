@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/surfaces"
 	"github.com/orchestrator-dev/orchestrator/surfaces/slack/slacktest"
 	"github.com/orchestrator-dev/orchestrator/surfaces/surfacetest"
 )
@@ -102,5 +103,46 @@ func TestNotice(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("%d notices posted, want 1", n)
+	}
+}
+
+// TestRunEndedLinksPullRequest: the run's end, said in its thread, carries
+// the pull request's link, once; a URL that is not http(s) is left out.
+func TestRunEndedLinksPullRequest(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv := slacktest.NewServer(t)
+	s := newSurface(t, srv, &MemoryRefs{}, func(c *Config) { c.ThreadPerRun = true })
+	set := surfacetest.SingleChoice("ended")
+	if err := s.Watch(ctx, set, surfacetest.NewAnswers()); err != nil {
+		t.Fatal(err)
+	}
+	q := setMessage(ctx, t, srv, set)
+	const pr = "https://github.com/acme/app/pull/7"
+	end := surfaces.RunProgress{RunID: set.RunID, Step: "done", Final: true, Summary: "All tests pass.", PRURL: pr}
+	for range 2 {
+		if err := s.RunEnded(ctx, end); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	for _, m := range srv.Messages() {
+		if strings.Contains(m.Text, "The run done") {
+			n++
+			if m.ThreadTS != q.ThreadTS || !strings.Contains(m.Text, "Pull request: <"+pr+">") {
+				t.Errorf("end message %+v: want it in the run's thread with the link to %s", m, pr)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d end messages posted, want 1", n)
+	}
+	if got := progressText(end); !strings.Contains(got, "<"+pr+">") {
+		t.Errorf("final progress %q: want the link to %s", got, pr)
+	}
+	for _, bad := range []string{"javascript:alert(1)", "https://x/a|b", "https://x/<!channel>"} {
+		if got := prLink(bad); got != "" {
+			t.Errorf("prLink(%q) = %q, want nothing", bad, got)
+		}
 	}
 }

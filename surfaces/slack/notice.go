@@ -22,7 +22,7 @@ func (s *Surface) Notice(ctx context.Context, runID, key, text string) error {
 		return nil
 	}
 	thread := ""
-	if s.cfg.ThreadPerRun && runID != "" {
+	if runID != "" && s.threaded(ctx, runID) {
 		_, t, err := s.runThread(ctx, runID, "", false)
 		if err != nil {
 			return s.redact(fmt.Errorf("slack: notice %s: %w", key, err))

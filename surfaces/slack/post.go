@@ -177,10 +177,39 @@ func (s *Surface) findPosted(ctx context.Context, channel, thread, key, value st
 
 // threadFor returns the channel and thread (empty: none) set is asked in.
 func (s *Surface) threadFor(ctx context.Context, set questions.Set) (channel, thread string, err error) {
-	if !s.cfg.ThreadPerRun {
+	if !s.threaded(ctx, set.RunID) {
 		return s.cfg.ChannelID, "", nil
 	}
 	return s.runThread(ctx, set.RunID, set.Title, true)
+}
+
+// threaded reports whether run is asked in a thread: with thread_per_run,
+// or when the run lives in a thread of its own making (ownThread).
+func (s *Surface) threaded(ctx context.Context, run string) bool {
+	if s.cfg.ThreadPerRun {
+		return true
+	}
+	if run == "" {
+		return false
+	}
+	own, err := s.ownThread(ctx, run)
+	if err != nil {
+		s.log.Warn("find the thread a run lives in", "run", run, "err", s.redact(err))
+	}
+	return own != ""
+}
+
+// ownThread is the thread run says it lives in (Config.RunThread: a run
+// started by a mention), "" for none.
+func (s *Surface) ownThread(ctx context.Context, run string) (string, error) {
+	if s.cfg.RunThread == nil || run == "" {
+		return "", nil
+	}
+	t, err := s.cfg.RunThread(ctx, run)
+	if err != nil {
+		return "", fmt.Errorf("slack: find the thread of run %s: %w", run, err)
+	}
+	return t, nil
 }
 
 // runThread returns the thread of run (its first message), starting it
@@ -196,6 +225,14 @@ func (s *Surface) runThread(ctx context.Context, run, title string, create bool)
 		return "", "", fmt.Errorf("slack: read the thread of run %s: %w", run, err)
 	} else if ok {
 		return s.cfg.ChannelID, v, nil
+	}
+	if own, err := s.ownThread(ctx, run); err != nil {
+		return "", "", err
+	} else if own != "" {
+		if err := s.refs.SetRef(ctx, key, own); err != nil {
+			s.log.Error("remember the thread", "run", run, "err", err)
+		}
+		return s.cfg.ChannelID, own, nil
 	}
 	if !create {
 		return s.cfg.ChannelID, "", nil
@@ -386,7 +423,7 @@ func (s *Surface) Remind(ctx context.Context, set questions.Set) error {
 	}
 	channel, ts, _ := strings.Cut(v, "/")
 	thread := ts
-	if s.cfg.ThreadPerRun {
+	if s.threaded(ctx, set.RunID) {
 		if _, t, err := s.runThread(ctx, set.RunID, "", false); err == nil && t != "" {
 			thread = t
 		}
@@ -401,7 +438,7 @@ func (s *Surface) Remind(ctx context.Context, set questions.Set) error {
 // RunEnded implements surfaces.RunEnder: with a thread per run, the run's
 // end is said in its thread.
 func (s *Surface) RunEnded(ctx context.Context, p surfaces.RunProgress) error {
-	if !s.cfg.ThreadPerRun || p.RunID == "" {
+	if p.RunID == "" || !s.threaded(ctx, p.RunID) {
 		return nil
 	}
 	key := "slack/" + s.cfg.ChannelID + "/ended/" + p.RunID
@@ -423,6 +460,9 @@ func (s *Surface) RunEnded(ctx context.Context, p surfaces.RunProgress) error {
 	if p.CostUSD > 0 {
 		text += fmt.Sprintf(" Cost $%.4f.", p.CostUSD)
 	}
+	if link := prLink(p.PRURL); link != "" {
+		text += "\n🔗 Pull request: " + link
+	}
 	if sum := strings.TrimSpace(p.Summary); sum != "" {
 		text += "\n" + escape(sum, 2500) // links (a pull request's URL) stay readable: Slack links bare URLs
 	}
@@ -434,4 +474,17 @@ func (s *Surface) RunEnded(ctx context.Context, p surfaces.RunProgress) error {
 		return err
 	}
 	return s.refs.SetRef(ctx, key, "1")
+}
+
+// prLink is a pull request's page as a Slack link, or "" when u is not a
+// plain http(s) URL (it never carries Slack's link syntax out of its place).
+func prLink(u string) string {
+	u = strings.TrimSpace(u)
+	if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
+		return ""
+	}
+	if strings.ContainsAny(u, "<>| \t\r\n") || len(u) > 500 {
+		return ""
+	}
+	return "<" + strings.ReplaceAll(u, "&", "&amp;") + ">"
 }

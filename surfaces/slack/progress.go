@@ -30,7 +30,7 @@ type progressState struct {
 // one status message in the run's thread says how the run is going; it is
 // edited at most every 10s, and the final progress always.
 func (s *Surface) Progress(ctx context.Context, p surfaces.RunProgress) error {
-	if !s.cfg.ThreadPerRun || p.RunID == "" {
+	if p.RunID == "" || !s.threaded(ctx, p.RunID) {
 		return nil
 	}
 	channel, thread, err := s.runThread(ctx, p.RunID, p.Title, false)
@@ -106,6 +106,9 @@ func progressText(p surfaces.RunProgress) string {
 	}
 	if len(p.Refused) > 0 {
 		fmt.Fprintf(&b, "\n%d tool call(s) refused", len(p.Refused)+p.RefusedMore)
+	}
+	if link := prLink(p.PRURL); p.Final && link != "" {
+		b.WriteString("\n🔗 Pull request: " + link)
 	}
 	return b.String()
 }

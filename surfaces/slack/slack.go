@@ -76,6 +76,11 @@ type Config struct {
 	// answers, and whether it is still pending. Nil answers such clicks
 	// that the question is closed.
 	Lookup func(ctx context.Context, setID string) (set questions.Set, answers surfaces.Answers, pending bool, err error)
+	// RunThread finds the thread a run lives in when the run says so
+	// itself (started by a mention in a thread: HandleMentions); "" when
+	// it does not. Such a run is asked, and its end said, in that thread
+	// even without ThreadPerRun. Nil: no run says so.
+	RunThread func(ctx context.Context, runID string) (thread string, err error)
 	// HTTPClient makes the Web API calls; nil means one with a 20s
 	// timeout.
 	HTTPClient *http.Client
@@ -151,6 +156,8 @@ type Surface struct {
 	// by set ID; rememberOrder bounds them, oldest dropped first.
 	remembers     map[string]*rememberOffer
 	rememberOrder []string
+	mentions      MentionHandler // mention.go
+	me            string         // the bot's mention, once known
 }
 
 type groupMembers struct {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackevents"
 	"github.com/slack-go/slack/socketmode"
 )
 
@@ -96,7 +97,14 @@ func (s *Surface) consume() {
 				continue
 			}
 			go s.onInteraction(cb)
-		case socketmode.EventTypeEventsAPI, socketmode.EventTypeSlashCommand:
+		case socketmode.EventTypeEventsAPI:
+			if evt.Request != nil {
+				s.ack(evt.Request)
+			}
+			if ev, ok := evt.Data.(slackevents.EventsAPIEvent); ok {
+				go s.onEventsAPI(ev) // mention.go
+			}
+		case socketmode.EventTypeSlashCommand:
 			if evt.Request != nil {
 				s.ack(evt.Request)
 			}

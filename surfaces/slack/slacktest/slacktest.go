@@ -1005,3 +1005,37 @@ func (s *Server) SubmitView(u User, v View, text string) (json.RawMessage, error
 	}
 	return s.Send("interactive", payload, true)
 }
+
+// --- events ---
+
+// PostAsUser posts text in the channel as u, in thread ("" at the top
+// level), as a person does in Slack's client, and returns the message.
+func (s *Server) PostAsUser(u User, thread, text string) Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if thread != "" && s.find(ChannelID, thread) == nil {
+		s.t.Errorf("slacktest: PostAsUser in thread %s: no such message", thread)
+	}
+	m := &Message{Channel: ChannelID, TS: s.ts(), ThreadTS: thread, Text: text}
+	s.messages = append(s.messages, m)
+	s.notify()
+	return *m
+}
+
+// AppMention is the events_api payload of the app_mention event Slack
+// sends when m, posted by u, mentions the bot: an event_callback with
+// eventID, as the Events API documents it. Set botID to make it a bot's.
+func AppMention(eventID string, u User, m Message, botID string) map[string]any {
+	ev := map[string]any{"type": "app_mention", "user": u.ID, "text": m.Text, "ts": m.TS, "channel": m.Channel, "event_ts": m.TS}
+	if m.ThreadTS != "" {
+		ev["thread_ts"] = m.ThreadTS
+	}
+	if botID != "" {
+		ev["bot_id"] = botID
+	}
+	return map[string]any{
+		"token": "fake-verification-token", "team_id": TeamID, "api_app_id": AppID, "type": "event_callback",
+		"event": ev, "event_id": eventID, "event_time": 1700000000, "event_context": "4-fake",
+		"authorizations": []map[string]any{{"team_id": TeamID, "user_id": BotUserID, "is_bot": true}},
+	}
+}
