@@ -613,6 +613,7 @@ func TestSetFeedQueriesUseIndexes(t *testing.T) {
 		{"WaitingSets", waitingSetsQuery, []any{SetPending, ids[5000], RunWaiting, 100}},
 		{"poller", pollFeedQuery, []any{head - 20, feedPage}},
 		{"ClaimableRuns", claimable, claimableArgs},
+		{"suggestRule", suggestQuery, []any{"fp", SetAnswered, SetResuming, SetResumed, "spec-a", ids[5000], suggestWindow}},
 	} {
 		plan := explain(t, s, q.q, q.args...)
 		t.Logf("%s:\n\t%s", q.name, strings.Join(plan, "\n\t"))

@@ -625,17 +625,26 @@ const suggestWindow = 40
 // runs of the spec: when the last k were given by people, the same way, the set's
 // context gets a line that offers to keep that answer as a rule (every
 // surface shows the context with the question). It reports whether it did.
+// suggestQuery reads the newest answered sets of one fingerprint in a
+// spec's other runs (TestSetFeedQueriesUseIndexes checks its plan).
+const suggestQuery = `SELECT qs.id FROM question_sets qs JOIN runs r ON r.id = qs.run_id
+	WHERE qs.fingerprint = ? AND qs.fingerprint <> '' AND qs.state IN (?, ?, ?) AND r.spec = ? AND qs.run_id <> ?
+	ORDER BY qs.created_at DESC, qs.id LIMIT ?`
+
 func suggestRule(ctx context.Context, tx *txn, set questions.Set, spec string, k int) (bool, error) {
 	kind := questions.KindOf(set)
 	if k <= 0 || spec == "" || !rememberable(kind) || len(set.Questions) == 0 {
 		return false, nil
 	}
+	fp := questions.Fingerprint(set)
+	if fp == "" {
+		return false, nil
+	}
 	// One statement while there is nothing to suggest (every set of a
-	// spec's run stored pays it).
-	rows, err := tx.QueryContext(ctx, `SELECT qs.id FROM runs r JOIN question_sets qs ON qs.run_id = r.id
-		WHERE r.spec = ? AND r.id <> ? AND qs.kind = ? AND qs.state IN (?, ?, ?)
-		ORDER BY qs.created_at DESC, qs.id LIMIT ?`,
-		spec, set.RunID, kind, SetAnswered, SetResuming, SetResumed, suggestWindow)
+	// spec's run stored pays it), through the sets' fingerprint index: the
+	// answers to this very question, never the spec's every set (a spec
+	// with 30,000 runs waiting made each new set read them all).
+	rows, err := tx.QueryContext(ctx, suggestQuery, fp, SetAnswered, SetResuming, SetResumed, spec, set.RunID, suggestWindow)
 	if err != nil {
 		return false, fmt.Errorf("earlier answers to question set %s: %w", set.ID, err)
 	}
