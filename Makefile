@@ -124,7 +124,7 @@ fuzz:
 	@bash scripts/fuzz.sh "$(GO)" "$(FUZZTIME)" $(FUZZ_TARGETS)
 
 test: $(CLAUDE) chromium postgresql systemd sqlite3 vet dist-check
-	$(GO) test -race -count=1 -timeout=20m ./...
+	$(GO) test -race -count=1 -timeout=40m ./...
 	$(MAKE) --no-print-directory fuzz
 
 # bench runs every benchmark once. internal/scale's seed runs waiting by the
