@@ -93,9 +93,23 @@ func TestSlackMentionStartsRun(t *testing.T) {
 	if started != 1 {
 		t.Errorf("%d replies saying a run started, want 1", started)
 	}
-	eph := sl.Ephemerals()
-	if len(eph) != 1 || eph[0].User != slackMallory.ID {
-		t.Errorf("ephemerals = %+v, want one refusal to mallory", eph)
+	// Mallory gets one refusal; alice, who answered, only the offer to
+	// remember her answer (docs/rules.md).
+	var toMallory []string
+	for _, m := range sl.Ephemerals() {
+		switch m.User {
+		case slackMallory.ID:
+			toMallory = append(toMallory, m.Text)
+		case slackAlice.ID:
+			if !strings.Contains(m.Text, "Remember it for this spec") {
+				t.Errorf("ephemeral to alice %q, want only the offer to remember her answer", m.Text)
+			}
+		default:
+			t.Errorf("ephemeral %+v to nobody in the test", m)
+		}
+	}
+	if len(toMallory) != 1 {
+		t.Errorf("ephemerals to mallory = %q, want one refusal", toMallory)
 	}
 	noSlackToken(t, sl, []string{e.state}, "")
 }

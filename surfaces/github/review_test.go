@@ -3,6 +3,7 @@ package github
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -59,6 +60,7 @@ func newReviewFixture(t *testing.T, secret string) (*fixture, *Client, *Reviews,
 	sink := &feedbackSink{pr: pr, keys: map[string]bool{}}
 	cfg := f.config(0).ClientConfig
 	cfg.WebhookSecret = secret
+	cfg.Logger = slog.New(slog.NewTextHandler(tlogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	c, err := NewClient(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +130,8 @@ func TestReviewWebhookTakesFeedbackOnce(t *testing.T) {
 	// redelivery keeps the ID; a second hook would not): still once.
 	deliver("pull_request_review_comment", "d1-again", f.srv.ReviewCommentEvent(testRepo, rc, "created"))
 	f.srv.WaitFor(t, waitLong, "the feedback and the stranger's reply", func() bool {
-		return len(sink.feedback()) == 3 && len(f.srv.PRComments(testRepo, sink.pr)) == 4
+		return len(sink.feedback()) == 3 && len(f.srv.PRComments(testRepo, sink.pr)) == 4 &&
+			len(f.srv.ReviewCommentReactions(testRepo, rc)) > 0 // 👀 comes after the feedback is recorded
 	})
 	c.Close() // waits for the webhook's work
 	got := sink.feedback()
@@ -267,4 +270,11 @@ func TestCutMention(t *testing.T) {
 			t.Errorf("cutMention(%q) = %q %v, want %q %v", tc.in, rest, ok, tc.rest, tc.ok)
 		}
 	}
+}
+
+type tlogWriter struct{ t *testing.T }
+
+func (w tlogWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
 }

@@ -530,12 +530,17 @@ func (s *Server) ResetRequests() {
 }
 
 // WaitFor waits until cond, evaluated after every change to the server's
-// state (comments, reactions, issues, requests), is true, and fails the test
-// after timeout. cond must not call WaitFor.
+// state (comments, reactions, issues, requests) and every 25 ms, is true,
+// and fails the test after timeout. cond must not call WaitFor.
 func (s *Server) WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
+	// cond may also read what the client under test changed outside the
+	// server (a store, a sink of the test's): it is read again at least
+	// every 25 ms, not only at the server's changes.
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		s.mu.Lock()
 		ch := s.changed
@@ -545,6 +550,7 @@ func (s *Server) WaitFor(t testing.TB, timeout time.Duration, what string, cond 
 		}
 		select {
 		case <-ch:
+		case <-tick.C:
 		case <-deadline.C:
 			t.Fatalf("githubtest: waited %v for %s", timeout, what)
 			return
