@@ -56,7 +56,7 @@ func TestCustomID(t *testing.T) {
 }
 
 func FuzzParseCustomID(f *testing.F) {
-	for _, s := range []string{"oq|s1|q1|b|0", "oq|#abc|t", "oq|s|q|s", "oq|s|q|m", "oq||", "oq|s|q|b|99"} {
+	for _, s := range []string{"oq|s1|q1|b|0", "oq|#abc|t", "oq|s|q|s", "oq|s|q|m", "oq||", "oq|s|q|b|99", "oq|0|0|a|0", "oq|s1|q1|r"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -65,7 +65,7 @@ func FuzzParseCustomID(f *testing.F) {
 			return
 		}
 		var again string
-		if p.action == actButton {
+		if p.action == actButton || p.action == actAll { // the actions that carry an option's index
 			again = customID(p.ref, p.action, fmt.Sprint(p.index))
 		} else {
 			again = customID(p.ref, p.action)
