@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -525,5 +527,40 @@ func TestGCReportsOnlyWhatItRemoved(t *testing.T) {
 	}
 	if _, err := os.Stat(wd); err != nil {
 		t.Fatalf("worktree: %v", err)
+	}
+}
+
+// TestRunsOfOneCheckoutAtOnce adds the worktrees of several runs of one
+// checkout at once. Each fetches into the checkout and adds its worktree;
+// unserialized, a fetch's connectivity check meets another run's worktree
+// being added, whose HEAD is still the null object id ("bad object
+// worktrees/<run>/HEAD"), or two fetches race for origin's refs.
+func TestRunsOfOneCheckoutAtOnce(t *testing.T) {
+	t.Parallel()
+	_, checkout := repos(t)
+	f := newFixture(t, "")
+	ctx := context.Background()
+	const n = 8
+	runs := make([]store.Run, n)
+	for i := range runs {
+		runs[i] = f.newRun(t, fmt.Sprintf("r%07d", i), checkout)
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, run := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = f.d.Workdir(ctx, run, prOpts)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("run %s: %v", runs[i].ID, err)
+		}
+	}
+	if list := git(t, checkout, "worktree", "list", "--porcelain"); strings.Count(list, "worktree ") != n+1 {
+		t.Errorf("the checkout has these worktrees, want %d more than itself:\n%s", n, list)
 	}
 }

@@ -29,6 +29,13 @@ func (d *Deliverer) Finish(ctx context.Context, run store.Run) error {
 
 func (d *Deliverer) remove(ctx context.Context, dl store.Delivery) error {
 	g := d.cfg.Git
+	if isDir(dl.RepoDir) {
+		unlock, err := d.lockCheckout(ctx, dl.RepoDir)
+		if err != nil {
+			return fmt.Errorf("remove worktree %s: %w", dl.Worktree, err)
+		}
+		defer unlock()
+	}
 	if _, err := os.Lstat(dl.Worktree); err == nil {
 		if _, err := g.run(ctx, dl.RepoDir, nil, "", "worktree", "remove", "--force", "--force", dl.Worktree); err != nil {
 			if rerr := os.RemoveAll(dl.Worktree); rerr != nil {
@@ -101,10 +108,21 @@ func (d *Deliverer) gc(ctx context.Context, olderThan time.Duration, here bool) 
 	}
 	for dir := range repos {
 		if _, err := os.Stat(dir); err == nil {
-			if _, err := d.cfg.Git.run(ctx, dir, nil, "", "worktree", "prune"); err != nil {
+			if err := d.prune(ctx, dir); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// prune runs `git worktree prune` in the checkout dir.
+func (d *Deliverer) prune(ctx context.Context, dir string) error {
+	unlock, err := d.lockCheckout(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	_, err = d.cfg.Git.run(ctx, dir, nil, "", "worktree", "prune")
+	return err
 }

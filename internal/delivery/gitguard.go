@@ -349,6 +349,11 @@ func (d *Deliverer) fetch(ctx context.Context, gd store.GitGuard, top string, re
 		_, dst, _ := strings.Cut(rs, ":")
 		local = append(local, "+"+dst+":"+dst)
 	}
+	unlock, err := d.lockRepo(ctx, gd.CommonDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	_, err = g.run(ctx, top, nil, "", local...)
 	return err
 }

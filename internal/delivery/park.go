@@ -224,6 +224,13 @@ func (d *Deliverer) here(ctx context.Context, run store.Run, dl store.Delivery, 
 		return dl, err
 	}
 	localRef := "refs/heads/" + dl.Branch
+	// From here until the worktree is added again, the checkout's
+	// worktrees change (lockRepo).
+	unlock, err := d.lockRepo(ctx, gd.CommonDir)
+	if err != nil {
+		return dl, err
+	}
+	defer unlock()
 	if !mine && g.isWorktree(ctx, dl.Worktree) && isDir(dl.RepoDir) {
 		// Another instance's worktree of the run, on this machine: it is
 		// stale (we hold the run now, and what it committed is on the

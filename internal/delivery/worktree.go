@@ -78,7 +78,13 @@ func (d *Deliverer) Workdir(ctx context.Context, run store.Run, o Options) (stri
 	if err := os.MkdirAll(d.cfg.Root, 0o700); err != nil {
 		return "", fmt.Errorf("worktrees: %w", err)
 	}
-	if _, err := g.run(ctx, top, nil, "", "worktree", "add", "--quiet", "--no-track", "-b", branch, wt, baseCommit); err != nil {
+	unlock, err := d.lockRepo(ctx, gd.CommonDir)
+	if err != nil {
+		return "", err
+	}
+	_, err = g.run(ctx, top, nil, "", "worktree", "add", "--quiet", "--no-track", "-b", branch, wt, baseCommit)
+	unlock()
+	if err != nil {
 		return "", fmt.Errorf("add the run's worktree: %w", err)
 	}
 	if _, err := d.record(ctx, gd, top, wt, false); err != nil {
