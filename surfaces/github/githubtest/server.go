@@ -14,6 +14,7 @@
 package githubtest
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/hmac"
 	"crypto/rsa"
@@ -22,6 +23,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -111,6 +113,7 @@ type Server struct {
 	lasting   []*fault
 	renamed   map[string]*repo // old lower-case name → the repository now
 	hangs     []*hang
+	holding   map[string]int // "METHOD path" → requests a hang holds now
 	botLogin  string
 	as        string                    // the login the request being served acts as (authLocked)
 	pulls     map[string][]*PullRequest // by lower-case repository name (pulls.go)
@@ -164,6 +167,7 @@ func NewServer(t testing.TB) *Server {
 		apps:      make(map[int64]app),
 		appToks:   make(map[string]int64),
 		pulls:     make(map[string][]*PullRequest),
+		holding:   make(map[string]int),
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.srv.Close)
@@ -313,16 +317,33 @@ type hang struct {
 	release      chan struct{}
 }
 
-// held returns the release channel of a hang matching r, or nil.
-func (s *Server) held(r *http.Request) <-chan struct{} {
+// held returns the release channel of a hang matching r, or nil, and
+// counts r as held (Holding) until the returned done is called.
+func (s *Server) held(r *http.Request) (release <-chan struct{}, done func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, h := range s.hangs {
 		if h.method == r.Method && h.path == r.URL.Path {
-			return h.release
+			k := r.Method + " " + r.URL.Path
+			s.holding[k]++
+			s.notifyLocked()
+			return h.release, func() {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				s.holding[k]--
+				s.notifyLocked()
+			}
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+// Holding returns how many requests matching method and path a Hang holds
+// now: a test waits for one to be in flight.
+func (s *Server) Holding(method, path string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.holding[method+" "+path]
 }
 
 // LoseResponse makes the next request matching method and path be served
@@ -827,11 +848,21 @@ type apiError struct {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	if held := s.held(r); held != nil {
+	if held, done := s.held(r); held != nil {
 		// Held: no answer until released, or until the client gives up.
+		// The body read first, the server sees the client go (net/http
+		// watches the connection only once the body was read).
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			done()
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		select {
 		case <-held:
+			done()
 		case <-r.Context().Done():
+			done()
 			return
 		}
 	}
