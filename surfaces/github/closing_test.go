@@ -1,15 +1,12 @@
 package github
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/orchestrator-dev/orchestrator/surfaces/github/githubtest"
 	"github.com/orchestrator-dev/orchestrator/surfaces/surfacetest"
 )
 
@@ -24,36 +21,17 @@ func webhookAnswerHeld(t *testing.T, f *fixture) (*Surface, int64, string, func(
 	cfg.PollInterval = time.Hour // only the webhook brings the answer
 	cfg.WebhookSecret = secret
 	s := f.surface(t, cfg)
-	h, err := s.WebhookHandler()
-	if err != nil {
-		t.Fatal(err)
-	}
 	set := surfacetest.SingleChoice("closing")
 	startAsk(ctxTimeout(t), s, set)
 	f.waitAsked(t, set)
-	eventually(t, "waiter", func() bool {
-		p := s.c.lookupPoller(testRepo)
-		if p == nil || len(p.waitersFor(1)) != 1 {
-			return false
-		}
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.id != 0
-	})
+	waitWaiting(t, s)
 	answer := f.srv.AddComment(testRepo, 1, "alice", "3")
 	reactions := fmt.Sprintf("/repos/%s/issues/comments/%d/reactions", testRepo, answer)
 	release := f.srv.Hang(http.MethodPost, reactions)
 	t.Cleanup(release)
 	payload := f.srv.IssueCommentEvent(testRepo, answer, "created")
-	req := httptest.NewRequest("POST", "/webhook", bytes.NewReader(payload))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-GitHub-Event", "issue_comment")
-	req.Header.Set("X-GitHub-Delivery", "d-closing")
-	req.Header.Set("X-Hub-Signature-256", githubtest.Signature(secret, payload))
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	if rec.Code != http.StatusAccepted {
-		t.Fatalf("delivery: status %d, want 202", rec.Code)
+	if code := deliver(t, s.c, secret, "issue_comment", "d-closing", payload); code != http.StatusAccepted {
+		t.Fatalf("delivery: status %d, want 202", code)
 	}
 	f.srv.WaitFor(t, waitLong, "the 👀 in flight", func() bool { return f.srv.Holding(http.MethodPost, reactions) == 1 })
 	return s, answer, reactions, release
