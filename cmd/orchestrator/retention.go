@@ -76,6 +76,8 @@ func (m *Main) collect(ctx context.Context, st *store.Store, age time.Duration, 
 			}
 			_, err = st.PurgeNotifications(ctx, before) // notify.go's outbox
 			errs = append(errs, err)
+			_, err = st.PurgeRefs(ctx, before) // the surfaces' refs of no run
+			errs = append(errs, err)
 		}
 	}
 	return rep, errors.Join(errs...)

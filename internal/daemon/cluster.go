@@ -125,7 +125,7 @@ const workLook = time.Second
 // every workLook; while the store cannot be read, after a backoff
 // (outage.go: a store that is down wakes every wait at once).
 func (d *Daemon) workLoop(ctx context.Context) {
-	b := retryBackoff()
+	b := retry.StoreOutage()
 	for ctx.Err() == nil {
 		if !d.claim(ctx) {
 			if retry.Sleep(ctx, b.Next()) != nil {

@@ -4,8 +4,6 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/orchestrator-dev/orchestrator/internal/retry"
 )
 
 // Store outages (issue 20). With the database unreachable, every loop of the
@@ -66,11 +64,4 @@ func (h *storeHealth) down() (since time.Time, lastErr string, isDown bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.since, h.lastErr, !h.since.IsZero()
-}
-
-// retryBackoff is one loop's wait between tries at an unreachable store:
-// from a quarter second, doubling up to half a minute, each up to half as
-// long again (retry.Jitter).
-func retryBackoff() *retry.Backoff {
-	return &retry.Backoff{Initial: 250 * time.Millisecond, Max: 30 * time.Second, Jitter: retry.Jitter}
 }

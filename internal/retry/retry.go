@@ -26,6 +26,13 @@ type Backoff struct {
 	tries int
 }
 
+// StoreOutage is one loop's wait between tries at an unreachable store
+// (the daemon's loops, the runner's room): from a quarter second,
+// doubling up to half a minute, each up to half as long again (Jitter).
+func StoreOutage() *Backoff {
+	return &Backoff{Initial: 250 * time.Millisecond, Max: 30 * time.Second, Jitter: Jitter}
+}
+
 // Wait returns the wait after try n (0: after the first failure):
 // Initial doubled n times, at most Max, then spread by Jitter.
 func (b Backoff) Wait(n int) time.Duration {

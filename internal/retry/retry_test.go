@@ -82,3 +82,18 @@ func TestSleepEndsWithItsContext(t *testing.T) {
 		t.Fatalf("Sleep cut short = %v", err)
 	}
 }
+
+// TestStoreOutage: the wait between tries at an unreachable store starts
+// at a quarter second and never passes half a minute, jitter included.
+func TestStoreOutage(t *testing.T) {
+	b := StoreOutage()
+	if got := b.Wait(0); got < 250*time.Millisecond || got > 375*time.Millisecond {
+		t.Errorf("first wait = %v, want 250ms to 375ms", got)
+	}
+	if got := b.Wait(1000); got < 30*time.Second || got > 45*time.Second {
+		t.Errorf("wait after many tries = %v, want 30s to 45s", got)
+	}
+	if a, c := StoreOutage(), StoreOutage(); a == c {
+		t.Error("StoreOutage returned one Backoff twice; each loop needs its own count")
+	}
+}

@@ -71,7 +71,7 @@ func (r *Runner) AskWaiting(ctx context.Context, health func(error)) error {
 			}
 		}
 	}()
-	b := retryBackoff()
+	b := retry.StoreOutage()
 	loaded := false
 	var backoff *time.Timer
 	for {
@@ -137,10 +137,6 @@ func stopTimer(t *time.Timer) {
 	if t != nil {
 		t.Stop()
 	}
-}
-
-func retryBackoff() *retry.Backoff {
-	return &retry.Backoff{Initial: 500 * time.Millisecond, Max: 30 * time.Second, Jitter: retry.Jitter}
 }
 
 // room is the state of AskWaiting; its fields belong to its loop.

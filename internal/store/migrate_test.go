@@ -277,6 +277,14 @@ func checkRowsOfBefore(t *testing.T, s *Store) {
 	if v, ok, err := s.Ref(ctx, "github", "issue:old-1"); err != nil || !ok || v != "42" {
 		t.Errorf("surface ref: %q, %v, %v", v, ok, err)
 	}
+	// A ref stored before refs knew their run and age is of no run, and
+	// its age starts with the migration.
+	var refRun string
+	var refAt int64
+	if err := s.db.QueryRowContext(ctx, `SELECT run_id, updated_at FROM surface_refs WHERE surface = 'github' AND key = 'issue:old-1'`).Scan(&refRun, &refAt); err != nil ||
+		refRun != "" || refAt <= 0 || time.Since(fromNanos(refAt)) > 24*time.Hour || time.Until(fromNanos(refAt)) > 24*time.Hour {
+		t.Errorf("surface ref's run %q and time %v (%v), want none and the migration's", refRun, fromNanos(refAt), err)
+	}
 	if last, ok, err := s.LastScheduled(ctx, "nightly"); err != nil || !ok || !last.Equal(at(0)) {
 		t.Errorf("schedule: %v, %v, %v", last, ok, err)
 	}

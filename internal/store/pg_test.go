@@ -120,6 +120,7 @@ var pgTests = []struct {
 	{"TestAggregatesCountWithoutListing", TestAggregatesCountWithoutListing},
 	{"TestPurgeRunsRemovesOnlyFinishedOldRuns", TestPurgeRunsRemovesOnlyFinishedOldRuns},
 	{"TestPurgeCoversEveryRunTable", TestPurgeCoversEveryRunTable},
+	{"TestPurgeRefsByRunAndAge", TestPurgeRefsByRunAndAge},
 	{"TestLazyCommitsLeaveThePoolFull", TestLazyCommitsLeaveThePoolFull},
 	{"TestWakeStampChangesWithAPoke", TestWakeStampChangesWithAPoke},
 	{"TestSchedulePauseAndFailureStreak", TestSchedulePauseAndFailureStreak},

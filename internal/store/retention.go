@@ -11,8 +11,8 @@ import (
 // last changed before a cutoff is removed with every row that belongs to
 // it — its turns, question sets with their questions and answers (the
 // decision log), tool calls and their decisions, rules, policy, lease,
-// sessions, git guard, the tool calls its turns recorded, its delivery and
-// its schedule tick. A run is kept, however old, when
+// sessions, git guard, the tool calls its turns recorded, its delivery,
+// its schedule tick and the surface refs stored for it (refs.go). A run is kept, however old, when
 //   - it is not over (queued, running, waiting, interrupted);
 //   - its delivery is pending (serve still retries the push) or its
 //     worktree was not removed (gc removes worktrees first; the delivery
@@ -27,7 +27,8 @@ import (
 // set (questions, answers) are removed through question_sets first.
 // TestPurgeCoversEveryRunTable checks that this is every such table.
 var runTables = []string{"turns", "tool_calls", "run_rules", "run_policies", "run_leases", "sessions",
-	"git_guards", "turn_tool_calls", "deliveries", "schedule_ticks", "run_requests", "follow_ups", "rule_uses"}
+	"git_guards", "turn_tool_calls", "deliveries", "schedule_ticks", "run_requests", "follow_ups", "rule_uses",
+	"surface_refs"}
 
 // setTables are the tables with a set_id column that refers to
 // question_sets.

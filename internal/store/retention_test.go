@@ -43,6 +43,9 @@ func retentionRun(t *testing.T, s *Store, id string, at time.Time, status RunSta
 	if _, err := s.db.ExecContext(ctx, `INSERT INTO rule_uses (rule_id, run_id, set_id, at) VALUES ('rule-kept', ?, ?, 1)`, id, set.ID); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.RefsFor("slack").SetRunRef(ctx, id, "msg/"+set.ID, "C1/"+id); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.SetRunPolicy(ctx, id, []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -257,6 +260,10 @@ func TestPurgeCoversEveryRunTable(t *testing.T) {
 		if !slices.Contains(withRun, tb) && !slices.Contains(setTables, tb) {
 			t.Errorf("table %s has a set_id column: add it to setTables (retention.go)", tb)
 		}
+	}
+	// The surfaces' refs know their run (refs.go): a run's go with it.
+	if !slices.Contains(withRun, "surface_refs") {
+		t.Errorf("surface_refs has no run_id column: a run's refs would outlive it")
 	}
 	if len(withRun) != len(runTables)+1 {
 		t.Errorf("tables with run_id = %v, runTables = %v", withRun, runTables)

@@ -425,14 +425,10 @@ func (s *Store) Ref(ctx context.Context, surface, key string) (string, bool, err
 	return v, true, nil
 }
 
-// SetRef stores a surface's value under key.
+// SetRef stores a surface's value under key, of no run (or of the run it
+// was stored for before: SetRunRef).
 func (s *Store) SetRef(ctx context.Context, surface, key, value string) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO surface_refs (surface, key, value) VALUES (?,?,?)
-		ON CONFLICT(surface, key) DO UPDATE SET value = excluded.value`, surface, key, value)
-	if err != nil {
-		return fmt.Errorf("set ref %s/%s: %w", surface, key, err)
-	}
-	return nil
+	return s.SetRunRef(ctx, surface, "", key, value)
 }
 
 // Refs is the store seen by one surface: its Ref and SetRef methods take no

@@ -396,7 +396,7 @@ func (s *Surface) settle(ctx context.Context, qs *qState) {
 		return
 	}
 	if b, err := json.Marshal(a); err == nil {
-		if err := s.refs.SetRef(ctx, s.answerKey(set.ID, qs.q.ID), string(b)); err != nil {
+		if err := surfaces.SetRunRef(ctx, s.refs, set.RunID, s.answerKey(set.ID, qs.q.ID), string(b)); err != nil {
 			s.log.Error("remember answer", "set", set.ID, "question", qs.q.ID, "err", err)
 		}
 	}

@@ -41,7 +41,7 @@ func (s *Surface) Notice(ctx context.Context, runID, key, text string) error {
 	if err != nil {
 		return s.redact(fmt.Errorf("discord: notice %s: %w", key, err))
 	}
-	if err := s.refs.SetRef(ctx, s.noticeKey(key), m.ChannelID+"/"+m.ID); err != nil {
+	if err := surfaces.SetRunRef(ctx, s.refs, runID, s.noticeKey(key), m.ChannelID+"/"+m.ID); err != nil {
 		s.log.Error("remember notice", "key", key, "err", err)
 	}
 	return nil

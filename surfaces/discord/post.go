@@ -11,6 +11,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 	"github.com/orchestrator-dev/orchestrator/questions"
+	"github.com/orchestrator-dev/orchestrator/surfaces"
 )
 
 // Keys under which Refs remember things, scoped by channel.
@@ -104,7 +105,7 @@ func (s *Surface) postQuestion(ctx context.Context, qs *qState) error {
 			return fmt.Errorf("discord: ask %s: post question %s: %w", set.ID, q.ID, err)
 		}
 		channelID, messageID = c, m.ID
-		if err := s.refs.SetRef(pctx, s.msgKey(set.ID, q.ID), c+"/"+m.ID); err != nil {
+		if err := surfaces.SetRunRef(pctx, s.refs, set.RunID, s.msgKey(set.ID, q.ID), c+"/"+m.ID); err != nil {
 			s.log.Error("remember posted message", "set", set.ID, "question", q.ID, "err", err)
 		}
 		s.log.Info("asked", "set", set.ID, "question", q.ID, "channel", c, "message", m.ID)
@@ -155,7 +156,7 @@ func (s *Surface) channelFor(ctx context.Context, set questions.Set) (string, er
 	if err != nil {
 		return "", fmt.Errorf("discord: ask %s: start thread for run %s: %w", set.ID, run, err)
 	}
-	if err := s.refs.SetRef(ctx, key, th.ID); err != nil {
+	if err := surfaces.SetRunRef(ctx, s.refs, set.RunID, key, th.ID); err != nil {
 		s.log.Error("remember thread", "run", run, "err", err)
 	}
 	s.log.Info("started thread", "run", run, "thread", th.ID)

@@ -259,7 +259,7 @@ func (s *Surface) post(ctx context.Context, p *poller, set questions.Set) (*aske
 	bodies := renderParts(set)
 	found := findParts(me.ownOnly(comments), set.ID, len(bodies))
 	if s.c.refs != nil && slices.Contains(found, nil) {
-		if err := s.recordPosting(ctx, set.ID, issue); err != nil {
+		if err := s.recordPosting(ctx, set.RunID, set.ID, issue); err != nil {
 			return nil, nil, time.Time{}, err
 		}
 	}
@@ -283,7 +283,7 @@ func (s *Surface) post(ctx context.Context, p *poller, set questions.Set) (*aske
 	}
 	s.c.rememberLocked(key, a)
 	s.c.mu.Unlock()
-	if err := s.record(ctx, set.ID, a, date); err != nil {
+	if err := s.record(ctx, set.RunID, set.ID, a, date); err != nil {
 		return nil, nil, time.Time{}, err
 	}
 	if !a.answered {

@@ -48,6 +48,11 @@ type Client struct {
 	ctx    context.Context // ends with Close; bounds pollers and webhook work
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// drain ends closeGrace (CloseGrace) after Close: the requests that
+	// acknowledge work accepted before it (closing.go) run under it.
+	drain      context.Context
+	endDrain   context.CancelFunc
+	closeGrace time.Duration
 
 	mu         sync.Mutex
 	pollers    map[string]*poller  // by lower-case "owner/name"
@@ -88,6 +93,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	c.api = newAPI(hc, rt, cfg.Token, u)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.drain, c.endDrain = context.WithCancel(context.Background())
+	c.closeGrace = CloseGrace
 	return c, nil
 }
 
@@ -254,14 +261,6 @@ func newAPI(hc *http.Client, rt http.RoundTripper, token string, u *url.URL) *gh
 	api.UploadURL = u
 	api.UserAgent = "orchestrator"
 	return api
-}
-
-// Close stops the client's pollers and webhook work and waits for them.
-// Surfaces made from it stop taking answers.
-func (c *Client) Close() error {
-	c.cancel()
-	c.wg.Wait()
-	return nil
 }
 
 // PollNow makes the poller of repo ("owner/name") poll at once instead of

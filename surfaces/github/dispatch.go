@@ -288,9 +288,12 @@ func ownAnswer(final, resp questions.Response) bool {
 // has its whole answer the question comment shows it.
 func (p *poller) taken(ctx context.Context, st *issueState, c *gh.IssueComment, tg target, resp questions.Response, final *questions.Response) {
 	p.c.log.Info("github: answer taken", "set", tg.w.set.ID, "repo", p.owner+"/"+p.name, "comment", c.GetID(), "by", resp.By)
-	if _, _, err := p.c.api.Reactions.CreateIssueCommentReaction(ctx, p.owner, p.name, c.GetID(), "eyes"); err != nil {
+	// The answer is taken: its 👀 lands even if Close comes meanwhile.
+	rctx, done := p.c.accepted(ctx)
+	if _, _, err := p.c.api.Reactions.CreateIssueCommentReaction(rctx, p.owner, p.name, c.GetID(), "eyes"); err != nil {
 		p.c.log.Warn("github: react 👀", "comment", c.GetID(), "err", err)
 	}
+	done()
 	if final != nil {
 		p.showAnswered(ctx, st, tg, *final, c.GetID())
 		tg.w.finish(nil)

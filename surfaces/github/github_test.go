@@ -465,16 +465,7 @@ func TestWebhook(t *testing.T) {
 	set := surfacetest.SingleChoice("hook")
 	ch := startAsk(ctxTimeout(t), s, set)
 	f.waitAsked(t, set)
-	// Let Ask register its waiter (it does after listing and posting).
-	eventually(t, "waiter", func() bool {
-		p := s.c.lookupPoller(testRepo)
-		if p == nil || len(p.waitersFor(1)) != 1 {
-			return false
-		}
-		p.mu.Lock() // and its one request at start (the repository's ID) is done
-		defer p.mu.Unlock()
-		return p.id != 0
-	})
+	waitWaiting(t, s)
 	answer := f.srv.AddComment(testRepo, 1, "alice", "3")
 	payload := f.srv.IssueCommentEvent(testRepo, answer, "created")
 
@@ -542,15 +533,7 @@ func TestWebhookWhereNothingWaits(t *testing.T) {
 	f.waitAsked(t, set)
 	// The asker's poller has its waiter and has learnt the repository's
 	// ID (its one request at start): what is counted below is other's.
-	eventually(t, "waiter", func() bool {
-		p := asker.c.lookupPoller(testRepo)
-		if p == nil || len(p.waitersFor(1)) != 1 {
-			return false
-		}
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.id != 0
-	})
+	waitWaiting(t, asker)
 	answer := f.srv.AddComment(testRepo, 1, "alice", "3")
 	payload := f.srv.IssueCommentEvent(testRepo, answer, "created")
 	deliver := func(s *Surface) int {

@@ -227,3 +227,20 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// waitWaiting waits until s's Ask on issue 1 of testRepo has registered
+// its waiter (it does after listing and posting) and its poller has
+// learnt the repository's ID (its one request at start): from then on
+// only a delivery or a poll brings the answer.
+func waitWaiting(t *testing.T, s *Surface) {
+	t.Helper()
+	eventually(t, "the Ask's waiter and the repository's ID", func() bool {
+		p := s.c.lookupPoller(testRepo)
+		if p == nil || len(p.waitersFor(1)) != 1 {
+			return false
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.id != 0
+	})
+}

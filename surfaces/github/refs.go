@@ -13,6 +13,7 @@ import (
 	gh "github.com/google/go-github/v60/github"
 
 	"github.com/orchestrator-dev/orchestrator/questions"
+	"github.com/orchestrator-dev/orchestrator/surfaces"
 )
 
 // Refs keeps small values for the surface durably (the store's
@@ -102,7 +103,7 @@ func (c *Client) indexed(ctx context.Context, repo string, issue int) (bool, err
 // listing of the issue. A record says it is being posted first, so that a
 // failure half way (or a crash) has the next Watch read the issue.
 func (s *Surface) postNew(ctx context.Context, set questions.Set, issue int) (*asked, time.Time, error) {
-	if err := s.recordPosting(ctx, set.ID, issue); err != nil {
+	if err := s.recordPosting(ctx, set.RunID, set.ID, issue); err != nil {
 		return nil, time.Time{}, err
 	}
 	bodies := renderParts(set)
@@ -124,7 +125,7 @@ func (s *Surface) postNew(ctx context.Context, set questions.Set, issue int) (*a
 	s.c.mu.Lock()
 	s.c.rememberLocked(s.key(set.ID), a)
 	s.c.mu.Unlock()
-	if err := s.record(ctx, set.ID, a, date); err != nil {
+	if err := s.record(ctx, set.RunID, set.ID, a, date); err != nil {
 		return nil, time.Time{}, err
 	}
 	if err := s.addWaiting(ctx, set, a); err != nil {
@@ -134,13 +135,14 @@ func (s *Surface) postNew(ctx context.Context, set questions.Set, issue int) (*a
 }
 
 // recordPosting records that set's question comments are being posted on
-// issue: until they are recorded, asking again reads the issue.
-func (s *Surface) recordPosting(ctx context.Context, setID string, issue int) error {
+// issue: until they are recorded, asking again reads the issue. runID is
+// the set's run ("": not known).
+func (s *Surface) recordPosting(ctx context.Context, runID, setID string, issue int) error {
 	b, err := json.Marshal(setRecord{Issue: issue, Posting: true})
 	if err != nil {
 		return err
 	}
-	if err := s.c.refs.SetRef(ctx, setRefKey(s.repo(), setID), string(b)); err != nil {
+	if err := surfaces.SetRunRef(ctx, s.c.refs, runID, setRefKey(s.repo(), setID), string(b)); err != nil {
 		return fmt.Errorf("github: ask %s: record it being posted: %w", setID, err)
 	}
 	return nil
@@ -171,7 +173,7 @@ func (s *Surface) indexIssue(ctx context.Context, issue int, own []*gh.IssueComm
 		if at.IsZero() {
 			at = date
 		}
-		if err := s.record(ctx, id, a, at); err != nil {
+		if err := s.record(ctx, "", id, a, at); err != nil {
 			return err
 		}
 		if !a.answered {
@@ -196,8 +198,9 @@ func (s *Surface) indexIssue(ctx context.Context, issue int, own []*gh.IssueComm
 	return nil
 }
 
-// record keeps a in Refs (nothing without Refs). at is when set was asked.
-func (s *Surface) record(ctx context.Context, setID string, a *asked, at time.Time) error {
+// record keeps a in Refs (nothing without Refs), as a ref of the set's run
+// runID ("": not known). at is when set was asked.
+func (s *Surface) record(ctx context.Context, runID, setID string, a *asked, at time.Time) error {
 	if s.c.refs == nil {
 		return nil
 	}
@@ -208,7 +211,7 @@ func (s *Surface) record(ctx context.Context, setID string, a *asked, at time.Ti
 	if err != nil {
 		return err
 	}
-	if err := s.c.refs.SetRef(ctx, setRefKey(s.repo(), setID), string(b)); err != nil {
+	if err := surfaces.SetRunRef(ctx, s.c.refs, runID, setRefKey(s.repo(), setID), string(b)); err != nil {
 		return fmt.Errorf("github: record where set %s was asked in %s: %w", setID, s.repo(), err)
 	}
 	return nil
@@ -225,7 +228,7 @@ func (s *Surface) recordDone(ctx context.Context, set questions.Set, a *asked) {
 	s.c.mu.Lock()
 	at := time.Unix(a.at, 0)
 	s.c.mu.Unlock()
-	if err := s.record(ctx, set.ID, a, at); err != nil {
+	if err := s.record(ctx, set.RunID, set.ID, a, at); err != nil {
 		s.c.log.Warn("github: record a set done", "set", set.ID, "err", err)
 	}
 	if err := s.c.updateWaiting(ctx, s.repo(), a.issue, func(es []issueEntry) []issueEntry {

@@ -1,16 +1,13 @@
 package github
 
 import (
-	"bytes"
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/orchestrator-dev/orchestrator/surfaces/github/githubtest"
 	"github.com/orchestrator-dev/orchestrator/surfaces/surfacetest"
 )
 
@@ -24,35 +21,16 @@ func TestWebhookRenamedRepository(t *testing.T) {
 	cfg.PollInterval = time.Hour // only the webhook can bring the answer
 	cfg.WebhookSecret = secret
 	s := f.surface(t, cfg)
-	h, err := s.WebhookHandler()
-	if err != nil {
-		t.Fatal(err)
-	}
 	set := surfacetest.SingleChoice("renamed")
 	ch := startAsk(ctxTimeout(t), s, set)
 	f.waitAsked(t, set)
-	eventually(t, "waiter, and the repository's ID learnt", func() bool {
-		p := s.c.lookupPoller(testRepo)
-		if p == nil || len(p.waitersFor(1)) != 1 {
-			return false
-		}
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.id != 0
-	})
+	waitWaiting(t, s)
 	const renamed = "acme/app-renamed"
 	f.srv.Rename(testRepo, renamed)
 	answer := f.srv.AddComment(renamed, 1, "alice", "3")
 	payload := f.srv.IssueCommentEvent(renamed, answer, "created")
-	req := httptest.NewRequest("POST", "/webhook", bytes.NewReader(payload))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-GitHub-Event", "issue_comment")
-	req.Header.Set("X-GitHub-Delivery", "d-renamed")
-	req.Header.Set("X-Hub-Signature-256", githubtest.Signature(secret, payload))
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	if rec.Code != http.StatusAccepted {
-		t.Fatalf("delivery: status %d, want 202", rec.Code)
+	if code := deliver(t, s.c, secret, "issue_comment", "d-renamed", payload); code != http.StatusAccepted {
+		t.Fatalf("delivery: status %d, want 202", code)
 	}
 	r := waitResult(t, ch)
 	if r.err != nil || len(r.resp.Answers) != 1 || len(r.resp.Answers[0].Labels) != 1 || r.resp.Answers[0].Labels[0] != "MySQL" {

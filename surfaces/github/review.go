@@ -252,7 +252,9 @@ func (rv *Reviews) decide(ctx context.Context, e prEvent) bool {
 	if created {
 		rv.c.log.Info("github: feedback taken", "repo", rv.repo(), "pr", e.pr, "run", runID, "key", f.Key, "by", f.By)
 	}
-	rv.react(ctx, e.kind, e.id, "eyes")
+	rctx, done := rv.c.accepted(ctx) // queued: its 👀 lands even if Close comes meanwhile
+	rv.react(rctx, e.kind, e.id, "eyes")
+	done()
 	return true
 }
 

@@ -349,9 +349,11 @@ func (t *triggers) take(ctx context.Context, ev IssueTrigger, who *gh.User) erro
 	}
 	log.Info("github: run started from an issue", "run", st.RunID, "by", ev.Author)
 	if ev.Kind == TriggerComment {
-		if _, _, err := t.c.api.Reactions.CreateIssueCommentReaction(ctx, owner, name, ev.CommentID, "eyes"); err != nil {
+		rctx, done := t.c.accepted(ctx) // started: its 👀 lands even if Close comes meanwhile
+		if _, _, err := t.c.api.Reactions.CreateIssueCommentReaction(rctx, owner, name, ev.CommentID, "eyes"); err != nil {
 			log.Warn("github: react 👀", "comment", ev.CommentID, "err", err)
 		}
+		done()
 		return nil
 	}
 	t.reply(ctx, ev, fmt.Sprintf("👀 Run `%s` started for the label %q.", st.RunID, questions.Clean(ev.Label)))

@@ -127,7 +127,7 @@ func (s *Surface) showTaken(ctx context.Context, st *setState, a *answered, d su
 	}
 	s.mu.Unlock()
 	if b, err := json.Marshal(a); err == nil {
-		if err := s.refs.SetRef(ctx, s.answerKey(set.ID, q.ID), string(b)); err != nil {
+		if err := surfaces.SetRunRef(ctx, s.refs, set.RunID, s.answerKey(set.ID, q.ID), string(b)); err != nil {
 			s.log.Error("remember an answer", "set", set.ID, "err", err)
 		}
 	}

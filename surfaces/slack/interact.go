@@ -313,7 +313,7 @@ func (s *Surface) decided(ctx context.Context, w where, st *setState, idx int, a
 		}
 		s.mu.Unlock()
 		if b, err := json.Marshal(a); err == nil {
-			if err := s.refs.SetRef(ctx, s.answerKey(set.ID, q.ID), string(b)); err != nil {
+			if err := surfaces.SetRunRef(ctx, s.refs, set.RunID, s.answerKey(set.ID, q.ID), string(b)); err != nil {
 				s.log.Error("remember an answer", "set", set.ID, "err", err)
 			}
 		}

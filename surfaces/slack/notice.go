@@ -42,7 +42,7 @@ func (s *Surface) Notice(ctx context.Context, runID, key, text string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.refs.SetRef(ctx, rkey, ts); err != nil {
+	if err := surfaces.SetRunRef(ctx, s.refs, runID, rkey, ts); err != nil {
 		s.log.Error("remember a notice", "key", key, "err", err)
 	}
 	return nil

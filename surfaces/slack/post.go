@@ -83,7 +83,7 @@ func (s *Surface) ensurePosted(ctx context.Context, st *setState) error {
 			return err
 		} else if found != "" {
 			channel, ts, ok = c, found, true
-			if err := s.refs.SetRef(ctx, s.msgKey(set.ID), channel+"/"+ts); err != nil {
+			if err := surfaces.SetRunRef(ctx, s.refs, set.RunID, s.msgKey(set.ID), channel+"/"+ts); err != nil {
 				s.log.Error("remember posted message", "set", set.ID, "err", err)
 			}
 			s.log.Info("found the question posted before", "set", set.ID, "ts", ts)
@@ -114,7 +114,7 @@ func (s *Surface) ensurePosted(ctx context.Context, st *setState) error {
 		if err != nil {
 			return err
 		}
-		if err := s.refs.SetRef(pctx, s.msgKey(set.ID), channel+"/"+ts); err != nil {
+		if err := surfaces.SetRunRef(pctx, s.refs, set.RunID, s.msgKey(set.ID), channel+"/"+ts); err != nil {
 			s.log.Error("remember posted message", "set", set.ID, "err", err)
 		}
 		s.log.Info("asked", "set", set.ID, "channel", channel, "ts", ts)
@@ -229,7 +229,7 @@ func (s *Surface) runThread(ctx context.Context, run, title string, create bool)
 	if own, err := s.ownThread(ctx, run); err != nil {
 		return "", "", err
 	} else if own != "" {
-		if err := s.refs.SetRef(ctx, key, own); err != nil {
+		if err := surfaces.SetRunRef(ctx, s.refs, run, key, own); err != nil {
 			s.log.Error("remember the thread", "run", run, "err", err)
 		}
 		return s.cfg.ChannelID, own, nil
@@ -240,7 +240,7 @@ func (s *Surface) runThread(ctx context.Context, run, title string, create bool)
 	if found, err := s.findPosted(ctx, s.cfg.ChannelID, "", "run_id", run); err != nil {
 		return "", "", err
 	} else if found != "" {
-		if err := s.refs.SetRef(ctx, key, found); err != nil {
+		if err := surfaces.SetRunRef(ctx, s.refs, run, key, found); err != nil {
 			s.log.Error("remember the thread", "run", run, "err", err)
 		}
 		return s.cfg.ChannelID, found, nil
@@ -261,7 +261,7 @@ func (s *Surface) runThread(ctx context.Context, run, title string, create bool)
 	if err != nil {
 		return "", "", err
 	}
-	if err := s.refs.SetRef(pctx, key, ts); err != nil {
+	if err := surfaces.SetRunRef(pctx, s.refs, run, key, ts); err != nil {
 		s.log.Error("remember the thread", "run", run, "err", err)
 	}
 	return s.cfg.ChannelID, ts, nil
@@ -304,7 +304,7 @@ func (s *Surface) refresh(ctx context.Context, st *setState) {
 		s.log.Error("edit the question's message", "set", set.ID, "err", err)
 		return
 	}
-	if err := s.refs.SetRef(ctx, s.shownKey(set.ID), fp); err != nil {
+	if err := surfaces.SetRunRef(ctx, s.refs, set.RunID, s.shownKey(set.ID), fp); err != nil {
 		s.log.Warn("remember the message's state", "set", set.ID, "err", err)
 	}
 }
@@ -473,7 +473,7 @@ func (s *Surface) RunEnded(ctx context.Context, p surfaces.RunProgress) error {
 	if err != nil {
 		return err
 	}
-	return s.refs.SetRef(ctx, key, "1")
+	return surfaces.SetRunRef(ctx, s.refs, p.RunID, key, "1")
 }
 
 // prLink is a pull request's page as a Slack link, or "" when u is not a

@@ -71,7 +71,7 @@ func (s *Surface) Progress(ctx context.Context, p surfaces.RunProgress) error {
 			return err
 		})
 		if err == nil {
-			err = s.refs.SetRef(ctx, key, ps.ts)
+			err = surfaces.SetRunRef(ctx, s.refs, p.RunID, key, ps.ts)
 		}
 	} else {
 		err = s.call(ctx, "edit the run's status", func(ctx context.Context) error {

@@ -58,6 +58,17 @@ func (rs *reviewState) init() {
 	}
 }
 
+// prRepoLocked returns repo when it has pull request pr; else it fails
+// the test in the name of the helper fn and returns nil.
+func (s *Server) prRepoLocked(fn, repo string, pr int) *repo {
+	r := s.repoLocked(repo)
+	if s.pullLocked(r, pr) == nil {
+		s.t.Errorf("githubtest: %s: no pull request %d in %s", fn, pr, repo)
+		return nil
+	}
+	return r
+}
+
 // AddPRComment posts a comment on pull request pr's conversation (an issue
 // comment whose issue is the pull request) as login, and returns its ID.
 // The pull request must exist.
@@ -65,9 +76,8 @@ func (s *Server) AddPRComment(repo string, pr int, login, body string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.notifyLocked()
-	r := s.repoLocked(repo)
-	if s.pullLocked(r, pr) == nil {
-		s.t.Errorf("githubtest: AddPRComment: no pull request %d in %s", pr, repo)
+	r := s.prRepoLocked("AddPRComment", repo, pr)
+	if r == nil {
 		return 0
 	}
 	return s.addCommentLocked(r, pr, login, body).ID
@@ -79,9 +89,8 @@ func (s *Server) AddReviewComment(repo string, pr int, login, path, body string)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.notifyLocked()
-	r := s.repoLocked(repo)
-	if s.pullLocked(r, pr) == nil {
-		s.t.Errorf("githubtest: AddReviewComment: no pull request %d in %s", pr, repo)
+	r := s.prRepoLocked("AddReviewComment", repo, pr)
+	if r == nil {
 		return 0
 	}
 	s.rv.init()
@@ -117,9 +126,8 @@ func (s *Server) SubmitReview(repo string, pr int, login, state, body string) in
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.notifyLocked()
-	r := s.repoLocked(repo)
-	if s.pullLocked(r, pr) == nil {
-		s.t.Errorf("githubtest: SubmitReview: no pull request %d in %s", pr, repo)
+	r := s.prRepoLocked("SubmitReview", repo, pr)
+	if r == nil {
 		return 0
 	}
 	switch state {
@@ -144,11 +152,7 @@ func (s *Server) ReviewCommentReactions(repo string, id int64) []string {
 	if c == nil {
 		return nil
 	}
-	var out []string
-	for _, re := range c.Reactions {
-		out = append(out, re.Content)
-	}
-	return out
+	return contents(c.Reactions)
 }
 
 // PRComments returns the comments of pull request pr's conversation that
@@ -167,13 +171,7 @@ func (s *Server) reviewCommentLocked(r *repo, id int64) *ReviewComment {
 func (s *Server) reviewCommentJSON(r *repo, c *ReviewComment) map[string]any {
 	id := strconv.FormatInt(c.ID, 10)
 	num := strconv.Itoa(c.PR)
-	counts := map[string]any{"url": s.srv.URL + "/repos/" + r.fullName + "/pulls/comments/" + id + "/reactions", "total_count": len(c.Reactions)}
-	for _, k := range []string{"+1", "-1", "laugh", "hooray", "confused", "heart", "rocket", "eyes"} {
-		counts[k] = 0
-	}
-	for _, re := range c.Reactions {
-		counts[re.Content] = counts[re.Content].(int) + 1
-	}
+	counts := reactionCounts(s.srv.URL+"/repos/"+r.fullName+"/pulls/comments/"+id+"/reactions", c.Reactions)
 	return map[string]any{
 		"id":                     c.ID,
 		"node_id":                "PRRC_" + id,
@@ -309,21 +307,8 @@ func (s *Server) routeReviews(h http.Header, r *http.Request, rp *repo, rest []s
 		case len(rest) == 3 && r.Method == http.MethodGet:
 			return s.reviewCommentJSON(rp, c), nil, true
 		case len(rest) == 4 && rest[3] == "reactions" && r.Method == http.MethodPost:
-			var in struct {
-				Content string `json:"content"`
-			}
-			if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
-				return nil, unprocessable, true
-			}
-			switch in.Content {
-			case "+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes":
-			default:
-				return nil, unprocessable, true
-			}
-			if !slices.Contains(c.Reactions, Reaction{in.Content, s.as}) {
-				c.Reactions = append(c.Reactions, Reaction{in.Content, s.as})
-			}
-			return map[string]any{"id": s.newIDLocked(), "node_id": "REA_x", "user": s.userJSON(s.as), "content": in.Content, "created_at": ts(s.now())}, nil, true
+			out, err := s.addReactionLocked(r, &c.Reactions)
+			return out, err, true
 		}
 		return nil, notFound, true
 	}

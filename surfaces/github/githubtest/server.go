@@ -14,6 +14,7 @@
 package githubtest
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/hmac"
 	"crypto/rsa"
@@ -22,6 +23,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -111,6 +113,7 @@ type Server struct {
 	lasting   []*fault
 	renamed   map[string]*repo // old lower-case name → the repository now
 	hangs     []*hang
+	holding   map[string]int // "METHOD path" → requests a hang holds now
 	botLogin  string
 	as        string                    // the login the request being served acts as (authLocked)
 	pulls     map[string][]*PullRequest // by lower-case repository name (pulls.go)
@@ -164,6 +167,7 @@ func NewServer(t testing.TB) *Server {
 		apps:      make(map[int64]app),
 		appToks:   make(map[string]int64),
 		pulls:     make(map[string][]*PullRequest),
+		holding:   make(map[string]int),
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.srv.Close)
@@ -313,16 +317,33 @@ type hang struct {
 	release      chan struct{}
 }
 
-// held returns the release channel of a hang matching r, or nil.
-func (s *Server) held(r *http.Request) <-chan struct{} {
+// held returns the release channel of a hang matching r, or nil, and
+// counts r as held (Holding) until the returned done is called.
+func (s *Server) held(r *http.Request) (release <-chan struct{}, done func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, h := range s.hangs {
 		if h.method == r.Method && h.path == r.URL.Path {
-			return h.release
+			k := r.Method + " " + r.URL.Path
+			s.holding[k]++
+			s.notifyLocked()
+			return h.release, func() {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				s.holding[k]--
+				s.notifyLocked()
+			}
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+// Holding returns how many requests matching method and path a Hang holds
+// now: a test waits for one to be in flight.
+func (s *Server) Holding(method, path string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.holding[method+" "+path]
 }
 
 // LoseResponse makes the next request matching method and path be served
@@ -495,11 +516,7 @@ func (s *Server) Reactions(repo string, commentID int64) []string {
 	if c == nil {
 		return nil
 	}
-	var out []string
-	for _, r := range c.Reactions {
-		out = append(out, r.Content)
-	}
-	return out
+	return contents(c.Reactions)
 }
 
 // Issues returns the issues of repo, in number order.
@@ -787,23 +804,57 @@ func (s *Server) issueJSON(r *repo, is *Issue) map[string]any {
 	}
 }
 
-func (s *Server) commentJSON(r *repo, c *Comment) map[string]any {
-	id := strconv.FormatInt(c.ID, 10)
-	counts := map[string]any{
-		"url":         s.srv.URL + "/repos/" + r.fullName + "/issues/comments/" + id + "/reactions",
-		"total_count": len(c.Reactions),
-	}
-	for _, k := range []string{"+1", "-1", "laugh", "hooray", "confused", "heart", "rocket", "eyes"} {
+// reactionContents are the reactions GitHub takes, as its API names them.
+var reactionContents = []string{"+1", "-1", "laugh", "hooray", "confused", "heart", "rocket", "eyes"}
+
+// reactionCounts is the reactions rollup of a comment whose reactions are
+// listed at url: every content's count, zero included, and their total.
+func reactionCounts(url string, rs []Reaction) map[string]any {
+	counts := map[string]any{"url": url, "total_count": len(rs)}
+	for _, k := range reactionContents {
 		counts[k] = 0
 	}
-	for _, re := range c.Reactions {
+	for _, re := range rs {
 		counts[re.Content] = counts[re.Content].(int) + 1
 	}
-	assoc := "NONE"
-	switch s.perms[strings.ToLower(c.Login)] {
-	case "admin", "maintain", "write", "triage":
-		assoc = "COLLABORATOR"
+	return counts
+}
+
+// contents returns the contents of rs, in order.
+func contents(rs []Reaction) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Content)
 	}
+	return out
+}
+
+// addReactionLocked serves POST .../reactions on a comment whose
+// reactions are *rs: the content must be one GitHub takes (else 422); the
+// same reaction by the same person is kept once.
+func (s *Server) addReactionLocked(r *http.Request, rs *[]Reaction) (any, error) {
+	var in struct {
+		Content string `json:"content"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || !slices.Contains(reactionContents, in.Content) {
+		return nil, &apiError{http.StatusUnprocessableEntity, "Validation Failed"}
+	}
+	login := s.as
+	if !slices.Contains(*rs, Reaction{in.Content, login}) {
+		*rs = append(*rs, Reaction{in.Content, login})
+	}
+	return map[string]any{
+		"id":         s.newIDLocked(),
+		"node_id":    "REA_x",
+		"user":       s.userJSON(login),
+		"content":    in.Content,
+		"created_at": ts(s.now()),
+	}, nil
+}
+
+func (s *Server) commentJSON(r *repo, c *Comment) map[string]any {
+	id := strconv.FormatInt(c.ID, 10)
+	counts := reactionCounts(s.srv.URL+"/repos/"+r.fullName+"/issues/comments/"+id+"/reactions", c.Reactions)
 	return map[string]any{
 		"id":                 c.ID,
 		"node_id":            "IC_" + id,
@@ -814,7 +865,7 @@ func (s *Server) commentJSON(r *repo, c *Comment) map[string]any {
 		"user":               s.userJSON(c.Login),
 		"created_at":         ts(c.CreatedAt),
 		"updated_at":         ts(c.UpdatedAt),
-		"author_association": assoc,
+		"author_association": s.association(c.Login),
 		"reactions":          counts,
 	}
 }
@@ -827,11 +878,21 @@ type apiError struct {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	if held := s.held(r); held != nil {
+	if held, done := s.held(r); held != nil {
 		// Held: no answer until released, or until the client gives up.
+		// The body read first, the server sees the client go (net/http
+		// watches the connection only once the body was read).
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			done()
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		select {
 		case <-held:
+			done()
 		case <-r.Context().Done():
+			done()
 			return
 		}
 	}
@@ -1220,28 +1281,7 @@ func (s *Server) route(h http.Header, r *http.Request, segs []string) (any, erro
 			c.Deleted = true
 			return nil, nil
 		case len(rest) == 4 && rest[3] == "reactions" && r.Method == http.MethodPost:
-			var in struct {
-				Content string `json:"content"`
-			}
-			if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
-				return nil, &apiError{http.StatusUnprocessableEntity, "Validation Failed"}
-			}
-			switch in.Content {
-			case "+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes":
-			default:
-				return nil, &apiError{http.StatusUnprocessableEntity, "Validation Failed"}
-			}
-			login := s.as
-			if !slices.Contains(c.Reactions, Reaction{in.Content, login}) {
-				c.Reactions = append(c.Reactions, Reaction{in.Content, login})
-			}
-			return map[string]any{
-				"id":         s.newIDLocked(),
-				"node_id":    "REA_x",
-				"user":       s.userJSON(login),
-				"content":    in.Content,
-				"created_at": ts(s.now()),
-			}, nil
+			return s.addReactionLocked(r, &c.Reactions)
 		case len(rest) == 4 && rest[3] == "reactions" && r.Method == http.MethodGet:
 			var items []map[string]any
 			for i, re := range c.Reactions {

@@ -227,3 +227,46 @@ func TestTokenGrants(t *testing.T) {
 		t.Errorf("permissions = %v, want push and pull, not admin", repo.Permissions)
 	}
 }
+
+// TestReactionsOnBothCommentKinds: an issue comment and a review comment
+// take a reaction GitHub knows once per person, refuse an unknown one
+// with 422, and show the counts in their reactions rollup.
+func TestReactionsOnBothCommentKinds(t *testing.T) {
+	t.Parallel()
+	srv := githubtest.NewServer(t)
+	srv.RequireToken("tok")
+	ctx := context.Background()
+	c := newClient(t, srv)
+	srv.CreateIssue("acme/app", "T")
+	ic := srv.AddComment("acme/app", 1, "alice", "hi")
+	pr := srv.OpenPullRequest("acme/app", "bot", "feature", "work")
+	rc := srv.AddReviewComment("acme/app", pr, "alice", "main.go", "nit")
+	for i := 0; i < 2; i++ {
+		if _, _, err := c.Reactions.CreateIssueCommentReaction(ctx, "acme", "app", ic, "eyes"); err != nil {
+			t.Fatalf("issue comment reaction: %v", err)
+		}
+		if _, _, err := c.Reactions.CreatePullRequestCommentReaction(ctx, "acme", "app", rc, "eyes"); err != nil {
+			t.Fatalf("review comment reaction: %v", err)
+		}
+	}
+	if _, resp, err := c.Reactions.CreateIssueCommentReaction(ctx, "acme", "app", ic, "thumbsup"); err == nil || resp.StatusCode != 422 {
+		t.Errorf("unknown issue comment reaction: %v, want 422", err)
+	}
+	if _, resp, err := c.Reactions.CreatePullRequestCommentReaction(ctx, "acme", "app", rc, "thumbsup"); err == nil || resp.StatusCode != 422 {
+		t.Errorf("unknown review comment reaction: %v, want 422", err)
+	}
+	if got := srv.Reactions("acme/app", ic); len(got) != 1 || got[0] != "eyes" {
+		t.Errorf("issue comment reactions %v, want one eyes", got)
+	}
+	if got := srv.ReviewCommentReactions("acme/app", rc); len(got) != 1 || got[0] != "eyes" {
+		t.Errorf("review comment reactions %v, want one eyes", got)
+	}
+	got, _, err := c.Issues.GetComment(ctx, "acme", "app", ic)
+	if err != nil || got.GetReactions().GetEyes() != 1 || got.GetReactions().GetTotalCount() != 1 {
+		t.Errorf("issue comment rollup = %+v, %v", got.GetReactions(), err)
+	}
+	rgot, _, err := c.PullRequests.GetComment(ctx, "acme", "app", rc)
+	if err != nil || rgot.GetReactions().GetEyes() != 1 || rgot.GetReactions().GetTotalCount() != 1 {
+		t.Errorf("review comment rollup = %+v, %v", rgot.GetReactions(), err)
+	}
+}
