@@ -122,3 +122,75 @@ func TestAllRunsButton(t *testing.T) {
 		}
 	}
 }
+
+// keyRefs is MemoryRefs that says when key is set.
+type keyRefs struct {
+	MemoryRefs
+	key  string
+	set  chan struct{}
+	once sync.Once
+}
+
+func (r *keyRefs) SetRef(ctx context.Context, key, value string) error {
+	err := r.MemoryRefs.SetRef(ctx, key, value)
+	if key == r.key {
+		r.once.Do(func() { close(r.set) })
+	}
+	return err
+}
+
+// TestAllRunsWhilePosting: b's message is on Discord but its post not
+// answered yet when bob's "All 2 runs" click on a's message answers b too
+// (the answer is recorded before the post returns): b's message ends
+// showing the answer, edited once.
+func TestAllRunsWhilePosting(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.NewServer(t)
+	a, b := surfacetest.SingleChoice("posting-a"), surfacetest.SingleChoice("posting-b")
+	s := newSurface(t, srv, nil)
+	refs := &keyRefs{key: s.answerKey(b.ID, b.Questions[0].ID), set: make(chan struct{})}
+	s.refs = refs
+	ctx := testCtx(t)
+	ga := &groupAnswers{Answers: surfacetest.NewAnswers(), sets: map[string]questions.Set{a.ID: a, b.ID: b},
+		group: map[string][]questions.GroupRun{
+			a.ID: {{SetID: b.ID, RunID: b.RunID, Spec: "nightly-b"}},
+			b.ID: {{SetID: a.ID, RunID: a.RunID, Spec: "nightly-a"}},
+		}}
+	ga.Add(a)
+	ga.Add(b)
+	errs := make(chan error, 2)
+	go func() { errs <- s.Ask(ctx, a, ga) }()
+	ma := questionMessage(ctx, t, srv, a, a.Questions[0])
+	release := srv.HoldResponse("POST", "/channels/"+discordtest.ChannelID+"/messages")
+	defer release()
+	go func() { errs <- s.Ask(ctx, b, ga) }()
+	mb := questionMessage(ctx, t, srv, b, b.Questions[0]) // posted, its post not answered
+
+	q := a.Questions[0]
+	all := "All 2 runs: " + optionLabel(q.Options[1], 1, maxButtonLabel-len("All 2 runs: "))
+	r, ok := interact(ctx, t, srv, "click "+all, func() (string, error) { return srv.ClickButton(bob, ma.ID, all) })
+	if !ok || r.Type != discordgo.InteractionResponseDeferredMessageUpdate {
+		t.Fatalf("response = %+v, want a deferred update", r)
+	}
+	if resp, err := ga.WaitFinal(ctx, b.ID); err != nil || !strings.Contains(resp.By, "bob") {
+		t.Fatalf("set %s: %+v, %v; want bob's answer", b.ID, resp, err)
+	}
+	select {
+	case <-refs.set: // b's answer is remembered: its edit found no message
+	case <-ctx.Done():
+		t.Fatalf("b's answer was never remembered")
+	}
+	release()
+	got := waitAnswered(ctx, t, srv, mb)
+	if !strings.Contains(got.Content, "bob") {
+		t.Errorf("b's message = %q, want it answered by bob", got.Content)
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("Ask: %v", err)
+		}
+	}
+	if n := srv.CountRequests("PATCH", "/channels/"+discordtest.ChannelID+"/messages/"+mb.ID); n != 1 {
+		t.Errorf("b's message was edited %d times, want once", n)
+	}
+}

@@ -142,13 +142,18 @@ func (s *Surface) onInteraction(_ *discordgo.Session, ev *discordgo.InteractionC
 		}
 	}
 	if qs != nil && in.Message != nil {
-		// A message posted before a restart, clicked before Ask found it.
+		// A message posted before a restart, clicked before Ask found it,
+		// or one whose post is not recorded yet.
 		s.mu.Lock()
-		if qs.messageID == "" {
-			qs.channelID, qs.messageID = in.Message.ChannelID, in.Message.ID
-			s.byMsg[qs.messageID] = qs
-		}
+		late := s.messageKnownLocked(qs, in.Message.ChannelID, in.Message.ID, false)
 		s.mu.Unlock()
+		if late != nil {
+			defer func() {
+				ctx, cancel := context.WithTimeout(s.ctx, workTimeout)
+				defer cancel()
+				s.show(ctx, in.Message.ChannelID, in.Message.ID, qs.st.set, qs.idx, late)
+			}()
+		}
 	}
 	if qs == nil {
 		s.respond(in, ephemeral(fmt.Sprintf(msgAnswered, doneBy)))
