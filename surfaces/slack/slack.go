@@ -125,6 +125,9 @@ const (
 	workTimeout = 2 * time.Minute
 	// groupTTL is how long the members of a user group are trusted.
 	groupTTL = time.Minute
+	// groupCheckTimeout bounds listing a user group's members when someone
+	// acts.
+	groupCheckTimeout = 10 * time.Second
 )
 
 // Surface is the Slack surface. It is safe for concurrent use.
@@ -473,6 +476,9 @@ func (s *Surface) call(ctx context.Context, what string, fn func(ctx context.Con
 		wait := rl.RetryAfter
 		if wait <= 0 {
 			wait = time.Second
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			return s.redact(fmt.Errorf("slack: %s: rate limited for %s, past its deadline: %w", what, wait, err))
 		}
 		s.log.Info("rate limited, waiting", "call", what, "retry_after", wait)
 		t := time.NewTimer(wait)
