@@ -10,46 +10,9 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/orchestrator-dev/orchestrator/questions"
-	"github.com/orchestrator-dev/orchestrator/surfaces"
 	"github.com/orchestrator-dev/orchestrator/surfaces/discord/discordtest"
 	"github.com/orchestrator-dev/orchestrator/surfaces/surfacetest"
 )
-
-// groupAnswers is surfacetest's Answers that also answers groups: each
-// set is decided by its Offer, the others' answers mapped by position.
-type groupAnswers struct {
-	*surfacetest.Answers
-	sets  map[string]questions.Set
-	group map[string][]questions.GroupRun
-
-	mu     sync.Mutex
-	others []string // what the last OfferGroup was given
-}
-
-var _ surfaces.GroupAnswers = (*groupAnswers)(nil)
-
-func (g *groupAnswers) Group(_ context.Context, setID string, _ int) ([]questions.GroupRun, error) {
-	return g.group[setID], nil
-}
-
-func (g *groupAnswers) OfferGroup(ctx context.Context, resp questions.Response, others []string) (questions.GroupDecision, error) {
-	g.mu.Lock()
-	g.others = others
-	g.mu.Unlock()
-	d, err := g.Offer(ctx, resp)
-	if err != nil {
-		return questions.GroupDecision{}, err
-	}
-	out := questions.GroupDecision{ID: "g0123456789a", Sets: []questions.GroupOutcome{{GroupRun: questions.GroupRun{SetID: resp.SetID}, Decision: d}}}
-	for _, id := range others {
-		d, err := g.Offer(ctx, questions.ForSet(g.sets[resp.SetID], g.sets[id], resp))
-		if err != nil {
-			return questions.GroupDecision{}, err
-		}
-		out.Sets = append(out.Sets, questions.GroupOutcome{GroupRun: questions.GroupRun{SetID: id, RunID: g.sets[id].RunID}, Decision: d})
-	}
-	return out, nil
-}
 
 // TestAllRunsButton: a question that also waits in other runs says so and
 // has "All N runs" buttons; bob's click answers it here and in the other
@@ -61,14 +24,10 @@ func TestAllRunsButton(t *testing.T) {
 	s := newSurface(t, srv, nil)
 	ctx := testCtx(t)
 	a, b, c := surfacetest.SingleChoice("group-a"), surfacetest.SingleChoice("group-b"), surfacetest.SingleChoice("group-c")
-	ga := &groupAnswers{Answers: surfacetest.NewAnswers(), sets: map[string]questions.Set{a.ID: a, b.ID: b, c.ID: c},
-		group: map[string][]questions.GroupRun{
-			a.ID: {{SetID: b.ID, RunID: b.RunID, Spec: "nightly-b"}, {SetID: c.ID, RunID: c.RunID, Spec: "nightly-c"}},
-			b.ID: {{SetID: a.ID, RunID: a.RunID, Spec: "nightly-a"}, {SetID: c.ID, RunID: c.RunID, Spec: "nightly-c"}},
-		}}
-	for _, set := range []questions.Set{a, b, c} {
-		ga.Add(set)
-	}
+	ga := surfacetest.NewGroupAnswers(map[string][]questions.GroupRun{
+		a.ID: {{SetID: b.ID, RunID: b.RunID, Spec: "nightly-b"}, {SetID: c.ID, RunID: c.RunID, Spec: "nightly-c"}},
+		b.ID: {{SetID: a.ID, RunID: a.RunID, Spec: "nightly-a"}, {SetID: c.ID, RunID: c.RunID, Spec: "nightly-c"}},
+	}, a, b, c)
 	errs := make(chan error, 2)
 	for _, set := range []questions.Set{a, b} {
 		go func() { errs <- s.Ask(ctx, set, ga) }()
@@ -103,10 +62,7 @@ func TestAllRunsButton(t *testing.T) {
 			t.Errorf("set %s: %+v, %v; want bob's %s", set.ID, resp, err, q.Options[1].Label)
 		}
 	}
-	ga.mu.Lock()
-	others := ga.others
-	ga.mu.Unlock()
-	if !slices.Equal(others, []string{b.ID}) {
+	if others := ga.Others(); !slices.Equal(others, []string{b.ID}) {
 		t.Errorf("offered to the group %q, want only %s (c is not shown here)", others, b.ID)
 	}
 	if _, ok := ga.Final(c.ID); ok {
@@ -151,13 +107,10 @@ func TestAllRunsWhilePosting(t *testing.T) {
 	refs := &keyRefs{key: s.answerKey(b.ID, b.Questions[0].ID), set: make(chan struct{})}
 	s.refs = refs
 	ctx := testCtx(t)
-	ga := &groupAnswers{Answers: surfacetest.NewAnswers(), sets: map[string]questions.Set{a.ID: a, b.ID: b},
-		group: map[string][]questions.GroupRun{
-			a.ID: {{SetID: b.ID, RunID: b.RunID, Spec: "nightly-b"}},
-			b.ID: {{SetID: a.ID, RunID: a.RunID, Spec: "nightly-a"}},
-		}}
-	ga.Add(a)
-	ga.Add(b)
+	ga := surfacetest.NewGroupAnswers(map[string][]questions.GroupRun{
+		a.ID: {{SetID: b.ID, RunID: b.RunID, Spec: "nightly-b"}},
+		b.ID: {{SetID: a.ID, RunID: a.RunID, Spec: "nightly-a"}},
+	}, a, b)
 	errs := make(chan error, 2)
 	go func() { errs <- s.Ask(ctx, a, ga) }()
 	ma := questionMessage(ctx, t, srv, a, a.Questions[0])

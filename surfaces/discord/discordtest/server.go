@@ -200,7 +200,12 @@ type hang struct {
 // is called or its client gives up, as a Discord that accepts the
 // connection and never answers. Requests held are served once released.
 func (s *Server) Hang(method, prefix string) (release func()) {
-	h := &hang{method: method, prefix: prefix, release: make(chan struct{})}
+	return s.addHang(&hang{method: method, prefix: prefix, release: make(chan struct{})})
+}
+
+// addHang holds the requests h matches until the function it returns is
+// called.
+func (s *Server) addHang(h *hang) (release func()) {
 	s.mu.Lock()
 	s.hangs = append(s.hangs, h)
 	s.mu.Unlock()
@@ -221,19 +226,7 @@ func (s *Server) Hang(method, prefix string) (release func()) {
 // client gives up: a client still waiting for a post that Discord made.
 // Later requests are served as usual.
 func (s *Server) HoldResponse(method, prefix string) (release func()) {
-	h := &hang{method: method, prefix: prefix, release: make(chan struct{}), after: true, once: true}
-	s.mu.Lock()
-	s.hangs = append(s.hangs, h)
-	s.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			s.mu.Lock()
-			s.hangs = slices.DeleteFunc(s.hangs, func(x *hang) bool { return x == h })
-			s.mu.Unlock()
-			close(h.release)
-		})
-	}
+	return s.addHang(&hang{method: method, prefix: prefix, release: make(chan struct{}), after: true, once: true})
 }
 
 // held returns the release channel of a hang matching the request, or nil.
