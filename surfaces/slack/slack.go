@@ -88,36 +88,12 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Refs is a small durable key-value store (the orchestrator's store).
-type Refs interface {
-	Ref(ctx context.Context, key string) (value string, ok bool, err error)
-	SetRef(ctx context.Context, key, value string) error
-}
+// Refs is a small durable key-value store (the orchestrator's store;
+// surfaces.Refs).
+type Refs = surfaces.Refs
 
-// MemoryRefs is a Refs kept in memory. The zero value is ready to use.
-type MemoryRefs struct {
-	mu sync.Mutex
-	m  map[string]string
-}
-
-// Ref implements Refs.
-func (r *MemoryRefs) Ref(_ context.Context, key string) (string, bool, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	v, ok := r.m[key]
-	return v, ok, nil
-}
-
-// SetRef implements Refs.
-func (r *MemoryRefs) SetRef(_ context.Context, key, value string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.m == nil {
-		r.m = map[string]string{}
-	}
-	r.m[key] = value
-	return nil
-}
+// MemoryRefs is a Refs kept in memory (surfaces.MemoryRefs).
+type MemoryRefs = surfaces.MemoryRefs
 
 const (
 	defaultHTTPTimeout = 20 * time.Second
