@@ -409,7 +409,7 @@ func (s *Surface) settle(ctx context.Context, qs *qState) {
 		}
 	}
 	// A message still being posted shows the answer once its post is
-	// recorded (messageKnown).
+	// recorded (messageKnownLocked).
 	if show {
 		s.show(ctx, channelID, messageID, set, qs.idx, a)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -145,5 +146,40 @@ func TestAllRunsWhilePosting(t *testing.T) {
 	}
 	if n := srv.CountRequests("PATCH", "/channels/"+discordtest.ChannelID+"/messages/"+mb.ID); n != 1 {
 		t.Errorf("b's message was edited %d times, want once", n)
+	}
+}
+
+// TestResolveWhilePosting: a set answered elsewhere while its message is
+// on Discord but its post not answered yet (Resolve finds no message to
+// edit) ends showing that answer, its message edited once.
+func TestResolveWhilePosting(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.NewServer(t)
+	s := newSurface(t, srv, nil)
+	ctx := testCtx(t)
+	set := surfacetest.SingleChoice("resolve-posting")
+	release := srv.HoldResponse("POST", "/channels/"+discordtest.ChannelID+"/messages")
+	defer release()
+	askCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch := asking(askCtx, s, set)
+	m := questionMessage(ctx, t, srv, set, set.Questions[0]) // posted, its post not answered
+
+	resp := questions.Response{SetID: set.ID, By: "@octocat", Surface: "github", At: time.Now(),
+		Answers: []questions.Answer{surfacetest.Choose(set.Questions[0], "MySQL")}}
+	if err := s.Resolve(ctx, set, resp); err != nil {
+		t.Fatalf("Resolve: %v", err)
+	}
+	release()
+	got, err := srv.WaitMessage(ctx, m.ChannelID, func(x *discordgo.Message) bool {
+		return x.ID == m.ID && disabled(x) && strings.Contains(x.Content, "on github by **\\@octocat**")
+	})
+	if err != nil {
+		t.Fatalf("message %s never showed the answer given elsewhere: %v", m.ID, err)
+	}
+	cancel()
+	<-ch
+	if n := srv.CountRequests("PATCH", "/channels/"+discordtest.ChannelID+"/messages/"+m.ID); n != 1 {
+		t.Errorf("the message was edited %d times, want once (%q)", n, got.Content)
 	}
 }

@@ -120,7 +120,10 @@ func (s *Surface) postQuestion(ctx context.Context, qs *qState) error {
 	late := s.messageKnownLocked(qs, channelID, messageID, prior != nil)
 	s.mu.Unlock()
 	if late != nil {
-		s.show(ctx, channelID, messageID, set, qs.idx, late)
+		// Like the post, its edit is finished even if ctx ends.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), postTimeout)
+		defer cancel()
+		s.show(sctx, channelID, messageID, set, qs.idx, late)
 	}
 	return nil
 }
