@@ -117,6 +117,10 @@ type qState struct {
 	ans       *answered // claimed
 	at        time.Time
 	settled   bool // persisted and shown
+	// shown: the message shows ans, or is being edited to by whoever set
+	// it. Who finds ans set and the message not shown when the message
+	// becomes known (posted or found while the set was answered) shows it.
+	shown bool
 }
 
 // New builds the surface. It does not connect: the first Ask does.
@@ -391,6 +395,10 @@ func (s *Surface) settle(ctx context.Context, qs *qState) {
 	s.mu.Lock()
 	a, set, channelID, messageID, settled := qs.ans, qs.st.set, qs.channelID, qs.messageID, qs.settled
 	qs.settled = true
+	show := !settled && messageID != "" && !qs.shown
+	if show {
+		qs.shown = true
+	}
 	s.mu.Unlock()
 	if settled {
 		return
@@ -400,7 +408,9 @@ func (s *Surface) settle(ctx context.Context, qs *qState) {
 			s.log.Error("remember answer", "set", set.ID, "question", qs.q.ID, "err", err)
 		}
 	}
-	if messageID != "" {
+	// A message still being posted shows the answer once its post is
+	// recorded (messageKnownLocked).
+	if show {
 		s.show(ctx, channelID, messageID, set, qs.idx, a)
 	}
 	s.log.Info("answered", "set", set.ID, "question", qs.q.ID, "by", a.By)

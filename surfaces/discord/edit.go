@@ -63,10 +63,15 @@ func (s *Surface) Resolve(ctx context.Context, set questions.Set, resp questions
 func (s *Surface) locate(ctx context.Context, set questions.Set, q questions.Question, a *answered) (channelID, messageID string, done bool, err error) {
 	r := ref(set.ID, q.ID)
 	s.mu.Lock()
-	if qs := s.byRef[r]; qs != nil && qs.st.set.ID == set.ID {
+	qs := s.byRef[r]
+	if qs != nil && qs.st.set.ID != set.ID {
+		qs = nil
+	}
+	if qs != nil {
 		channelID, messageID = qs.channelID, qs.messageID
 		if qs.ans == nil {
 			qs.ans, qs.settled = a, true
+			qs.shown = messageID != "" // edited below; else when known
 		} else {
 			done = true // shows an answer already, or is about to
 		}
@@ -90,8 +95,16 @@ func (s *Surface) locate(ctx context.Context, set questions.Set, q questions.Que
 	if !ok {
 		return "", "", false, nil
 	}
+	if qs != nil {
+		// Posted, its post not recorded yet: whichever of this edit and
+		// the recording comes second shows the answer, once.
+		s.mu.Lock()
+		done = qs.shown
+		qs.shown = true
+		s.mu.Unlock()
+	}
 	channelID, messageID, _ = strings.Cut(v, "/")
-	return channelID, messageID, false, nil
+	return channelID, messageID, done, nil
 }
 
 // Remind implements surfaces.Reminder: it replies to the first unanswered

@@ -142,13 +142,18 @@ func (s *Surface) onInteraction(_ *discordgo.Session, ev *discordgo.InteractionC
 		}
 	}
 	if qs != nil && in.Message != nil {
-		// A message posted before a restart, clicked before Ask found it.
+		// A message posted before a restart, clicked before Ask found it,
+		// or one whose post is not recorded yet.
 		s.mu.Lock()
-		if qs.messageID == "" {
-			qs.channelID, qs.messageID = in.Message.ChannelID, in.Message.ID
-			s.byMsg[qs.messageID] = qs
-		}
+		late := s.messageKnownLocked(qs, in.Message.ChannelID, in.Message.ID, false)
 		s.mu.Unlock()
+		if late != nil {
+			defer func() {
+				ctx, cancel := context.WithTimeout(s.ctx, workTimeout)
+				defer cancel()
+				s.show(ctx, in.Message.ChannelID, in.Message.ID, qs.st.set, qs.idx, late)
+			}()
+		}
 	}
 	if qs == nil {
 		s.respond(in, ephemeral(fmt.Sprintf(msgAnswered, doneBy)))
@@ -321,13 +326,20 @@ func (s *Surface) respond(in *discordgo.Interaction, resp *discordgo.Interaction
 }
 
 func (s *Surface) callback(ctx context.Context, in *discordgo.Interaction, resp *discordgo.InteractionResponse) error {
-	body, err := json.Marshal(resp)
+	return s.postJSON(ctx, discordgo.EndpointInteractionResponse(in.ID, in.Token), "interaction response", resp)
+}
+
+// postJSON posts v as JSON to url, an endpoint of an interaction (its path
+// holds the interaction's token), straight through the HTTP client; what
+// names the request in errors.
+func (s *Surface) postJSON(ctx context.Context, url, what string, v any) error {
+	body, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("encode interaction response: %w", err)
+		return fmt.Errorf("encode %s: %w", what, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, discordgo.EndpointInteractionResponse(in.ID, in.Token), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("interaction response request: %w", err)
+		return fmt.Errorf("%s request: %w", what, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", s.dg.UserAgent)
@@ -338,12 +350,12 @@ func (s *Surface) callback(ctx context.Context, in *discordgo.Interaction, resp 
 		if errors.As(err, &ue) && ue.Unwrap() != nil {
 			err = ue.Unwrap()
 		}
-		return fmt.Errorf("post interaction response: %w", err)
+		return fmt.Errorf("post %s: %w", what, err)
 	}
 	defer res.Body.Close()
 	if res.StatusCode/100 != 2 {
 		msg, _ := io.ReadAll(io.LimitReader(res.Body, 512))
-		return fmt.Errorf("post interaction response: HTTP %d: %s", res.StatusCode, strings.TrimSpace(string(msg)))
+		return fmt.Errorf("post %s: HTTP %d: %s", what, res.StatusCode, strings.TrimSpace(string(msg)))
 	}
 	io.Copy(io.Discard, res.Body)
 	return nil

@@ -115,15 +115,41 @@ func (s *Surface) postQuestion(ctx context.Context, qs *qState) error {
 	}
 
 	s.mu.Lock()
-	if qs.messageID == "" {
-		qs.channelID, qs.messageID = channelID, messageID
-		s.byMsg[messageID] = qs
-	}
 	if prior != nil && qs.ans == nil {
 		qs.ans, qs.settled, qs.at = prior, true, time.Now()
 	}
+	late := s.messageKnownLocked(qs, channelID, messageID, prior != nil)
 	s.mu.Unlock()
+	if late != nil {
+		// Like the post, its edit is finished even if ctx ends.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), postTimeout)
+		defer cancel()
+		s.show(sctx, channelID, messageID, set, qs.idx, late)
+	}
 	return nil
+}
+
+// messageKnownLocked records the message of qs, unless one is recorded
+// already; shows says whether it shows qs's answer. It returns the answer
+// the message must be edited to show: one taken (or shown answered
+// elsewhere) while it was being posted, whose edit found no message to
+// edit (an "All N runs" click in another run, a Resolve). Nil when the
+// message shows it, or whoever took it will show it.
+func (s *Surface) messageKnownLocked(qs *qState, channelID, messageID string, shows bool) *answered {
+	if qs.messageID != "" {
+		return nil
+	}
+	qs.channelID, qs.messageID = channelID, messageID
+	s.byMsg[messageID] = qs
+	if shows {
+		qs.shown = true
+		return nil
+	}
+	if qs.ans == nil || !qs.settled || qs.shown {
+		return nil
+	}
+	qs.shown = true
+	return qs.ans
 }
 
 // channelFor returns where set is asked: the configured channel, or the

@@ -1,16 +1,9 @@
 package discord
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"net/http"
-	"strings"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -131,30 +124,5 @@ func (s *Surface) rememberClicked(in *discordgo.Interaction, c clicker, key stri
 // followup sends a follow-up message to interaction in, which was
 // acknowledged. Like respond it goes straight to the HTTP client.
 func (s *Surface) followup(ctx context.Context, in *discordgo.Interaction, data *discordgo.InteractionResponseData) error {
-	body, err := json.Marshal(data)
-	if err != nil {
-		return fmt.Errorf("encode follow-up message: %w", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, discordgo.EndpointFollowupMessage(in.AppID, in.Token), bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("follow-up message request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", s.dg.UserAgent)
-	res, err := s.client.Do(req)
-	if err != nil {
-		// The URL holds the interaction's token: keep it out of the log.
-		var ue interface{ Unwrap() error }
-		if errors.As(err, &ue) && ue.Unwrap() != nil {
-			err = ue.Unwrap()
-		}
-		return fmt.Errorf("post follow-up message: %w", err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode/100 != 2 {
-		msg, _ := io.ReadAll(io.LimitReader(res.Body, 512))
-		return fmt.Errorf("post follow-up message: HTTP %d: %s", res.StatusCode, strings.TrimSpace(string(msg)))
-	}
-	io.Copy(io.Discard, res.Body)
-	return nil
+	return s.postJSON(ctx, discordgo.EndpointFollowupMessage(in.AppID, in.Token), "follow-up message", data) // interact.go
 }

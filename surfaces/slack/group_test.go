@@ -1,53 +1,14 @@
 package slack
 
 import (
-	"context"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/orchestrator-dev/orchestrator/questions"
-	"github.com/orchestrator-dev/orchestrator/surfaces"
 	"github.com/orchestrator-dev/orchestrator/surfaces/slack/slacktest"
 	"github.com/orchestrator-dev/orchestrator/surfaces/surfacetest"
 )
-
-// groupAnswers is surfacetest's Answers that also answers groups: each
-// set is decided by its Offer, the others' answers mapped by position.
-type groupAnswers struct {
-	*surfacetest.Answers
-	sets  map[string]questions.Set
-	group map[string][]questions.GroupRun
-
-	mu     sync.Mutex
-	others []string // what the last OfferGroup was given
-}
-
-var _ surfaces.GroupAnswers = (*groupAnswers)(nil)
-
-func (g *groupAnswers) Group(_ context.Context, setID string, _ int) ([]questions.GroupRun, error) {
-	return g.group[setID], nil
-}
-
-func (g *groupAnswers) OfferGroup(ctx context.Context, resp questions.Response, others []string) (questions.GroupDecision, error) {
-	g.mu.Lock()
-	g.others = others
-	g.mu.Unlock()
-	d, err := g.Offer(ctx, resp)
-	if err != nil {
-		return questions.GroupDecision{}, err
-	}
-	out := questions.GroupDecision{ID: "g0123456789a", Sets: []questions.GroupOutcome{{GroupRun: questions.GroupRun{SetID: resp.SetID}, Decision: d}}}
-	for _, id := range others {
-		d, err := g.Offer(ctx, questions.ForSet(g.sets[resp.SetID], g.sets[id], resp))
-		if err != nil {
-			return questions.GroupDecision{}, err
-		}
-		out.Sets = append(out.Sets, questions.GroupOutcome{GroupRun: questions.GroupRun{SetID: id, RunID: g.sets[id].RunID}, Decision: d})
-	}
-	return out, nil
-}
 
 // TestAllRunsButton: a question that also waits in other runs says so and
 // has "All N runs" buttons; bob's click answers it here and in the other
@@ -60,14 +21,10 @@ func TestAllRunsButton(t *testing.T) {
 	s := newSurface(t, srv, nil)
 	ctx := testCtx(t)
 	a, b, c := surfacetest.SingleChoice("group-a"), surfacetest.SingleChoice("group-b"), surfacetest.SingleChoice("group-c")
-	ga := &groupAnswers{Answers: surfacetest.NewAnswers(), sets: map[string]questions.Set{a.ID: a, b.ID: b, c.ID: c},
-		group: map[string][]questions.GroupRun{
-			a.ID: {{SetID: b.ID, RunID: b.RunID, Spec: "nightly-b"}, {SetID: c.ID, RunID: c.RunID, Spec: "nightly-c"}},
-			b.ID: {{SetID: a.ID, RunID: a.RunID, Spec: "nightly-a"}, {SetID: c.ID, RunID: c.RunID, Spec: "nightly-c"}},
-		}}
-	for _, set := range []questions.Set{a, b, c} {
-		ga.Add(set)
-	}
+	ga := surfacetest.NewGroupAnswers(map[string][]questions.GroupRun{
+		a.ID: {{SetID: b.ID, RunID: b.RunID, Spec: "nightly-b"}, {SetID: c.ID, RunID: c.RunID, Spec: "nightly-c"}},
+		b.ID: {{SetID: a.ID, RunID: a.RunID, Spec: "nightly-a"}, {SetID: c.ID, RunID: c.RunID, Spec: "nightly-c"}},
+	}, a, b, c)
 	errs := make(chan error, 2)
 	for _, set := range []questions.Set{a, b} {
 		go func() { errs <- s.Ask(ctx, set, ga) }()
@@ -87,10 +44,7 @@ func TestAllRunsButton(t *testing.T) {
 			t.Errorf("set %s: %+v, %v; want bob's SQLite", set.ID, resp, err)
 		}
 	}
-	ga.mu.Lock()
-	others := ga.others
-	ga.mu.Unlock()
-	if !slices.Equal(others, []string{b.ID}) {
+	if others := ga.Others(); !slices.Equal(others, []string{b.ID}) {
 		t.Errorf("offered to the group %q, want only %s (c is not shown here)", others, b.ID)
 	}
 	if _, ok := ga.Final(c.ID); ok {
@@ -106,5 +60,57 @@ func TestAllRunsButton(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Errorf("Ask: %v", err)
 		}
+	}
+}
+
+// TestAllRunsWhilePosting: b's message is in Slack but its
+// chat.postMessage not answered yet when bob's "All 2 runs" click on a's
+// message answers b too, and a's message shows it: b's message ends
+// showing the answer, updated once.
+func TestAllRunsWhilePosting(t *testing.T) {
+	t.Parallel()
+	srv := slacktest.NewServer(t)
+	srv.SetGroup("S0GROUP001", bob.ID)
+	s := newSurface(t, srv, nil)
+	ctx := testCtx(t)
+	a, b := surfacetest.SingleChoice("posting-a"), surfacetest.SingleChoice("posting-b")
+	ga := surfacetest.NewGroupAnswers(map[string][]questions.GroupRun{
+		a.ID: {{SetID: b.ID, RunID: b.RunID, Spec: "nightly-b"}},
+		b.ID: {{SetID: a.ID, RunID: a.RunID, Spec: "nightly-a"}},
+	}, a, b)
+	errs := make(chan error, 2)
+	go func() { errs <- s.Ask(ctx, a, ga) }()
+	ma := setMessage(ctx, t, srv, a)
+	release := srv.HoldResponse("chat.postMessage")
+	defer release()
+	go func() { errs <- s.Ask(ctx, b, ga) }()
+	mb := setMessage(ctx, t, srv, b) // posted, its post not answered
+
+	all := "All 2 runs: SQLite"
+	act(ctx, t, srv, bob, ma, a.Questions[0], questions.Answer{Labels: []string{all}})
+	answered := func(ts string) func(m slacktest.Message) bool {
+		return func(m slacktest.Message) bool {
+			return m.TS == ts && strings.Contains(texts(m.Blocks), "Answered by *bob*") && !strings.Contains(texts(m.Blocks), all)
+		}
+	}
+	// a's message is updated after b's answer was recorded and its
+	// update found no message to update.
+	if _, err := srv.WaitMessage(ctx, answered(ma.TS)); err != nil {
+		t.Fatalf("a's message never showed bob's answer: %v", err)
+	}
+	if resp, err := ga.WaitFinal(ctx, b.ID); err != nil || !strings.Contains(resp.By, "bob") {
+		t.Fatalf("set %s: %+v, %v; want bob's answer", b.ID, resp, err)
+	}
+	release()
+	if _, err := srv.WaitMessage(ctx, answered(mb.TS)); err != nil {
+		t.Errorf("b's message never showed bob's answer: %v", err)
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("Ask: %v", err)
+		}
+	}
+	if m, _ := srv.Message(mb.TS); m.Updates != 1 {
+		t.Errorf("b's message was updated %d times, want once", m.Updates)
 	}
 }

@@ -20,6 +20,7 @@ const (
 	msgAnsweredElsewhere = "This question was already answered elsewhere by %s (on %s)."
 	msgClosed            = "This question is closed: it was answered, expired or its run was cancelled."
 	msgNotRecorded       = "Your answer could not be recorded just now; please try again."
+	msgNotChecked        = "Your permission to answer could not be checked just now; please try again."
 	msgNotTaken          = "That answer was not taken: "
 )
 
@@ -105,11 +106,15 @@ func (s *Surface) allowed(ctx context.Context, user string) (bool, error) {
 		s.mu.Unlock()
 		if !ok || time.Since(gm.at) > groupTTL {
 			var users []string
-			err := s.call(ctx, "list the members of user group "+g, func(ctx context.Context) error {
+			// Someone waits for the answer: a rate limit longer than
+			// this fails the check at once.
+			gctx, cancel := context.WithTimeout(ctx, groupCheckTimeout)
+			err := s.call(gctx, "list the members of user group "+g, func(ctx context.Context) error {
 				var err error
 				users, err = s.api.GetUserGroupMembersContext(ctx, g)
 				return err
 			})
+			cancel()
 			if err != nil {
 				return false, err
 			}
@@ -148,8 +153,12 @@ func (s *Surface) tell(ctx context.Context, w where, text string) {
 func (s *Surface) gate(ctx context.Context, w where, setID string, idx int) (st *setState, release func()) {
 	ok, err := s.allowed(ctx, w.user)
 	if err != nil {
+		// Nothing is offered; they are told to try again, without the
+		// error (the log has it).
 		s.log.Error("check who may answer", "user", w.user, "err", err)
-		s.tell(ctx, w, msgNotRecorded)
+		tctx, cancel := context.WithTimeout(s.ctx, workTimeout)
+		defer cancel()
+		s.tell(tctx, w, msgNotChecked)
 		return nil, nil
 	}
 	if !ok {

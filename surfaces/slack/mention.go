@@ -106,6 +106,14 @@ func (s *Surface) onMention(eventID string, am *slackevents.AppMentionEvent) {
 	ok, err := s.allowed(ctx, m.User)
 	if err != nil {
 		s.log.Error("check who may start a run", "user", m.User, "event", eventID, "err", s.redact(err))
+		err = s.call(ctx, "tell a permission was not checked", func(ctx context.Context) error {
+			_, err := s.api.PostEphemeralContext(ctx, m.Channel, m.User, slack.MsgOptionTS(m.Thread()),
+				slack.MsgOptionText("Your permission to start runs could not be checked just now, so no run was started; please try again.", false))
+			return err
+		})
+		if err != nil {
+			s.log.Warn("tell someone their permission was not checked", "user", m.User, "err", s.redact(err))
+		}
 		return
 	}
 	if !ok {

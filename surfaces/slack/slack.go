@@ -88,36 +88,12 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Refs is a small durable key-value store (the orchestrator's store).
-type Refs interface {
-	Ref(ctx context.Context, key string) (value string, ok bool, err error)
-	SetRef(ctx context.Context, key, value string) error
-}
+// Refs is a small durable key-value store (the orchestrator's store;
+// surfaces.Refs).
+type Refs = surfaces.Refs
 
-// MemoryRefs is a Refs kept in memory. The zero value is ready to use.
-type MemoryRefs struct {
-	mu sync.Mutex
-	m  map[string]string
-}
-
-// Ref implements Refs.
-func (r *MemoryRefs) Ref(_ context.Context, key string) (string, bool, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	v, ok := r.m[key]
-	return v, ok, nil
-}
-
-// SetRef implements Refs.
-func (r *MemoryRefs) SetRef(_ context.Context, key, value string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.m == nil {
-		r.m = map[string]string{}
-	}
-	r.m[key] = value
-	return nil
-}
+// MemoryRefs is a Refs kept in memory (surfaces.MemoryRefs).
+type MemoryRefs = surfaces.MemoryRefs
 
 const (
 	defaultHTTPTimeout = 20 * time.Second
@@ -125,6 +101,9 @@ const (
 	workTimeout = 2 * time.Minute
 	// groupTTL is how long the members of a user group are trusted.
 	groupTTL = time.Minute
+	// groupCheckTimeout bounds listing a user group's members when someone
+	// acts.
+	groupCheckTimeout = 10 * time.Second
 )
 
 // Surface is the Slack surface. It is safe for concurrent use.
@@ -473,6 +452,9 @@ func (s *Surface) call(ctx context.Context, what string, fn func(ctx context.Con
 		wait := rl.RetryAfter
 		if wait <= 0 {
 			wait = time.Second
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			return s.redact(fmt.Errorf("slack: %s: rate limited for %s, past its deadline: %w", what, wait, err))
 		}
 		s.log.Info("rate limited, waiting", "call", what, "retry_after", wait)
 		t := time.NewTimer(wait)

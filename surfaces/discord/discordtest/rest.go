@@ -102,6 +102,15 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	default:
 		aerr = &apiError{http.StatusNotFound, 0, "404: Not Found"}
 	}
+	if held := s.heldLocked(r.Method, path, true); held != nil {
+		// Served; the response waits (HoldResponse).
+		s.mu.Unlock()
+		select {
+		case <-held:
+		case <-r.Context().Done():
+		}
+		s.mu.Lock()
+	}
 	if aerr != nil {
 		writeError(w, *aerr)
 		return

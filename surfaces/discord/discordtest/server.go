@@ -191,6 +191,8 @@ func (s *Server) Advance(d time.Duration) {
 type hang struct {
 	method, prefix string
 	release        chan struct{}
+	after          bool // serve the request, hold its response
+	once           bool // only the first request matching
 }
 
 // Hang holds every REST request whose method is method and whose path
@@ -198,7 +200,12 @@ type hang struct {
 // is called or its client gives up, as a Discord that accepts the
 // connection and never answers. Requests held are served once released.
 func (s *Server) Hang(method, prefix string) (release func()) {
-	h := &hang{method: method, prefix: prefix, release: make(chan struct{})}
+	return s.addHang(&hang{method: method, prefix: prefix, release: make(chan struct{})})
+}
+
+// addHang holds the requests h matches until the function it returns is
+// called.
+func (s *Server) addHang(h *hang) (release func()) {
 	s.mu.Lock()
 	s.hangs = append(s.hangs, h)
 	s.mu.Unlock()
@@ -213,12 +220,31 @@ func (s *Server) Hang(method, prefix string) (release func()) {
 	}
 }
 
+// HoldResponse serves the next REST request whose method is method and
+// whose path starts with prefix (what it does is seen at once: a message
+// posted is there) but holds its response until release is called or its
+// client gives up: a client still waiting for a post that Discord made.
+// Later requests are served as usual.
+func (s *Server) HoldResponse(method, prefix string) (release func()) {
+	return s.addHang(&hang{method: method, prefix: prefix, release: make(chan struct{}), after: true, once: true})
+}
+
 // held returns the release channel of a hang matching the request, or nil.
 func (s *Server) held(method, path string) <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, h := range s.hangs {
-		if h.method == method && strings.HasPrefix(path, h.prefix) {
+	return s.heldLocked(method, path, false)
+}
+
+// heldLocked returns the release channel of a hang matching the request
+// before (after false) or after it is served, or nil. A hang of one
+// request is used up.
+func (s *Server) heldLocked(method, path string, after bool) <-chan struct{} {
+	for i, h := range s.hangs {
+		if h.after == after && h.method == method && strings.HasPrefix(path, h.prefix) {
+			if h.once {
+				s.hangs = slices.Delete(s.hangs, i, i+1)
+			}
 			return h.release
 		}
 	}

@@ -97,12 +97,21 @@ type Server struct {
 	members    map[string]bool // channels the bot is in
 	calls      map[string]int
 	limited    map[string]int // method → 429s still to send
+	retryAfter map[string]int // method → Retry-After of its 429s, in seconds (1 when unset)
+	failing    map[string]failure
+	holds      map[string]chan struct{} // method → its next response waits for the channel to close
 	conns      map[int]*conn
 	nextConn   int
 	nextEnv    int
 	acks       map[string]chan json.RawMessage
 	opens      int
 	refuseOpen bool
+}
+
+// failure is what the next calls of a method answer (Fail).
+type failure struct {
+	code string
+	n    int
 }
 
 type trigger struct {
@@ -121,18 +130,21 @@ type conn struct {
 // NewServer starts a fake Slack, closed when the test ends.
 func NewServer(t testing.TB) *Server {
 	s := &Server{
-		t:        t,
-		botToken: "xoxb-1111111111-2222222222-FakeBotTokenForTests0",
-		appToken: "xapp-1-A0FAKE0001-3333333333-fakeapptokenfortests0000000000000000",
-		changed:  make(chan struct{}),
-		nextTS:   1700000000,
-		triggers: map[string]trigger{},
-		groups:   map[string][]string{},
-		members:  map[string]bool{ChannelID: true},
-		calls:    map[string]int{},
-		limited:  map[string]int{},
-		conns:    map[int]*conn{},
-		acks:     map[string]chan json.RawMessage{},
+		t:          t,
+		botToken:   "xoxb-1111111111-2222222222-FakeBotTokenForTests0",
+		appToken:   "xapp-1-A0FAKE0001-3333333333-fakeapptokenfortests0000000000000000",
+		changed:    make(chan struct{}),
+		nextTS:     1700000000,
+		triggers:   map[string]trigger{},
+		groups:     map[string][]string{},
+		members:    map[string]bool{ChannelID: true},
+		calls:      map[string]int{},
+		limited:    map[string]int{},
+		retryAfter: map[string]int{},
+		failing:    map[string]failure{},
+		holds:      map[string]chan struct{}{},
+		conns:      map[int]*conn{},
+		acks:       map[string]chan json.RawMessage{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/", s.api)
@@ -171,6 +183,45 @@ func (s *Server) RateLimit(method string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.limited[method] = n
+}
+
+// RateLimitFor is RateLimit with Retry-After: retryAfter (whole seconds).
+func (s *Server) RateLimitFor(method string, n int, retryAfter time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.limited[method] = n
+	s.retryAfter[method] = int(retryAfter / time.Second)
+}
+
+// Fail makes the next n calls of method fail as Slack's Web API does:
+// HTTP 200 with ok false and error code (e.g. "missing_scope",
+// "internal_error").
+func (s *Server) Fail(method, code string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failing[method] = failure{code: code, n: n}
+}
+
+// HoldResponse serves the next call of method (what it does is seen at
+// once: a message posted is there) but holds its response until release
+// is called or its client gives up: a client still waiting for a post
+// that Slack made.
+func (s *Server) HoldResponse(method string) (release func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.holds[method] = ch
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			if s.holds[method] == ch {
+				delete(s.holds, method)
+			}
+			s.mu.Unlock()
+			close(ch)
+		})
+	}
 }
 
 // Calls returns how many times method was called (429s included).
@@ -313,11 +364,20 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 	s.calls[method]++
 	if n := s.limited[method]; n > 0 {
 		s.limited[method] = n - 1
+		retry := max(s.retryAfter[method], 1)
 		s.notify()
 		s.mu.Unlock()
-		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Retry-After", strconv.Itoa(retry))
 		w.WriteHeader(http.StatusTooManyRequests)
 		writeJSON(w, map[string]any{"ok": false, "error": "ratelimited"})
+		return
+	}
+	if f := s.failing[method]; f.n > 0 {
+		f.n--
+		s.failing[method] = f
+		s.notify()
+		s.mu.Unlock()
+		writeJSON(w, map[string]any{"ok": false, "error": f.code})
 		return
 	}
 	s.mu.Unlock()
@@ -379,7 +439,16 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 	if aerr == "" {
 		s.notify()
 	}
+	held := s.holds[method]
+	delete(s.holds, method)
 	s.mu.Unlock()
+	if held != nil {
+		select {
+		case <-held:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	if aerr != "" {
 		writeJSON(w, map[string]any{"ok": false, "error": string(aerr)})
 		return
