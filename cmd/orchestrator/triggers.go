@@ -68,10 +68,19 @@ func (m *Main) startTriggers(ctx context.Context, st *store.Store, r *runner.Run
 		m.Logger.Warn("triggers.github.spec names no spec of specs.dir: labels and free-text mentions get a reply and start nothing until it exists",
 			"spec", tc.Spec, "dir", m.Config.Specs.Dir, "known", strings.Join(known, ", "))
 	}
+	if err := triggerRepoSpecProblems(m.Config, m.Config.Source(), h.knownSpecs()); err != nil {
+		return configError(err)
+	}
+	per := map[string]github.RepoTriggers{}
+	for _, repo := range m.Config.TriggerRepos() {
+		s, _ := m.Config.TriggerRepoSettings(repo)
+		per[repo] = github.RepoTriggers{Mention: s.Mention, Labels: s.Labels}
+	}
 	return m.github.StartTriggers(ctx, github.TriggerConfig{
 		Repos:     m.Config.TriggerRepos(),
 		Mention:   tc.Mention,
 		Labels:    tc.Labels,
+		PerRepo:   per,
 		Allow:     gc.Allow,
 		AllowOnly: gc.AllowOnly,
 		Handler:   h,
@@ -92,7 +101,8 @@ func (h *issueTriggers) Start(ctx context.Context, t github.IssueTrigger) (githu
 	ev := store.Trigger{Key: t.Key, Repo: strings.ToLower(t.Repo), Origin: t.Origin()}
 	name := t.Spec
 	if name == "" {
-		name = tc.Spec
+		rs, _ := h.m.Config.TriggerRepoSettings(t.Repo)
+		name = rs.Spec // the repository's, else triggers.github.spec
 	}
 	sp, data, known, err := h.findSpec(name)
 	if err != nil {
@@ -171,6 +181,37 @@ func (h *issueTriggers) findSpec(name string) (specs.Spec, []byte, []string, err
 		return sp, data, known, nil
 	}
 	return specs.Spec{}, nil, known, nil
+}
+
+// knownSpecs are the names of the specs of specs.dir that load.
+func (h *issueTriggers) knownSpecs() []string {
+	_, _, known, _ := h.findSpec("")
+	return known
+}
+
+// triggerRepoSpecProblems are the entries of triggers.github.repos whose
+// spec is not one of known (the specs of specs.dir), at their file, line
+// and key: a repository's spec is checked before serve starts, as its
+// runs could start nothing else (the default, triggers.github.spec, may
+// come later: its events get a reply until then).
+func triggerRepoSpecProblems(cfg config.Config, file string, known []string) error {
+	if !cfg.Triggers.GitHub.Enabled {
+		return nil
+	}
+	var errs []error
+	for i, r := range cfg.Triggers.GitHub.Repos {
+		if r.Spec == "" || slices.Contains(known, r.Spec) {
+			continue
+		}
+		list := "none"
+		if len(known) > 0 {
+			list = strings.Join(known, ", ")
+		}
+		key := fmt.Sprintf("triggers.github.repos[%d].spec", i)
+		errs = append(errs, &config.Error{File: file, Line: cfg.Line(key), Key: key,
+			Err: fmt.Errorf("no spec named %q in specs.dir %s (known: %s)", r.Spec, cfg.Specs.Dir, list)})
+	}
+	return errors.Join(errs...)
 }
 
 // issuePrompt is the task of a run started from an issue: the spec's body,
