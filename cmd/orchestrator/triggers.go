@@ -209,7 +209,7 @@ func triggerRepoSpecProblems(cfg config.Config, file string, known []string) err
 		}
 		key := fmt.Sprintf("triggers.github.repos[%d].spec", i)
 		errs = append(errs, &config.Error{File: file, Line: cfg.Line(key), Key: key,
-			Err: fmt.Errorf("no spec named %q in specs.dir %s (known: %s)", r.Spec, cfg.Specs.Dir, list)})
+			Err: fmt.Errorf("no spec named %q in specs.dir (known: %s)", r.Spec, list)})
 	}
 	return errors.Join(errs...)
 }
