@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/orchestrator-dev/orchestrator/internal/config"
+	"github.com/orchestrator-dev/orchestrator/internal/delivery"
 	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
@@ -36,7 +37,10 @@ type issueOrigin struct {
 var triggerSpecRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
 
 // Outcomes of triggering events recorded without a run.
-const triggerUnknownSpec = "unknown spec"
+const (
+	triggerUnknownSpec   = "unknown spec"
+	triggerWrongCheckout = "wrong checkout"
+)
 
 // issueTriggers is the github.TriggerHandler of serve.
 type issueTriggers struct {
@@ -132,6 +136,9 @@ func (h *issueTriggers) Start(ctx context.Context, t github.IssueTrigger) (githu
 	if !slices.Contains(n.Surfaces, "github") {
 		n.Surfaces = append(n.Surfaces, "github") // its questions are asked in the issue
 	}
+	if refused, reply, err := h.checkCheckout(ctx, ev, sp, opts, n.WorkDir); refused || err != nil {
+		return github.TriggerStart{Reply: reply}, err
+	}
 	n.Queued = true
 	n.Trigger = &ev
 	n.TriggerLimit = tc.MaxRunsPerHour
@@ -181,6 +188,35 @@ func (h *issueTriggers) findSpec(name string) (specs.Spec, []byte, []string, err
 		return sp, data, known, nil
 	}
 	return specs.Spec{}, nil, known, nil
+}
+
+// checkCheckout refuses, with a reply for the issue, a run whose spec
+// works in a checkout of another repository than the issue's: its work
+// would go there (the run's delivery checks again before its first turn).
+// The reply is "" when another call recorded the refusal already.
+func (h *issueTriggers) checkCheckout(ctx context.Context, ev store.Trigger, sp specs.Spec, opts runOptions, workdir string) (refused bool, reply string, err error) {
+	dopts, ok := h.m.deliveryOptions(&sp, opts)
+	if !ok {
+		return false, "", nil // not delivered through git: nothing is pushed
+	}
+	var re *delivery.RemoteRepoError
+	if err := (delivery.Git{}).CheckRemoteRepo(ctx, workdir, dopts); !errors.As(err, &re) {
+		return false, "", nil // a checkout of it, or a problem the run will report
+	}
+	h.m.Logger.Warn("a run asked in an issue was refused: its spec works in a checkout of another repository",
+		"spec", sp.Name, "issue_repo", re.Want, "checkout", re.Checkout, "checkout_repo", re.Got)
+	ev.Outcome = triggerWrongCheckout
+	if first, err := h.st.RecordTrigger(ctx, ev); err != nil || !first {
+		return true, "", err
+	}
+	got := "has no remote `" + re.Remote + "`"
+	if re.Got != "" {
+		got = "is a checkout of " + re.Got
+	}
+	// The reply names no folder of this machine.
+	return true, fmt.Sprintf("The spec `%s` works in a folder that %s, not of %s, so no run was started: its work would go to another repository. "+
+		"A maintainer can give %s a spec whose workdir is a checkout of it (triggers.github.repos: {repo: %s, spec: NAME}).",
+		sp.Name, got, re.Want, re.Want, re.Want), nil
 }
 
 // knownSpecs are the names of the specs of specs.dir that load.

@@ -20,9 +20,12 @@ const apiRepo = "acme/api"
 // configuration's surfaces.github.repo is acme/app. A label on an issue of
 // each starts a run of that repository's spec whose question is asked and
 // answered in that issue, and whose pull request opens on that repository,
-// from its own checkout, and closes that issue. A run in acme/api of a spec
-// whose checkout is acme/app's fails before any model call, with an error
-// that says so, and pushes nothing. With the real CLI, by webhook.
+// from its own checkout, and closes that issue. A run asked for in acme/api
+// of a spec whose checkout is acme/app's is refused with one reply that
+// says so (delivered twice), before any run or model call. With the real
+// CLI, by webhook. (A run whose checkout changed after it was made fails
+// before its first turn: delivery's
+// TestWorkdirRefusesACheckoutOfAnotherRepository.)
 func TestIssueTriggersPerRepository(t *testing.T) {
 	t.Parallel()
 	te := newTriggerE2E(t, true)
@@ -130,29 +133,52 @@ func TestIssueTriggersPerRepository(t *testing.T) {
 		t.Errorf("%d pull requests in all, want 2", n)
 	}
 
-	// A spec whose workdir is acme/app's checkout, asked for in acme/api.
+	// A spec whose workdir is acme/app's checkout, asked for in acme/api:
+	// refused with a reply that says why, before any run or model call.
 	cm := gh.AddComment(apiRepo, apiIssue, "alice", "@orchestrator run wrong")
 	te.deliver(t, addr, "issue_comment", "d-wrong", gh.IssueCommentEvent(apiRepo, cm, "created"))
-	var failed store.Run
-	waitFor(t, "the wrong checkout's run to fail", func() bool {
-		r, ok := te.runOf(t, "wrong")
-		failed = r
-		return ok && r.Status == store.RunFailed
-	})
-	for _, w := range []string{"is a checkout of " + deliveryRepo, "not of " + apiRepo, "nothing was pushed"} {
-		if !strings.Contains(failed.Error, w) {
-			t.Errorf("the run's error lacks %q:\n%s", w, failed.Error)
+	te.deliver(t, addr, "issue_comment", "d-wrong-again", gh.IssueCommentEvent(apiRepo, cm, "created"))
+	var refusals []string
+	gh.WaitFor(t, 2*time.Minute, "the reply refusing the wrong checkout", func() bool {
+		refusals = refusals[:0]
+		for _, c := range gh.Comments(apiRepo, apiIssue) {
+			if strings.Contains(c.Body, "<!-- orchestrator:trigger ") && strings.Contains(c.Body, "spec `wrong`") {
+				refusals = append(refusals, c.Body)
+			}
 		}
+		return len(refusals) > 0
+	})
+	// Everything is in: a last event proves the ones before it were read.
+	last := gh.AddComment(apiRepo, apiIssue, "alice", "@orchestrator run nosuchspec")
+	te.deliver(t, addr, "issue_comment", "d-last", gh.IssueCommentEvent(apiRepo, last, "created"))
+	gh.WaitFor(t, 2*time.Minute, "the reply about the unknown spec", func() bool {
+		for _, c := range gh.Comments(apiRepo, apiIssue) {
+			if strings.Contains(c.Body, "no spec named `nosuchspec`") {
+				return true
+			}
+		}
+		return false
+	})
+	if len(refusals) != 1 {
+		t.Errorf("%d replies refusing the wrong checkout, want 1", len(refusals))
+	}
+	for _, w := range []string{"is a checkout of " + deliveryRepo + ", not of " + apiRepo, "no run was started", "triggers.github.repos"} {
+		if !strings.Contains(refusals[0], w) {
+			t.Errorf("the reply lacks %q:\n%s", w, refusals[0])
+		}
+	}
+	if strings.Contains(refusals[0], te.dir) {
+		t.Errorf("the reply names a folder of this machine:\n%s", refusals[0])
+	}
+	if _, ok := te.runOf(t, "wrong"); ok {
+		t.Errorf("a run of the wrong checkout was made")
 	}
 	for _, r := range te.fake.Requests() {
 		if strings.Contains(r.LastUserText, "Wrong checkout Z") {
 			t.Errorf("the model was called for the refused run")
 		}
 	}
-	if heads := gitCmd(t, te.origin, "for-each-ref", "--format=%(refname)", "refs/heads/"); strings.Contains(heads, failed.ID) {
-		t.Errorf("the refused run pushed to %s:\n%s", deliveryRepo, heads)
-	}
 	if n := len(gh.Pulls(deliveryRepo)) + len(gh.Pulls(apiRepo)); n != 2 {
-		t.Errorf("%d pull requests after the refused run, want 2", n)
+		t.Errorf("%d pull requests after the refusal, want 2", n)
 	}
 }

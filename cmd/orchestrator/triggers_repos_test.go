@@ -39,3 +39,23 @@ func TestValidateTriggerRepoSpecs(t *testing.T) {
 		t.Errorf("exit %d; stdout %s stderr %s", code, tm.stdout.String(), tm.stderr.String())
 	}
 }
+
+// TestDeliveryOptionsOfARunFromAnIssue: a run started from an issue
+// delivers to the issue's repository, from a checkout of it, whatever
+// git.repo and surfaces.github.repo say; another run to the configured one.
+func TestDeliveryOptionsOfARunFromAnIssue(t *testing.T) {
+	t.Parallel()
+	m := &Main{}
+	m.Config.Git.Enabled = true
+	m.Config.Git.Repo = "acme/app"
+	m.Config.Git.PullRequest.Enabled = true
+	m.Config.Surfaces.GitHub.Repo = "acme/app"
+	o, ok := m.deliveryOptions(nil, runOptions{Issue: &issueOrigin{Repo: "acme/api", Number: 4, Closes: true}})
+	if !ok || o.Repo != "acme/api" || o.RemoteRepo != "acme/api" || o.PullRequest == nil || o.PullRequest.Closes != "#4" {
+		t.Errorf("from an issue of acme/api: %+v", o)
+	}
+	o, ok = m.deliveryOptions(nil, runOptions{})
+	if !ok || o.Repo != "acme/app" || o.RemoteRepo != "" || o.PullRequest.Closes != "" {
+		t.Errorf("another run: %+v", o)
+	}
+}

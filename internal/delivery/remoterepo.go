@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"strings"
@@ -78,4 +79,21 @@ func checkRemoteRepo(top, remote, want, fetchURL, pushURL string) error {
 		}
 	}
 	return nil
+}
+
+// CheckRemoteRepo checks, before a run is made, that dir is in a checkout
+// whose remote (o.Remote, default origin) is o.RemoteRepo: nil when it is,
+// or when o has no RemoteRepo; a *RemoteRepoError when it is not; another
+// error when dir is no checkout. Workdir checks again when the run starts.
+func (g Git) CheckRemoteRepo(ctx context.Context, dir string, o Options) error {
+	o = o.withDefaults()
+	if o.RemoteRepo == "" {
+		return nil
+	}
+	top, err := g.toplevel(ctx, dir)
+	if err != nil {
+		return err
+	}
+	fetch, push := g.remoteURLs(ctx, top, o.Remote)
+	return checkRemoteRepo(top, o.Remote, o.RemoteRepo, fetch, push)
 }

@@ -46,6 +46,7 @@ func TestWorkdirRefusesACheckoutOfAnotherRepository(t *testing.T) {
 	origin, checkout := repos(t)
 	ctx := context.Background()
 	f := newFixture(t, "")
+	var re *RemoteRepoError
 	// origin.git is no owner/name: the checkout's origin is …/acme/app.git.
 	app := filepath.Join(filepath.Dir(origin), "acme", "app.git")
 	if err := os.MkdirAll(filepath.Dir(app), 0o700); err != nil {
@@ -58,8 +59,10 @@ func TestWorkdirRefusesACheckoutOfAnotherRepository(t *testing.T) {
 
 	opts := prOpts
 	opts.RemoteRepo = "acme/api"
+	if err := (Git{}).CheckRemoteRepo(ctx, checkout, opts); !errors.As(err, &re) || re.Got != "acme/app" {
+		t.Fatalf("CheckRemoteRepo = %v, want a RemoteRepoError naming acme/app", err)
+	}
 	_, err := f.d.Workdir(ctx, f.newRun(t, "r0000001", checkout), opts)
-	var re *RemoteRepoError
 	if !errors.As(err, &re) || re.Got != "acme/app" || re.Want != "acme/api" || !strings.Contains(err.Error(), "is a checkout of acme/app") {
 		t.Fatalf("Workdir = %v, want a RemoteRepoError naming acme/app", err)
 	}
@@ -75,6 +78,12 @@ func TestWorkdirRefusesACheckoutOfAnotherRepository(t *testing.T) {
 	git(t, checkout, "config", "--unset", "remote.origin.pushurl")
 
 	opts.RemoteRepo = "ACME/App"
+	if err := (Git{}).CheckRemoteRepo(ctx, filepath.Join(checkout, "sub"), opts); err == nil || errors.As(err, &re) {
+		t.Errorf("CheckRemoteRepo of a missing folder = %v", err)
+	}
+	if err := (Git{}).CheckRemoteRepo(ctx, checkout, opts); err != nil {
+		t.Errorf("CheckRemoteRepo of a checkout of acme/app: %v", err)
+	}
 	if _, err := f.d.Workdir(ctx, f.newRun(t, "r0000003", checkout), opts); err != nil {
 		t.Fatalf("Workdir of a checkout of acme/app: %v", err)
 	}
