@@ -15,7 +15,10 @@ import (
 // apiRepo is the second repository of TestIssueTriggersPerRepository.
 const apiRepo = "acme/api"
 
-// TestIssueTriggersPerRepository: triggers.github.repos gives acme/app and
+func TestIssueTriggersPerRepositoryByWebhook(t *testing.T) { testIssueTriggersPerRepository(t, true) }
+func TestIssueTriggersPerRepositoryByPolling(t *testing.T) { testIssueTriggersPerRepository(t, false) }
+
+// testIssueTriggersPerRepository: triggers.github.repos gives acme/app and
 // acme/api each its own spec, whose workdir is a checkout of it; the
 // configuration's surfaces.github.repo is acme/app. A label on an issue of
 // each starts a run of that repository's spec whose question is asked and
@@ -23,12 +26,12 @@ const apiRepo = "acme/api"
 // from its own checkout, and closes that issue. A run asked for in acme/api
 // of a spec whose checkout is acme/app's is refused with one reply that
 // says so (delivered twice), before any run or model call. With the real
-// CLI, by webhook. (A run whose checkout changed after it was made fails
-// before its first turn: delivery's
+// CLI, by webhook and by polling. (A run whose checkout changed after it
+// was made fails before its first turn: delivery's
 // TestWorkdirRefusesACheckoutOfAnotherRepository.)
-func TestIssueTriggersPerRepository(t *testing.T) {
+func testIssueTriggersPerRepository(t *testing.T, webhook bool) {
 	t.Parallel()
-	te := newTriggerE2E(t, true)
+	te := newTriggerE2E(t, webhook)
 	gh := te.gh
 	// acme/api: its own origin (the path ends in its owner/name, as its
 	// URL would) and checkout.
