@@ -67,6 +67,11 @@ func (m *Main) deliveryOptions(sp *specs.Spec, o runOptions) (delivery.Options, 
 	} else {
 		opts.Push = opts.PullRequest != nil
 	}
+	if o.Issue != nil && o.Issue.Repo != "" {
+		// A run started from an issue delivers to the issue's repository,
+		// whatever the configuration's (triggers.go), from a checkout of it.
+		opts.Repo, opts.RemoteRepo = o.Issue.Repo, o.Issue.Repo
+	}
 	if opts.PullRequest != nil {
 		opts.PullRequest.Closes = triggerCloses(o, opts.Repo) // triggers.go
 	}
@@ -170,7 +175,14 @@ type runDelivery struct {
 }
 
 func (r runDelivery) Workdir(ctx context.Context, run store.Run) (string, error) {
-	return r.d.Workdir(ctx, run, r.opts)
+	wd, err := r.d.Workdir(ctx, run, r.opts)
+	if re := (*delivery.RemoteRepoError)(nil); errors.As(err, &re) {
+		// A run started from an issue of re.Want with a spec whose workdir
+		// is a checkout of another repository.
+		return "", fmt.Errorf("%w; a run started from an issue of %s needs a spec whose workdir is a checkout of %s (triggers.github.repos: {repo: %s, spec: NAME})",
+			err, re.Want, re.Want, re.Want)
+	}
+	return wd, err
 }
 
 func (r runDelivery) Deliver(ctx context.Context, run store.Run, failpoint func(string)) (string, error) {

@@ -78,7 +78,9 @@ func newGitE2EWith(t *testing.T, rules ...fakeapi.Rule) *gitE2E {
 	t.Helper()
 	clitest.Git(t)
 	e := newE2E(t, rules...)
-	g := &gitE2E{e2e: e, gh: githubtest.NewServer(t), origin: filepath.Join(e.dir, "origin.git"), checkout: filepath.Join(e.dir, "checkout")}
+	// The origin's path ends in the repository's owner/name, as a URL of
+	// it does: a run from one of its issues checks its checkout is of it.
+	g := &gitE2E{e2e: e, gh: githubtest.NewServer(t), origin: filepath.Join(e.dir, "origin", deliveryRepo+".git"), checkout: filepath.Join(e.dir, "checkout")}
 	seed := filepath.Join(e.dir, "seed")
 	gitCmd(t, e.dir, "init", "--quiet", "--bare", "--initial-branch=main", g.origin)
 	gitCmd(t, e.dir, "init", "--quiet", "--initial-branch=main", seed)

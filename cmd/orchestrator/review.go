@@ -45,8 +45,12 @@ func (m *Main) startReviewIntake(ctx context.Context, st *store.Store, ss *surfa
 		oldKeys = repos[0] // keys without a repository were of the one repository watched
 	}
 	for _, repo := range repos {
+		rm := mention
+		if rs, key := m.Config.TriggerRepoSettings(repo); key != "" {
+			rm = rs.Mention // the repository's own (triggers.github.repos)
+		}
 		rv, err := m.github.Reviews(github.ReviewConfig{
-			Repo: repo, Mention: mention, Allow: gc.Allow, AllowOnly: gc.AllowOnly,
+			Repo: repo, Mention: rm, Allow: gc.Allow, AllowOnly: gc.AllowOnly,
 			RunOfPR: st.RunOfPullRequest,
 			Queue:   func(ctx context.Context, f github.Feedback) (bool, error) { return queueFeedback(ctx, st, f) },
 			PullRequests: func(ctx context.Context, repo string) ([]int, error) {

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/orchestrator-dev/orchestrator/internal/config"
+	"github.com/orchestrator-dev/orchestrator/internal/delivery"
 	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
@@ -36,7 +37,10 @@ type issueOrigin struct {
 var triggerSpecRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
 
 // Outcomes of triggering events recorded without a run.
-const triggerUnknownSpec = "unknown spec"
+const (
+	triggerUnknownSpec   = "unknown spec"
+	triggerWrongCheckout = "wrong checkout"
+)
 
 // issueTriggers is the github.TriggerHandler of serve.
 type issueTriggers struct {
@@ -68,10 +72,19 @@ func (m *Main) startTriggers(ctx context.Context, st *store.Store, r *runner.Run
 		m.Logger.Warn("triggers.github.spec names no spec of specs.dir: labels and free-text mentions get a reply and start nothing until it exists",
 			"spec", tc.Spec, "dir", m.Config.Specs.Dir, "known", strings.Join(known, ", "))
 	}
+	if err := triggerRepoSpecProblems(m.Config, m.Config.Source(), h.knownSpecs()); err != nil {
+		return configError(err)
+	}
+	per := map[string]github.RepoTriggers{}
+	for _, repo := range m.Config.TriggerRepos() {
+		s, _ := m.Config.TriggerRepoSettings(repo)
+		per[repo] = github.RepoTriggers{Mention: s.Mention, Labels: s.Labels}
+	}
 	return m.github.StartTriggers(ctx, github.TriggerConfig{
 		Repos:     m.Config.TriggerRepos(),
 		Mention:   tc.Mention,
 		Labels:    tc.Labels,
+		PerRepo:   per,
 		Allow:     gc.Allow,
 		AllowOnly: gc.AllowOnly,
 		Handler:   h,
@@ -92,7 +105,8 @@ func (h *issueTriggers) Start(ctx context.Context, t github.IssueTrigger) (githu
 	ev := store.Trigger{Key: t.Key, Repo: strings.ToLower(t.Repo), Origin: t.Origin()}
 	name := t.Spec
 	if name == "" {
-		name = tc.Spec
+		rs, _ := h.m.Config.TriggerRepoSettings(t.Repo)
+		name = rs.Spec // the repository's, else triggers.github.spec
 	}
 	sp, data, known, err := h.findSpec(name)
 	if err != nil {
@@ -121,6 +135,9 @@ func (h *issueTriggers) Start(ctx context.Context, t github.IssueTrigger) (githu
 	}
 	if !slices.Contains(n.Surfaces, "github") {
 		n.Surfaces = append(n.Surfaces, "github") // its questions are asked in the issue
+	}
+	if refused, reply, err := h.checkCheckout(ctx, ev, sp, opts, n.WorkDir); refused || err != nil {
+		return github.TriggerStart{Reply: reply}, err
 	}
 	n.Queued = true
 	n.Trigger = &ev
@@ -171,6 +188,66 @@ func (h *issueTriggers) findSpec(name string) (specs.Spec, []byte, []string, err
 		return sp, data, known, nil
 	}
 	return specs.Spec{}, nil, known, nil
+}
+
+// checkCheckout refuses, with a reply for the issue, a run whose spec
+// works in a checkout of another repository than the issue's: its work
+// would go there (the run's delivery checks again before its first turn).
+// The reply is "" when another call recorded the refusal already.
+func (h *issueTriggers) checkCheckout(ctx context.Context, ev store.Trigger, sp specs.Spec, opts runOptions, workdir string) (refused bool, reply string, err error) {
+	dopts, ok := h.m.deliveryOptions(&sp, opts)
+	if !ok {
+		return false, "", nil // not delivered through git: nothing is pushed
+	}
+	var re *delivery.RemoteRepoError
+	if err := (delivery.Git{}).CheckRemoteRepo(ctx, workdir, dopts); !errors.As(err, &re) {
+		return false, "", nil // a checkout of it, or a problem the run will report
+	}
+	h.m.Logger.Warn("a run asked in an issue was refused: its spec works in a checkout of another repository",
+		"spec", sp.Name, "issue_repo", re.Want, "checkout", re.Checkout, "checkout_repo", re.Got)
+	ev.Outcome = triggerWrongCheckout
+	if first, err := h.st.RecordTrigger(ctx, ev); err != nil || !first {
+		return true, "", err
+	}
+	got := "has no remote `" + re.Remote + "`"
+	if re.Got != "" {
+		got = "is a checkout of " + re.Got
+	}
+	// The reply names no folder of this machine.
+	return true, fmt.Sprintf("The spec `%s` works in a folder that %s, not of %s, so no run was started: its work would go to another repository. "+
+		"A maintainer can give %s a spec whose workdir is a checkout of it (triggers.github.repos: {repo: %s, spec: NAME}).",
+		sp.Name, got, re.Want, re.Want, re.Want), nil
+}
+
+// knownSpecs are the names of the specs of specs.dir that load.
+func (h *issueTriggers) knownSpecs() []string {
+	_, _, known, _ := h.findSpec("")
+	return known
+}
+
+// triggerRepoSpecProblems are the entries of triggers.github.repos whose
+// spec is not one of known (the specs of specs.dir), at their file, line
+// and key: a repository's spec is checked before serve starts, as its
+// runs could start nothing else (the default, triggers.github.spec, may
+// come later: its events get a reply until then).
+func triggerRepoSpecProblems(cfg config.Config, file string, known []string) error {
+	if !cfg.Triggers.GitHub.Enabled {
+		return nil
+	}
+	var errs []error
+	for i, r := range cfg.Triggers.GitHub.Repos {
+		if r.Spec == "" || slices.Contains(known, r.Spec) {
+			continue
+		}
+		list := "none"
+		if len(known) > 0 {
+			list = strings.Join(known, ", ")
+		}
+		key := fmt.Sprintf("triggers.github.repos[%d].spec", i)
+		errs = append(errs, &config.Error{File: file, Line: cfg.Line(key), Key: key,
+			Err: fmt.Errorf("no spec named %q in specs.dir (known: %s)", r.Spec, list)})
+	}
+	return errors.Join(errs...)
 }
 
 // issuePrompt is the task of a run started from an issue: the spec's body,

@@ -86,6 +86,13 @@ func (m *Main) runValidate(files []string) error {
 			}
 		}
 		against := checkSpecsAgainst(cfg, list)
+		if len(files) == 0 {
+			names := make([]string, len(list))
+			for i, s := range list {
+				names[i] = s.Name
+			}
+			against = append(against, config.Errors(triggerRepoSpecProblems(cfg, path, names))...) // triggers.go
+		}
 		problems = append(problems, against...)
 		if err == nil && len(against) == 0 {
 			names := make([]string, len(list))

@@ -3,6 +3,10 @@ package config
 import (
 	"fmt"
 	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/orchestrator-dev/orchestrator/internal/yamlfile"
 )
 
 // Triggers says which events outside the orchestrator start runs.
@@ -41,9 +45,12 @@ const DefaultSlackTriggerSpec = "slack"
 // repository; the issue supplies the task, as quoted data.
 type GitHubTriggers struct {
 	Enabled bool `yaml:"enabled"`
-	// Repos are the repositories watched, "owner/name". Default:
+	// Repos are the repositories watched: "owner/name", or a mapping
+	// {repo: owner/name, spec: …, labels: […], mention: …} whose keys
+	// override these defaults for that repository (its spec is the one
+	// whose workdir is that repository's checkout). Default:
 	// surfaces.github.repo.
-	Repos []string `yaml:"repos"`
+	Repos []TriggerRepo `yaml:"repos"`
 	// Mention starts a comment that starts a run. Default: @orchestrator.
 	Mention string `yaml:"mention"`
 	// Labels: an issue that gets one of them starts a run. Default: none.
@@ -75,16 +82,86 @@ func defaultTriggers() Triggers {
 		Slack: SlackTriggers{Spec: DefaultSlackTriggerSpec, MaxRunsPerHour: DefaultTriggerMaxRunsPerHour}}
 }
 
+// TriggerRepo is an entry of triggers.github.repos: a repository, and
+// what it sets apart from triggers.github (empty: the default; Labels nil:
+// the default, an empty list: none).
+type TriggerRepo struct {
+	Repo    string   `yaml:"repo"`
+	Spec    string   `yaml:"spec"`
+	Labels  []string `yaml:"labels"`
+	Mention string   `yaml:"mention"`
+}
+
+// triggerRepoKeys is TriggerRepo decoded key by key (unknown keys are
+// errors).
+type triggerRepoKeys TriggerRepo
+
+// DecodeNode implements yamlfile.NodeDecoder: "owner/name", or a mapping
+// of repo, spec, labels and mention.
+func (r *TriggerRepo) DecodeNode(d *yamlfile.Decoder, n *yaml.Node, path string) {
+	if d.Lines != nil {
+		d.Lines[path] = n.Line + d.Offset
+	}
+	switch n.Kind {
+	case yaml.ScalarNode:
+		var s string
+		if err := n.Decode(&s); err != nil {
+			d.Mismatch(n, "owner/name or a mapping with repo", path)
+			return
+		}
+		r.Repo = s
+	case yaml.MappingNode:
+		d.Decode(n, (*triggerRepoKeys)(r), path)
+		if strings.TrimSpace(r.Repo) == "" {
+			d.Errorf(n.Line, yamlfile.JoinKey(path, "repo"), "required: the repository, owner/name")
+		}
+	default:
+		d.Mismatch(n, "owner/name or a mapping with repo", path)
+	}
+}
+
 // TriggerRepos are the repositories triggers.github watches: its repos,
 // else surfaces.github.repo.
 func (c *Config) TriggerRepos() []string {
-	if len(c.Triggers.GitHub.Repos) > 0 {
-		return c.Triggers.GitHub.Repos
+	var out []string
+	for _, r := range c.Triggers.GitHub.Repos {
+		out = append(out, r.Repo)
+	}
+	if len(out) > 0 {
+		return out
 	}
 	if r := c.Surfaces.GitHub.Repo; r != "" {
 		return []string{r}
 	}
 	return nil
+}
+
+// TriggerRepoSettings is what triggers.github gives one repository, its
+// entry's keys over the defaults: Repo as configured, and Key the entry's
+// key ("triggers.github.repos[1]"; "" for surfaces.github.repo).
+func (c *Config) TriggerRepoSettings(repo string) (s TriggerRepo, key string) {
+	g := c.Triggers.GitHub
+	s = TriggerRepo{Repo: repo, Spec: g.Spec, Labels: g.Labels, Mention: strings.TrimSpace(g.Mention)}
+	if s.Mention == "" {
+		s.Mention = DefaultTriggerMention
+	}
+	for i, r := range g.Repos {
+		if !strings.EqualFold(r.Repo, repo) {
+			continue
+		}
+		s.Repo, key = r.Repo, fmt.Sprintf("triggers.github.repos[%d]", i)
+		if r.Spec != "" {
+			s.Spec = r.Spec
+		}
+		if r.Labels != nil {
+			s.Labels = r.Labels
+		}
+		if m := strings.TrimSpace(r.Mention); m != "" {
+			s.Mention = m
+		}
+		break
+	}
+	return s, key
 }
 
 // validateTriggers checks the triggers section.
@@ -97,10 +174,31 @@ func (c *Config) validateTriggers(add func(key, format string, args ...any)) {
 	if !c.Surfaces.GitHub.Enabled {
 		add("triggers.github.enabled", "needs surfaces.github enabled: a run started from an issue asks its questions there, with its credentials")
 	}
+	seen := map[string]int{}
 	for i, r := range t.Repos {
-		owner, name, ok := strings.Cut(r, "/")
+		key := fmt.Sprintf("triggers.github.repos[%d]", i)
+		if r.Repo == "" {
+			continue // a mapping without repo: said when decoding
+		}
+		owner, name, ok := strings.Cut(r.Repo, "/")
 		if !ok || owner == "" || name == "" || strings.ContainsAny(name, "/ ") || strings.ContainsAny(owner, " ") {
-			add(fmt.Sprintf("triggers.github.repos[%d]", i), "want owner/name, got %q", r)
+			add(key, "want owner/name, got %q", r.Repo)
+			continue
+		}
+		if j, dup := seen[strings.ToLower(r.Repo)]; dup {
+			add(key, "%s is listed twice (first at triggers.github.repos[%d])", r.Repo, j)
+		}
+		seen[strings.ToLower(r.Repo)] = i
+		if r.Spec != "" && (strings.TrimSpace(r.Spec) == "" || strings.ContainsAny(r.Spec, `/\`)) {
+			add(key+".spec", "want the name of a spec in specs.dir, got %q", r.Spec)
+		}
+		if r.Mention != "" && strings.ContainsAny(strings.TrimSpace(r.Mention), " \t\r\n") {
+			add(key+".mention", "want one word such as @orchestrator, got %q", r.Mention)
+		}
+		for j, l := range r.Labels {
+			if strings.TrimSpace(l) == "" {
+				add(fmt.Sprintf("%s.labels[%d]", key, j), "must not be empty")
+			}
 		}
 	}
 	if len(c.TriggerRepos()) == 0 {

@@ -57,6 +57,12 @@ type Options struct {
 	PullRequest *PROptions
 	// Repo is "owner/name", where the pull request is opened.
 	Repo string
+	// RemoteRepo, when set ("owner/name"), is the repository the
+	// checkout's remote must be (a run started from that repository's
+	// issue): Workdir fails, before the run's first turn, when the
+	// remote's fetch or push URL names another repository or there is no
+	// remote (RemoteRepoError), rather than push to the wrong place.
+	RemoteRepo string
 	// AuthorName and AuthorEmail are the commit's author and committer
 	// (default "orchestrator <orchestrator@localhost>").
 	AuthorName  string

@@ -46,6 +46,11 @@ func (d *Deliverer) Workdir(ctx context.Context, run store.Run, o Options) (stri
 	if err != nil {
 		return "", err
 	}
+	if o.RemoteRepo != "" {
+		if err := checkRemoteRepo(top, o.Remote, o.RemoteRepo, gd.FetchURL, gd.PushURL); err != nil {
+			return "", err
+		}
+	}
 	remote := gd.FetchURL != ""
 	if remote {
 		if err := d.fetch(ctx, gd, top, "+refs/heads/*:refs/remotes/"+o.Remote+"/*"); err != nil {

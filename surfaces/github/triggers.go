@@ -101,6 +101,9 @@ type TriggerConfig struct {
 	Mention string
 	// Labels: an issue that gets one of them starts a run.
 	Labels []string
+	// PerRepo sets Mention and Labels apart for some of Repos (keys
+	// "owner/name", any case).
+	PerRepo map[string]RepoTriggers
 	// Allow lists logins that may start runs besides those with write,
 	// maintain or admin permission; with AllowOnly, only them (as for
 	// answers: surfaces.github.allow, allow_only).
@@ -121,14 +124,36 @@ type TriggerConfig struct {
 	Leading func() bool
 }
 
+// RepoTriggers is what starts runs in one repository when it is not
+// TriggerConfig's: an empty Mention is TriggerConfig.Mention, nil Labels
+// are TriggerConfig.Labels (an empty list: none).
+type RepoTriggers struct {
+	Mention string
+	Labels  []string
+}
+
 // triggers is a Client's intake of issue events.
 type triggers struct {
-	c       *Client
-	cfg     TriggerConfig
-	repos   map[string]string // lower-case "owner/name" → as configured
-	allow   map[string]bool
+	c     *Client
+	cfg   TriggerConfig
+	repos map[string]*repoTriggers // lower-case "owner/name"
+	allow map[string]bool
+}
+
+// repoTriggers is what starts runs in one repository.
+type repoTriggers struct {
+	name    string            // "owner/name" as configured
+	mention string            // trimmed
 	labels  map[string]string // lower-case → as configured
-	mention string
+	list    []string          // the labels as configured, in order
+}
+
+// of returns the settings of repo (watched: triggersFor found it).
+func (t *triggers) of(repo string) *repoTriggers {
+	if r, ok := t.repos[strings.ToLower(repo)]; ok {
+		return r
+	}
+	return &repoTriggers{name: repo, labels: map[string]string{}}
 }
 
 // StartTriggers makes the client hand the issue events of cfg to its
@@ -143,20 +168,32 @@ func (c *Client) StartTriggers(ctx context.Context, cfg TriggerConfig) error {
 	if strings.TrimSpace(cfg.Mention) == "" {
 		return errors.New("github triggers: no mention")
 	}
-	t := &triggers{c: c, cfg: cfg, repos: map[string]string{}, allow: map[string]bool{}, labels: map[string]string{},
-		mention: strings.TrimSpace(cfg.Mention)}
+	t := &triggers{c: c, cfg: cfg, repos: map[string]*repoTriggers{}, allow: map[string]bool{}}
+	per := map[string]RepoTriggers{}
+	for r, rt := range cfg.PerRepo {
+		per[strings.ToLower(r)] = rt
+	}
 	for _, r := range cfg.Repos {
 		owner, name, ok := strings.Cut(r, "/")
 		if !ok || owner == "" || name == "" {
 			return fmt.Errorf("github triggers: repository %q: want owner/name", r)
 		}
-		t.repos[strings.ToLower(r)] = r
+		rt := &repoTriggers{name: r, mention: strings.TrimSpace(cfg.Mention), labels: map[string]string{}, list: cfg.Labels}
+		if o, ok := per[strings.ToLower(r)]; ok {
+			if m := strings.TrimSpace(o.Mention); m != "" {
+				rt.mention = m
+			}
+			if o.Labels != nil {
+				rt.list = o.Labels
+			}
+		}
+		for _, l := range rt.list {
+			rt.labels[strings.ToLower(l)] = l
+		}
+		t.repos[strings.ToLower(r)] = rt
 	}
 	for _, l := range cfg.Allow {
 		t.allow[strings.ToLower(l)] = true
-	}
-	for _, l := range cfg.Labels {
-		t.labels[strings.ToLower(l)] = l
 	}
 	c.mu.Lock()
 	if c.triggers != nil {
@@ -237,7 +274,7 @@ func (t *triggers) comment(ctx context.Context, repo string, issue *gh.Issue, c 
 	if issue == nil || c == nil || issue.IsPullRequest() {
 		return nil // a pull request's comments are the review loop's
 	}
-	spec, text, ok := ParseMention(c.GetBody(), t.mention)
+	spec, text, ok := ParseMention(c.GetBody(), t.of(repo).mention)
 	if !ok {
 		return nil
 	}
@@ -258,7 +295,7 @@ func (t *triggers) comment(ctx context.Context, repo string, issue *gh.Issue, c 
 // labels. The event's ID is read from the issue's timeline, so that a
 // webhook delivery and a poll name it alike.
 func (t *triggers) labeled(ctx context.Context, repo string, issue *gh.Issue, label string, sender *gh.User) {
-	want, ok := t.labels[strings.ToLower(label)]
+	want, ok := t.of(repo).labels[strings.ToLower(label)]
 	if !ok || issue == nil || issue.IsPullRequest() {
 		return
 	}
@@ -510,7 +547,7 @@ func (tp *triggerPoller) poll(ctx context.Context) error {
 			if cm.GetCreatedAt().Before(since) || !cm.GetUpdatedAt().Equal(cm.GetCreatedAt()) {
 				continue
 			}
-			if _, _, ok := ParseMention(cm.GetBody(), tp.t.mention); !ok {
+			if _, _, ok := ParseMention(cm.GetBody(), tp.t.of(tp.repo).mention); !ok {
 				continue
 			}
 			n := issueNumber(cm.GetIssueURL())
@@ -526,7 +563,7 @@ func (tp *triggerPoller) poll(ctx context.Context) error {
 			}
 		}
 	}
-	for _, label := range tp.t.cfg.Labels {
+	for _, label := range tp.t.of(tp.repo).list {
 		pages, d, err := tp.list(ctx, etags, fmt.Sprintf("repos/%s/%s/issues?state=open&sort=updated&direction=asc&per_page=%d&labels=%s&since=%s",
 			owner, name, perPage, url.QueryEscape(label), sinceQ), func() any { return &[]*gh.Issue{} })
 		if err != nil {

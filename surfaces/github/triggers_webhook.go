@@ -20,7 +20,7 @@ func (c *Client) triggerComment(ev gh.IssueCommentEvent) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		if err := t.comment(c.ctx, t.repos[lower(repo)], ev.Issue, ev.Comment); err != nil && c.ctx.Err() == nil {
+		if err := t.comment(c.ctx, t.of(repo).name, ev.Issue, ev.Comment); err != nil && c.ctx.Err() == nil {
 			c.log.Warn("github: a comment delivered by webhook starts nothing now; the poll reads it again",
 				"repo", repo, "comment", ev.GetComment().GetID(), "err", err)
 		}
@@ -63,7 +63,7 @@ func (c *Client) triggerIssuesEvent(w http.ResponseWriter, delivery string, payl
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		t.labeled(c.ctx, t.repos[lower(repo)], ev.Issue, ev.Label.GetName(), ev.Sender)
+		t.labeled(c.ctx, t.of(repo).name, ev.Issue, ev.Label.GetName(), ev.Sender)
 	}()
 }
 
