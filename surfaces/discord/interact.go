@@ -119,6 +119,17 @@ func (s *Surface) onInteraction(_ *discordgo.Session, ev *discordgo.InteractionC
 		// a restart. The store decides (Config.Lookup); the click is
 		// answered either way, never left to fail in Discord.
 		q, release, settled, err := s.lookupSet(octx, p.ref)
+		if q != nil && settled {
+			took := p.action != actText && s.tookThisClick(octx, in, q, p, c)
+			release()
+			if took {
+				// Another process took this click; its acknowledgement
+				// may not have reached Discord yet.
+				s.respond(in, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate})
+				return
+			}
+			q = nil
+		}
 		if q == nil && !settled && err == nil {
 			// Nobody here can tell: another process connected to the same
 			// bot may watch the set and answer first (every session gets

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bwmarrin/discordgo"
 	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces"
 )
@@ -160,7 +161,8 @@ func sameAnswer(final questions.Response, a *answered) bool {
 // one interaction: release lets go of it. qs is nil when there is no such
 // question pending: settled is true when the store said so, false when
 // nobody could tell (no Lookup, a ref that does not name its set); err is
-// a failure to tell.
+// a failure to tell. A settled set is returned too (qs with settled true)
+// when the store gave it, for tookThisClick.
 func (s *Surface) lookupSet(ctx context.Context, r string) (qs *qState, release func(), settled bool, err error) {
 	if s.cfg.Lookup == nil || strings.HasPrefix(r, "#") {
 		// A hashed ref does not name its set: it cannot be looked up.
@@ -174,7 +176,7 @@ func (s *Surface) lookupSet(ctx context.Context, r string) (qs *qState, release 
 	if err != nil {
 		return nil, nil, false, err
 	}
-	if !pending {
+	if !pending && (checkSet(set) != nil || set.ID != setID || answers == nil) {
 		return nil, nil, true, nil
 	}
 	if checkSet(set) != nil || set.ID != setID || answers == nil {
@@ -184,9 +186,24 @@ func (s *Surface) lookupSet(ctx context.Context, r string) (qs *qState, release 
 	st := s.join(set, answers)
 	for _, q := range st.qs {
 		if q.q.ID == qID {
-			return q, func() { s.leave(st) }, false, nil
+			return q, func() { s.leave(st) }, !pending, nil
 		}
 	}
 	s.leave(st)
 	return nil, nil, true, nil
+}
+
+// tookThisClick reports whether the settled set of qs (found by
+// lookupSet) was answered by this very click: every process connected to
+// the bot gets the click, and the one that watches the set may have taken
+// it before this one looked it up. The store tells, by its decision on
+// the same answer (the final answer, nothing recorded).
+func (s *Surface) tookThisClick(ctx context.Context, in *discordgo.Interaction, qs *qState, p parsedID, c clicker) bool {
+	ans, ok, err := interactionAnswer(in, qs, p)
+	if !ok || err != nil {
+		return false
+	}
+	a := &answered{Answer: ans, By: c.by(), Name: c.name}
+	d, err := s.offer(ctx, qs, a)
+	return err == nil && !d.Taken && d.Final != nil && sameAnswer(*d.Final, a)
 }

@@ -463,6 +463,59 @@ func TestOtherProcessWatches(t *testing.T) {
 	}
 }
 
+// TestClickTakenByAnotherProcess: every process connected to the bot gets
+// a click. When the one that watches the set took it but its
+// acknowledgement has not reached Discord yet, another process that looks
+// the set up finds it settled: with this very answer it acknowledges the
+// click as taken, never "not open"; another person's click on the settled
+// set is still told it is not open.
+func TestClickTakenByAnotherProcess(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.NewServer(t)
+	refs := &MemoryRefs{}
+	ctx := testCtx(t)
+	set := surfacetest.SingleChoice("taken-elsewhere")
+	store := surfacetest.NewAnswers()
+	store.Add(set)
+	watcher := newSurface(t, srv, refs)
+	if err := watcher.Watch(ctx, set, store); err != nil {
+		t.Fatal(err)
+	}
+	m := questionMessage(ctx, t, srv, set, set.Questions[0])
+	watcher.Close()
+	// What the watching process did with alice's click, before it could
+	// acknowledge it.
+	q := set.Questions[0]
+	if d, err := store.Offer(ctx, questions.Response{SetID: set.ID, Surface: name, By: "alice (discord " + alice.ID + ")", At: time.Now(),
+		Answers: []questions.Answer{surfacetest.Choose(q, "MySQL")}}); err != nil || !d.Taken {
+		t.Fatalf("offer = %+v, %v", d, err)
+	}
+	other := newSurface(t, srv, refs, func(c *Config) {
+		c.Lookup = func(context.Context, string) (questions.Set, surfaces.Answers, bool, error) {
+			_, done := store.Final(set.ID)
+			return set, store, !done, nil
+		}
+	})
+	if err := other.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.WaitReady(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if r := click(ctx, t, srv, alice, m, "MySQL"); r.Type != discordgo.InteractionResponseDeferredMessageUpdate {
+		t.Errorf("alice's click, taken by the other process: response = %+v, want it acknowledged as taken", r)
+	}
+	if r := click(ctx, t, srv, bob, m, "Postgres"); r.Type != discordgo.InteractionResponseChannelMessageWithSource || r.Data == nil || r.Data.Content != msgNotOpen {
+		t.Errorf("bob's click on the settled set: response = %+v, want %q", r, msgNotOpen)
+	}
+	if offers := store.Offers(set.ID); len(offers) != 3 {
+		t.Errorf("the store was offered %d answers, want 3 (alice's twice, bob's once; only the first taken)", len(offers))
+	}
+	if f, _ := store.Final(set.ID); !strings.HasPrefix(f.By, "alice") {
+		t.Errorf("final answer by %q, want alice's", f.By)
+	}
+}
+
 // TestConformanceWatchReplies runs the suite through Watch answering by
 // text replies, also given while nothing watched (read by the next Watch).
 func TestConformanceWatchReplies(t *testing.T) {

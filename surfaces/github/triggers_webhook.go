@@ -3,7 +3,6 @@ package github
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
 
 	gh "github.com/google/go-github/v60/github"
 )
@@ -67,4 +66,3 @@ func (c *Client) triggerIssuesEvent(w http.ResponseWriter, delivery string, payl
 	}()
 }
 
-func lower(s string) string { return strings.ToLower(s) }
