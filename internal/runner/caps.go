@@ -193,6 +193,11 @@ func (r *Runner) checkCaps(ctx context.Context, d *drive, run store.Run) ([]CapS
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			set := r.capSet(run, *reached)
+			if res, err := r.cfg.Store.Reserved(ctx, reached.Scope, reached.Start, reached.End); err != nil {
+				return nil, err
+			} else if res > 0 {
+				set.Context += fmt.Sprintf(" Of that, %s is reserved by turns still running: the budget each was given, until it finishes and its cost replaces it.", usd(res))
+			}
 			markDefault(&set, d.Policy)
 			if _, err := r.cfg.Store.AskRun(context.WithoutCancel(ctx), set, run.Surfaces); err != nil {
 				return nil, err

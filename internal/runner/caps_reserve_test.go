@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -63,6 +64,9 @@ func TestTwoRunsAtOnceUnderACapThatFitsOne(t *testing.T) {
 	rec := h.capQuestion(t, second)
 	if q := rec.Set.Questions[0].Text; q != "all runs have spent $0.0008 of their $0.0008 today (limits.cost_usd_per_day): continue?" {
 		t.Fatalf("cap question %q", q)
+	}
+	if c := rec.Set.Context; !strings.Contains(c, "Of that, $0.0008 is reserved by turns still running") {
+		t.Fatalf("cap question's context %q does not say what is reserved", c)
 	}
 	close(g.gate)
 	if run := <-firstEnded; run.Status != store.RunDone || run.FinalText != "Done." {

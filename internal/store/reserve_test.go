@@ -75,6 +75,9 @@ func TestCapReservationOneOfTwoAtOnce(t *testing.T) {
 	spent("nightly", 2)
 	spent(CapScopeAll, 2)
 	spent("other", 0)
+	if r, err := s.Reserved(ctx, "nightly", day, day.AddDate(0, 0, 1)); err != nil || r != 2 {
+		t.Fatalf("Reserved = %v, %v; want 2", r, err)
+	}
 
 	// The turn costs less than it reserved: what is left is free again.
 	if err := s.FinishTurn(ctx, won.RunID, won.Seq, TurnResult{Status: executor.StatusSuccess, CostUSD: 0.5}, nil, nil); err != nil {

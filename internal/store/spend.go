@@ -33,34 +33,46 @@ func (s *Store) Spend(ctx context.Context, spec string, from, to time.Time) (flo
 	return total, nil
 }
 
+// Reserved is the part of Spend(spec, from, to) that turns still running
+// reserved rather than spent.
+func (s *Store) Reserved(ctx context.Context, spec string, from, to time.Time) (float64, error) {
+	_, reserved, err := spendParts(ctx, s.db, spec, from, to)
+	if err != nil {
+		return 0, fmt.Errorf("read the reservations of %s from %s: %w", scopeName(spec), from.Format(time.RFC3339), err)
+	}
+	return reserved, nil
+}
+
 // spend is Spend read through q (a transaction's, for BeginTurn). A
 // reservation counts in each period that ends after its turn started
 // (the turn's cost will count where it finishes), as long as its run is
 // not over: a turn whose process died holds its reservation until the
 // run is recovered (which finishes or abandons the turn) or ends.
 func spend(ctx context.Context, q querier, spec string, from, to time.Time) (float64, error) {
-	var spent, reserved float64
+	spent, reserved, err := spendParts(ctx, q, spec, from, to)
+	return spent + reserved, err
+}
+
+// spendParts is what the finished turns spent and the running ones
+// reserved.
+func spendParts(ctx context.Context, q querier, spec string, from, to time.Time) (spent, reserved float64, err error) {
 	open := `SELECT COALESCE(SUM(t.reserved_usd), 0) FROM turns t JOIN runs r ON r.id = t.run_id
 		WHERE t.finished = 0 AND t.reserved_usd > 0 AND t.started_at < ? AND r.status NOT IN (?, ?, ?, ?)`
 	final := []any{RunDone, RunFailed, RunCancelled, RunStopped}
 	if spec == CapScopeAll {
 		if err := q.QueryRowContext(ctx, `SELECT COALESCE(SUM(cost_usd), 0) FROM turns WHERE finished_at >= ? AND finished_at < ?`,
 			nanos(from), nanos(to)).Scan(&spent); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		if err := q.QueryRowContext(ctx, open, append([]any{nanos(to)}, final...)...).Scan(&reserved); err != nil {
-			return 0, err
-		}
-		return spent + reserved, nil
+		err := q.QueryRowContext(ctx, open, append([]any{nanos(to)}, final...)...).Scan(&reserved)
+		return spent, reserved, err
 	}
 	if err := q.QueryRowContext(ctx, `SELECT COALESCE(SUM(t.cost_usd), 0) FROM turns t JOIN runs r ON r.id = t.run_id
 		WHERE t.finished_at >= ? AND t.finished_at < ? AND r.spec = ?`, nanos(from), nanos(to), spec).Scan(&spent); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	if err := q.QueryRowContext(ctx, open+` AND r.spec = ?`, append(append([]any{nanos(to)}, final...), spec)...).Scan(&reserved); err != nil {
-		return 0, err
-	}
-	return spent + reserved, nil
+	err = q.QueryRowContext(ctx, open+` AND r.spec = ?`, append(append([]any{nanos(to)}, final...), spec)...).Scan(&reserved)
+	return spent, reserved, err
 }
 
 // CapLimit is one spend cap a turn starts under (Turn.Caps): what the
