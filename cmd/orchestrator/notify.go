@@ -267,27 +267,35 @@ func (sn *serveNotify) emitWaiting(ctx context.Context) {
 	}
 	now := time.Now()
 	for _, run := range runs {
-		after := sn.route(run.Spec).WaitingAfter.Std()
-		if after <= 0 {
-			after = config.DefaultWaitingAfter.Std()
-		}
-		if now.Sub(run.UpdatedAt) < after {
-			continue
-		}
-		key := fmt.Sprintf("%s/waiting/%d", run.ID, run.UpdatedAt.UnixNano())
-		sn.mu.Lock()
-		seen := sn.waited[key]
-		sn.waited[key] = true
-		sn.mu.Unlock()
-		if seen {
-			continue
-		}
-		e := notify.Event{Kind: notify.Waiting, Key: key, Spec: run.Spec, RunID: run.ID, Status: string(run.Status), Title: run.Title,
-			CostUSD: run.CostUSD, Text: fmt.Sprintf("Run %s waits for an answer since %s: `orchestrator status --waiting` lists its question.",
-				run.ID, run.UpdatedAt.Format(time.RFC3339))}
-		if err := sn.n.Emit(ctx, e); err != nil {
-			sn.m.Logger.Warn("notify: waiting", "run", run.ID, "err", err)
-		}
+		sn.waitingEvent(ctx, run, now)
+	}
+}
+
+// waitingEvent emits the waiting event of run, waiting since its last
+// update, once that is longer ago than its route's waiting_after: once
+// per question in this process, and queued once per webhook whichever
+// process emits it (its key is the same).
+func (sn *serveNotify) waitingEvent(ctx context.Context, run store.Run, now time.Time) {
+	after := sn.route(run.Spec).WaitingAfter.Std()
+	if after <= 0 {
+		after = config.DefaultWaitingAfter.Std()
+	}
+	if now.Sub(run.UpdatedAt) < after {
+		return
+	}
+	key := fmt.Sprintf("%s/waiting/%d", run.ID, run.UpdatedAt.UnixNano())
+	sn.mu.Lock()
+	seen := sn.waited[key]
+	sn.waited[key] = true
+	sn.mu.Unlock()
+	if seen {
+		return
+	}
+	e := notify.Event{Kind: notify.Waiting, Key: key, Spec: run.Spec, RunID: run.ID, Status: string(run.Status), Title: run.Title,
+		CostUSD: run.CostUSD, Text: fmt.Sprintf("Run %s waits for an answer since %s: `orchestrator status --waiting` lists its question.",
+			run.ID, run.UpdatedAt.Format(time.RFC3339))}
+	if err := sn.n.Emit(ctx, e); err != nil {
+		sn.m.Logger.Warn("notify: waiting", "run", run.ID, "err", err)
 	}
 }
 

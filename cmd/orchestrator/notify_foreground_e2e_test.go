@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/orchestrator-dev/orchestrator/internal/config"
 	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
 	"github.com/orchestrator-dev/orchestrator/internal/notify"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
@@ -118,5 +120,64 @@ func TestForegroundRunNotifies(t *testing.T) {
 	}
 	if runs, err := st.ListRuns(ctx, store.RunFilter{}); err != nil || len(runs) != 3 {
 		t.Fatalf("runs = %d, %v; want 3", len(runs), err)
+	}
+}
+
+// TestForegroundWaitingEventOncePerQuestion: a foreground command's run
+// waiting longer than notify.waiting_after makes one waiting event (the
+// same key serve gives it), sent at once; a delivery the webhook refused
+// is counted in the command's last line, and left to serve.
+func TestForegroundWaitingEventOncePerQuestion(t *testing.T) {
+	t.Parallel()
+	hook := newHookReceiver(t)
+	dir := t.TempDir()
+	cfg := config.DefaultEnv(func(string) (string, bool) { return "", false })
+	cfg.StateDir = dir
+	cfg.Specs.Dir = filepath.Join(dir, "specs")
+	cfg.Notify.Secret = notifySecret
+	cfg.Notify.WaitingAfter = config.Duration(time.Nanosecond)
+	cfg.Notify.Webhooks = []config.NotifyWebhook{{URL: hook.url, Events: []string{notify.Waiting}}}
+	var stderr strings.Builder
+	m := &Main{Config: cfg, Logger: slog.New(slog.DiscardHandler), Stderr: &stderr}
+	ctx := context.Background()
+	st, err := store.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, id := range []string{"rw1", "rw2", "rr3"} {
+		if _, err := st.CreateRun(ctx, store.Run{ID: id, Spec: "nightly", Prompt: "p", Surfaces: []string{"terminal"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"rw1", "rw2"} {
+		if err := st.UpdateRun(ctx, id, store.RunUpdate{Status: store.RunWaiting}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fn := &foregroundNotify{sn: m.newServeNotify(st, m.newSurfaceSet(st))}
+	fn.sn.base, fn.cancel = context.WithCancel(ctx)
+	for range 3 {
+		fn.checkWaiting(ctx, "rw1", time.Now())
+		fn.checkWaiting(ctx, "rr3", time.Now()) // not waiting
+	}
+	got := hook.of(notify.Waiting)
+	if len(got) != 1 || got[0].RunID != "rw1" || !strings.Contains(got[0].Text, "orchestrator status --waiting") {
+		t.Fatalf("waiting events = %+v (problems %v)", got, hook.problems())
+	}
+	run, _ := st.Run(ctx, "rw1")
+	if want := fmt.Sprintf("rw1/waiting/%d", run.UpdatedAt.UnixNano()); got[0].ID != want {
+		t.Fatalf("event id %s, want serve's %s", got[0].ID, want)
+	}
+	hook.mu.Lock()
+	hook.fail = 1
+	hook.mu.Unlock()
+	fn.checkWaiting(ctx, "rw2", time.Now())
+	fn.flush(ctx, m)
+	if !strings.Contains(stderr.String(), "1 webhook notification was not delivered (") {
+		t.Fatalf("the last line does not count the refused waiting event: %q", stderr.String())
+	}
+	if due, err := st.DueNotifications(ctx, time.Now().Add(time.Hour), 10); err != nil || len(due) != 1 {
+		t.Fatalf("due = %+v, %v; want rw2's waiting event left for serve", due, err)
 	}
 }

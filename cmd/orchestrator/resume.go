@@ -71,6 +71,8 @@ func (m *Main) runResume(ctx context.Context, id string, asJSON bool) error {
 	}
 	defer fn.flush(ctx, m)
 	fn.forRun(m, run)
+	stop := fn.watch(ctx, run.ID)
+	defer stop() // before flush
 	p.resumed(run)
 	return m.drive(ctx, r, p, run.ID)
 }

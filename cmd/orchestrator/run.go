@@ -262,6 +262,8 @@ func (m *Main) startAndDrive(ctx context.Context, n runner.NewRun, asJSON bool) 
 	}
 	p.started(run)
 	fn.forRun(m, run)
+	stop := fn.watch(ctx, run.ID)
+	defer stop() // before flush
 	return m.drive(ctx, r, p, run.ID)
 }
 
