@@ -171,29 +171,8 @@ func TestScheduledSpecOverItsCapAsksOncePerDay(t *testing.T) {
 	e.writeConfig(fmt.Sprintf("specs:\n  dir: %q\nserve:\n  listen: 127.0.0.1:0\n  min_schedule_interval: 1s\n"+
 		"notify:\n  secret: %s\n  webhooks:\n    - url: %s\n      events: [cap_reached]\n", specDir, notifySecret, hook.url))
 
-	stdin, stdinW := io.Pipe() // the terminal: nobody types
-	defer stdinW.Close()
-	var out lockedBuffer
-	addr := make(chan string, 1)
-	m := &Main{Stdin: stdin, Stdout: &out, Stderr: &out, Dir: filepath.Join(e.dir, "work"),
-		LookupEnv: func(string) (string, bool) { return "", false }, serveReady: func(a string) { addr <- a }}
-	ctx, cancel := context.WithCancel(context.Background())
-	exited := make(chan int, 1)
-	go func() { exited <- m.Exec(ctx, []string{"--config", e.config, "serve"}) }()
-	defer func() {
-		cancel()
-		<-exited
-		if t.Failed() {
-			t.Logf("serve output:\n%s", out.String())
-		}
-	}()
-	var base string
-	select {
-	case a := <-addr:
-		base = "http://" + a
-	case <-time.After(time.Minute):
-		t.Fatal("serve did not start")
-	}
+	srv := startServe(t, e) // specsdir_e2e_test.go; its terminal: nobody types
+	base, out := srv.base, srv.out
 	st := e.store()
 	bg := context.Background()
 	var asked store.SetRecord

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,6 +30,22 @@ type serveNotify struct {
 	mu     sync.Mutex
 	waited map[string]bool // waiting events emitted, by key
 	wg     sync.WaitGroup  // the goroutines of start and observe
+	// own are specs whose notify: sections count before those of
+	// specs.dir: a foreground command's run's spec, wherever its file is.
+	own []specs.Spec
+	// base is what the events' emitting derives from: a foreground
+	// command cuts it short when it exits (notify_foreground.go); nil:
+	// context.Background().
+	base context.Context
+}
+
+// emitContext is what emitting one event may take.
+func (sn *serveNotify) emitContext() (context.Context, context.CancelFunc) {
+	base := sn.base
+	if base == nil {
+		base = context.Background()
+	}
+	return context.WithTimeout(base, 2*time.Minute)
 }
 
 // start delivers the webhooks and watches the waiting runs until ctx ends;
@@ -60,7 +77,10 @@ func (sn *serveNotify) route(spec string) config.NotifyRoute {
 	if spec == "" {
 		return r
 	}
-	list, _ := specs.LoadDir(sn.m.Config.Specs.Dir)
+	list := sn.own
+	if !slices.ContainsFunc(list, func(sp specs.Spec) bool { return sp.Name == spec }) {
+		list, _ = specs.LoadDir(sn.m.Config.Specs.Dir)
+	}
 	for _, sp := range list {
 		if sp.Name != spec || sp.Notify == nil {
 			continue
@@ -141,7 +161,7 @@ func (sn *serveNotify) observe(ev runner.Event) {
 	sn.wg.Add(1)
 	go func() { // off the runner's goroutine: a surface's request may be slow
 		defer sn.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		ctx, cancel := sn.emitContext()
 		defer cancel()
 		e := notify.Event{Kind: kind, Spec: run.Spec, RunID: run.ID, Status: string(run.Status), Title: run.Title,
 			CostUSD: run.CostUSD, Error: run.Error}
@@ -172,7 +192,7 @@ func (sn *serveNotify) capReached(ev runner.Event) {
 	sn.wg.Add(1)
 	go func() {
 		defer sn.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		ctx, cancel := sn.emitContext()
 		defer cancel()
 		e := notify.Event{Kind: notify.CapReached, RunID: ev.RunID, Status: "waiting", Title: set.Title, Key: set.ID + "/" + notify.CapReached}
 		if run, err := sn.st.Run(ctx, ev.RunID); err == nil {
@@ -247,27 +267,35 @@ func (sn *serveNotify) emitWaiting(ctx context.Context) {
 	}
 	now := time.Now()
 	for _, run := range runs {
-		after := sn.route(run.Spec).WaitingAfter.Std()
-		if after <= 0 {
-			after = config.DefaultWaitingAfter.Std()
-		}
-		if now.Sub(run.UpdatedAt) < after {
-			continue
-		}
-		key := fmt.Sprintf("%s/waiting/%d", run.ID, run.UpdatedAt.UnixNano())
-		sn.mu.Lock()
-		seen := sn.waited[key]
-		sn.waited[key] = true
-		sn.mu.Unlock()
-		if seen {
-			continue
-		}
-		e := notify.Event{Kind: notify.Waiting, Key: key, Spec: run.Spec, RunID: run.ID, Status: string(run.Status), Title: run.Title,
-			CostUSD: run.CostUSD, Text: fmt.Sprintf("Run %s waits for an answer since %s: `orchestrator status --waiting` lists its question.",
-				run.ID, run.UpdatedAt.Format(time.RFC3339))}
-		if err := sn.n.Emit(ctx, e); err != nil {
-			sn.m.Logger.Warn("notify: waiting", "run", run.ID, "err", err)
-		}
+		sn.waitingEvent(ctx, run, now)
+	}
+}
+
+// waitingEvent emits the waiting event of run, waiting since its last
+// update, once that is longer ago than its route's waiting_after: once
+// per question in this process, and queued once per webhook whichever
+// process emits it (its key is the same).
+func (sn *serveNotify) waitingEvent(ctx context.Context, run store.Run, now time.Time) {
+	after := sn.route(run.Spec).WaitingAfter.Std()
+	if after <= 0 {
+		after = config.DefaultWaitingAfter.Std()
+	}
+	if now.Sub(run.UpdatedAt) < after {
+		return
+	}
+	key := fmt.Sprintf("%s/waiting/%d", run.ID, run.UpdatedAt.UnixNano())
+	sn.mu.Lock()
+	seen := sn.waited[key]
+	sn.waited[key] = true
+	sn.mu.Unlock()
+	if seen {
+		return
+	}
+	e := notify.Event{Kind: notify.Waiting, Key: key, Spec: run.Spec, RunID: run.ID, Status: string(run.Status), Title: run.Title,
+		CostUSD: run.CostUSD, Text: fmt.Sprintf("Run %s waits for an answer since %s: `orchestrator status --waiting` lists its question.",
+			run.ID, run.UpdatedAt.Format(time.RFC3339))}
+	if err := sn.n.Emit(ctx, e); err != nil {
+		sn.m.Logger.Warn("notify: waiting", "run", run.ID, "err", err)
 	}
 }
 

@@ -65,10 +65,14 @@ func (m *Main) runResume(ctx context.Context, id string, asJSON bool) error {
 		return nil
 	}
 	p := m.newProgress(asJSON)
-	r, _, err := m.newRunner(st, p.observe)
+	r, fn, err := m.newForegroundRunner(st, p.observe) // notify_foreground.go
 	if err != nil {
 		return err
 	}
+	defer fn.flush(ctx, m)
+	fn.forRun(m, run)
+	stop := fn.watch(ctx, run.ID)
+	defer stop() // before flush
 	p.resumed(run)
 	return m.drive(ctx, r, p, run.ID)
 }

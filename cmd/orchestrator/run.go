@@ -246,10 +246,11 @@ func (m *Main) startAndDrive(ctx context.Context, n runner.NewRun, asJSON bool) 
 		m.termOut = m.Stderr // stdout carries NDJSON
 	}
 	p := m.newProgress(asJSON)
-	r, _, err := m.newRunner(st, p.observe)
+	r, fn, err := m.newForegroundRunner(st, p.observe) // notify_foreground.go
 	if err != nil {
 		return err
 	}
+	defer fn.flush(ctx, m)
 	// The run is driven at once, here: its first turn's claim (BeginTurn,
 	// which waits for the disk) comes before the agent starts and makes
 	// this commit durable too, so it need not wait for the disk itself
@@ -260,6 +261,9 @@ func (m *Main) startAndDrive(ctx context.Context, n runner.NewRun, asJSON bool) 
 		return err
 	}
 	p.started(run)
+	fn.forRun(m, run)
+	stop := fn.watch(ctx, run.ID)
+	defer stop() // before flush
 	return m.drive(ctx, r, p, run.ID)
 }
 

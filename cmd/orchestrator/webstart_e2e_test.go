@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/orchestrator-dev/orchestrator/internal/fakeapi"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
@@ -42,30 +41,7 @@ func TestWebStartRunIsTakenByServe(t *testing.T) {
 		"      - {name: alice, token_sha256: %s, role: run}\n      - {name: bob, token_sha256: %s}\n      - {name: carol, token_sha256: %s, role: prompt}\n",
 		specDir, aliceSum, bobSum, carolSum))
 
-	stdin, stdinW := io.Pipe()
-	defer stdinW.Close()
-	var out lockedBuffer
-	addr := make(chan string, 1)
-	m := &Main{Stdin: stdin, Stdout: &out, Stderr: &out, Dir: filepath.Join(e.dir, "work"),
-		LookupEnv: func(string) (string, bool) { return "", false }, serveReady: func(a string) { addr <- a }}
-	os.MkdirAll(m.Dir, 0o700)
-	ctx, cancel := context.WithCancel(context.Background())
-	code := make(chan int, 1)
-	go func() { code <- m.Exec(ctx, []string{"--config", e.config, "serve"}) }()
-	defer func() {
-		cancel()
-		<-code
-		if t.Failed() {
-			t.Logf("serve output:\n%s", out.String())
-		}
-	}()
-	var base string
-	select {
-	case a := <-addr:
-		base = "http://" + a
-	case <-time.After(time.Minute):
-		t.Fatal("serve did not start")
-	}
+	base := startServe(t, e).base // specsdir_e2e_test.go; its terminal: nobody types
 
 	post := func(token, key, body string) (int, http.Header, string, string) {
 		t.Helper()

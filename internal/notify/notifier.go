@@ -47,6 +47,9 @@ type Notifier struct {
 	o    Options
 	wake chan struct{}
 	mu   sync.Mutex // one delivery pass at a time
+
+	qmu    sync.Mutex
+	queued []store.Notification // the deliveries Queue added, for Flush
 }
 
 // New returns a Notifier.
@@ -119,11 +122,16 @@ func (n *Notifier) Queue(ctx context.Context, ev Event) error {
 		if len(w.Events) > 0 && !wants(w.Events, ev.Kind) {
 			continue
 		}
-		added, err := n.o.Outbox.AddNotification(ctx, store.Notification{
-			ID: newID(), Key: ev.Key + "#" + strconv.Itoa(i) + "#" + w.URL, URL: w.URL, Body: body})
+		d := store.Notification{ID: newID(), Key: ev.Key + "#" + strconv.Itoa(i) + "#" + w.URL, URL: w.URL, Body: body, NextAt: n.o.Now()}
+		added, err := n.o.Outbox.AddNotification(ctx, d)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("notify: queue %s: %w", ev.Key, err))
 			continue
+		}
+		if added {
+			n.qmu.Lock()
+			n.queued = append(n.queued, d)
+			n.qmu.Unlock()
 		}
 		queued = queued || added
 	}
@@ -178,14 +186,56 @@ func (n *Notifier) DeliverDue(ctx context.Context) {
 				return
 			}
 			if ok {
-				n.attempt(ctx, d)
+				_ = n.attempt(ctx, d, slog.LevelWarn)
 			}
 		}
 	}
 }
 
-// attempt sends d once and records the outcome.
-func (n *Notifier) attempt(ctx context.Context, d store.Notification) {
+// Flush is for a command that emits events and exits (a foreground
+// `orchestrator run`): it makes one attempt at each delivery this
+// Notifier queued and did not send yet, until ctx ends, and returns how
+// many are not delivered, with why the first of them was not. Those stay
+// in the outbox, with their delivery IDs: the next Run (serve's) sends
+// them, once. A failed attempt is logged at Info only: the command says
+// what is left itself.
+func (n *Notifier) Flush(ctx context.Context) (left int, why error) {
+	if n == nil || n.o.Outbox == nil {
+		return 0, nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.qmu.Lock()
+	mine := n.queued
+	n.queued = nil
+	n.qmu.Unlock()
+	for _, d := range mine {
+		var err error
+		if err = ctx.Err(); err == nil {
+			// Claimed like DeliverDue does: a serve sharing the store
+			// that took it meanwhile sends it instead.
+			var ok bool
+			ok, err = n.o.Outbox.ClaimNotification(ctx, d, n.o.Now().Add(n.o.Client.Timeout+time.Minute))
+			switch {
+			case err == nil && !ok:
+				err = fmt.Errorf("%s: another process is sending it", redactURL(d.URL))
+			case err == nil:
+				err = n.attempt(ctx, d, slog.LevelInfo)
+			}
+		}
+		if err != nil {
+			left++
+			if why == nil {
+				why = err
+			}
+		}
+	}
+	return left, why
+}
+
+// attempt sends d once and records the outcome: nil when d was delivered.
+// A failed attempt is logged at failLevel (Warn for serve's).
+func (n *Notifier) attempt(ctx context.Context, d store.Notification, failLevel slog.Level) error {
 	log := n.o.Logger.With("delivery", d.ID, "url", redactURL(d.URL))
 	err := n.send(ctx, d)
 	now := n.o.Now()
@@ -194,10 +244,11 @@ func (n *Notifier) attempt(ctx context.Context, d store.Notification) {
 			log.Warn("notify: record a delivery", "err", err)
 		}
 		log.Info("notify: webhook delivered", "attempts", d.Attempts+1)
-		return
+		return nil
 	}
+	failed := fmt.Errorf("%s: %w", redactURL(d.URL), err)
 	if ctx.Err() != nil {
-		return
+		return failed
 	}
 	var next time.Time
 	if d.Attempts+1 < n.o.MaxAttempts {
@@ -208,9 +259,10 @@ func (n *Notifier) attempt(ctx context.Context, d store.Notification) {
 	}
 	if next.IsZero() {
 		log.Error("notify: webhook delivery given up", "attempts", d.Attempts+1, "err", err)
-		return
+		return failed
 	}
-	log.Warn("notify: webhook delivery failed; retrying", "attempts", d.Attempts+1, "next", next, "err", err)
+	log.Log(ctx, failLevel, "notify: webhook delivery failed; retrying", "attempts", d.Attempts+1, "next", next, "err", err)
+	return failed
 }
 
 func (n *Notifier) send(ctx context.Context, d store.Notification) error {

@@ -24,8 +24,11 @@ import (
 // reminders and timeouts apply, and it is durable across restarts and
 // instances), whether to raise that cap once by its amount (Continue) or to
 // stop. A turn under every cap gets --max-budget-usd for what is left of
-// the tightest; should it stop there, the run goes on with a turn that
-// finds the cap reached, and asks.
+// the tightest, reserved in the store as it begins (store.BeginTurn): a
+// turn that runs counts as having spent its budget until it finishes and
+// its cost replaces the reservation, so runs starting at once never each
+// take what is left (the later asks). Should a turn stop at its budget,
+// the run goes on with a turn that finds the cap reached, and asks.
 const (
 	capHeader   = "Spend cap"
 	capContinue = limitContinue
@@ -158,77 +161,98 @@ func (r *Runner) CapStates(ctx context.Context, spec string, perDay float64) ([]
 // and asks (or asked) about it; the loop's next step waits for the answer.
 var errCapAsked = errors.New("a spend cap is reached")
 
-// checkCaps is what a turn of run may spend under the spend caps (0: no
-// cap), read before the turn starts anything. A cap reached makes it ask
-// the cap's question, wait for it (or park), and carry out its answer:
-// errCapAsked when the turn must not start (the loop takes its next step,
-// which finds the run stopped, or waiting, or the cap raised).
-func (r *Runner) checkCaps(ctx context.Context, d *drive, run store.Run) (float64, error) {
+// checkCaps reads the spend caps of a turn of run before the turn starts
+// anything, and returns those that apply (none: no cap). A cap reached
+// makes it ask the cap's question, wait for it (or park), and carry out
+// its answer: errCapAsked when the turn must not start (the loop takes its
+// next step, which finds the run stopped, or waiting, or the cap raised).
+// The turn then reserves what it may spend under the caps as it begins
+// (capTurn, store.BeginTurn): two turns that pass this check at once do
+// not both get what is left.
+func (r *Runner) checkCaps(ctx context.Context, d *drive, run store.Run) ([]CapState, error) {
 	if r.cfg.Caps.DayUSD <= 0 && r.cfg.Caps.MonthUSD <= 0 && d.Policy.MaxCostUSDPerDay <= 0 {
-		return 0, nil
+		return nil, nil
 	}
 	for range 8 { // each round raises a cap, or returns
 		states, err := r.CapStates(ctx, run.Spec, d.Policy.MaxCostUSDPerDay)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		var reached *CapState
-		left := math.Inf(1)
 		for i, c := range states {
 			if c.Reached() {
 				reached = &states[i]
 				break
 			}
-			left = min(left, c.Left())
 		}
 		if reached == nil {
-			if math.IsInf(left, 1) {
-				return 0, nil
-			}
-			return left, nil
+			return states, nil
 		}
 		id := capSetID(run.ID, *reached)
 		rec, err := r.cfg.Store.QuestionSet(ctx, id)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			set := r.capSet(run, *reached)
+			if res, err := r.cfg.Store.Reserved(ctx, reached.Scope, reached.Start, reached.End); err != nil {
+				return nil, err
+			} else if res > 0 {
+				set.Context += fmt.Sprintf(" Of that, %s is reserved by turns still running: the budget each was given, until it finishes and its cost replaces it.", usd(res))
+			}
 			markDefault(&set, d.Policy)
 			if _, err := r.cfg.Store.AskRun(context.WithoutCancel(ctx), set, run.Surfaces); err != nil {
-				return 0, err
+				return nil, err
 			}
 			r.log.Warn("spend cap reached: the run asks whether to raise it", "run", run.ID, "spec", run.Spec,
 				"cap", capName(*reached), "spent", reached.Spent, "limit", reached.Limit(), "set", set.ID)
 			r.emit(Event{Kind: EventCapReached, RunID: run.ID, Set: &set, Text: set.Context})
 			r.cfg.Failpoint("question-stored")
-			return 0, errCapAsked // the loop waits for it (or parks)
+			return nil, errCapAsked // the loop waits for it (or parks)
 		case err != nil:
-			return 0, err
+			return nil, err
 		}
 		switch rec.State {
 		case store.SetPending:
 			if r.cfg.Park {
-				return 0, fmt.Errorf("run %s, question set %s: %w", run.ID, rec.Set.ID, ErrParked)
+				return nil, fmt.Errorf("run %s, question set %s: %w", run.ID, rec.Set.ID, ErrParked)
 			}
 			if err := r.wait(ctx, d, run, rec); err != nil {
-				return 0, err
+				return nil, err
 			}
-			return 0, errCapAsked // the loop carries out the answer
+			return nil, errCapAsked // the loop carries out the answer
 		case store.SetAnswered:
 			if err := r.afterCap(ctx, d.Policy, run, rec); err != nil {
-				return 0, err
+				return nil, err
 			}
 			if latest, err := r.cfg.Store.Run(ctx, run.ID); err != nil {
-				return 0, err
+				return nil, err
 			} else if latest.Status.Final() {
-				return 0, errCapAsked
+				return nil, errCapAsked
 			}
 		default:
 			// Expired (the run failed or was cancelled), or carried out
 			// already: the loop finds out where the run stands.
-			return 0, errCapAsked
+			return nil, errCapAsked
 		}
 	}
-	return 0, fmt.Errorf("run %s: the spend caps are still reached after raising them", run.ID)
+	return nil, fmt.Errorf("run %s: the spend caps are still reached after raising them", run.ID)
+}
+
+// capTurn fills in the caps t begins under (store.BeginTurn reserves
+// its budget of them) and its own budget, what is left of the run's
+// max_cost_usd: the turn reserves the lesser of that and what is left of
+// the tightest cap.
+func (r *Runner) capTurn(ctx context.Context, d *drive, run store.Run, t store.Turn, caps []CapState) (store.Turn, error) {
+	for _, c := range caps {
+		t.Caps = append(t.Caps, store.CapLimit{Scope: c.Scope, From: c.Start, To: c.End, Limit: c.Limit()})
+	}
+	if d.Policy.MaxCostUSD > 0 {
+		turns, err := r.cfg.Store.Turns(ctx, run.ID)
+		if err != nil {
+			return t, err
+		}
+		t.BudgetUSD = budgetLeft(d.Policy, run.ID, turns, r.cfg.Limits.MaxQuestionRounds)
+	}
+	return t, nil
 }
 
 // capName says which cap: "the spec nightly-deps's daily cap", "the daily

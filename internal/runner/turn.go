@@ -36,7 +36,7 @@ func (r *Runner) answerTurn(ctx context.Context, d *drive, run store.Run, rec st
 // for other turns).
 func (r *Runner) runTurn(ctx context.Context, d *drive, run store.Run, t store.Turn, answered *questions.Set) error {
 	// No turn starts past a spend cap: the run asks first (caps.go).
-	capLeft, err := r.checkCaps(ctx, d, run)
+	caps, err := r.checkCaps(ctx, d, run)
 	if errors.Is(err, errCapAsked) {
 		return nil // the loop's next step finds the question, or its answer carried out
 	} else if err != nil {
@@ -54,8 +54,20 @@ func (r *Runner) runTurn(ctx context.Context, d *drive, run store.Run, t store.T
 		return err
 	}
 	defer release()
+	if len(caps) > 0 {
+		// The turn reserves its budget under the caps as it begins, in
+		// the transaction that reads what is left (caps.go).
+		if t, err = r.capTurn(ctx, d, run, t, caps); err != nil {
+			return err
+		}
+	}
 	t, err = r.cfg.Store.BeginTurn(ctx, t) // claims the set of an answer turn
-	if err != nil {
+	if errors.Is(err, store.ErrCapReached) {
+		// Another turn, begun meanwhile, reserved what was left: the
+		// loop's next step finds the cap reached, and asks.
+		r.log.Info("spend cap reserved by another turn begun meanwhile", "run", run.ID, "err", err)
+		return nil
+	} else if err != nil {
 		return err
 	}
 	if t.Kind == store.TurnAnswer {
@@ -68,9 +80,9 @@ func (r *Runner) runTurn(ctx context.Context, d *drive, run store.Run, t store.T
 	if err != nil {
 		return err
 	}
-	d.capped = capLeft > 0 && (req.MaxBudgetUSD <= 0 || capLeft < req.MaxBudgetUSD)
+	d.capped = t.ReservedUSD > 0 && (req.MaxBudgetUSD <= 0 || t.ReservedUSD < req.MaxBudgetUSD)
 	if d.capped {
-		req.MaxBudgetUSD = capLeft // what is left of the tightest spend cap
+		req.MaxBudgetUSD = t.ReservedUSD // what was left of the tightest spend cap, reserved
 	}
 	r.emit(Event{Kind: EventTurnStarted, RunID: run.ID, Turn: t.Seq, TurnKind: t.Kind})
 	started := r.cfg.Now()

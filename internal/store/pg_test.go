@@ -65,6 +65,7 @@ var pgTests = []struct {
 	{"TestRunRequestOnce", TestRunRequestOnce},
 	{"TestSpendByFinishTime", TestSpendByFinishTime},
 	{"TestCapQuestionHoldsAnsweredRun", TestCapQuestionHoldsAnsweredRun},
+	{"TestCapReservationOneOfTwoAtOnce", TestCapReservationOneOfTwoAtOnce},
 	{"TestClaimExactlyOnceUnderContention", TestClaimExactlyOnceUnderContention},
 	{"TestPartialAnswersAndFindQuestion", TestPartialAnswersAndFindQuestion},
 	{"TestOfferDecidesOnceUnderContention", TestOfferDecidesOnceUnderContention},

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/questions"
@@ -20,21 +22,98 @@ import (
 const CapScopeAll = ""
 
 // Spend is what the turns of the runs of spec ("" or CapScopeAll: of every
-// run) that finished in [from, to) cost, in US dollars.
+// run) that finished in [from, to) cost, in US dollars, and what the
+// turns still running reserved of it (their budget, until they finish:
+// BeginTurn with Turn.Caps).
 func (s *Store) Spend(ctx context.Context, spec string, from, to time.Time) (float64, error) {
-	var total float64
-	var err error
-	if spec == CapScopeAll {
-		err = s.db.QueryRowContext(ctx, `SELECT COALESCE(SUM(cost_usd), 0) FROM turns WHERE finished_at >= ? AND finished_at < ?`,
-			nanos(from), nanos(to)).Scan(&total)
-	} else {
-		err = s.db.QueryRowContext(ctx, `SELECT COALESCE(SUM(t.cost_usd), 0) FROM turns t JOIN runs r ON r.id = t.run_id
-			WHERE t.finished_at >= ? AND t.finished_at < ? AND r.spec = ?`, nanos(from), nanos(to), spec).Scan(&total)
-	}
+	total, err := spend(ctx, s.db, spec, from, to)
 	if err != nil {
 		return 0, fmt.Errorf("read the spend of %s from %s: %w", scopeName(spec), from.Format(time.RFC3339), err)
 	}
 	return total, nil
+}
+
+// Reserved is the part of Spend(spec, from, to) that turns still running
+// reserved rather than spent.
+func (s *Store) Reserved(ctx context.Context, spec string, from, to time.Time) (float64, error) {
+	_, reserved, err := spendParts(ctx, s.db, spec, from, to)
+	if err != nil {
+		return 0, fmt.Errorf("read the reservations of %s from %s: %w", scopeName(spec), from.Format(time.RFC3339), err)
+	}
+	return reserved, nil
+}
+
+// spend is Spend read through q (a transaction's, for BeginTurn). A
+// reservation counts in each period that ends after its turn started
+// (the turn's cost will count where it finishes), as long as its run is
+// not over: a turn whose process died holds its reservation until the
+// run is recovered (which finishes or abandons the turn) or ends.
+func spend(ctx context.Context, q querier, spec string, from, to time.Time) (float64, error) {
+	spent, reserved, err := spendParts(ctx, q, spec, from, to)
+	return spent + reserved, err
+}
+
+// spendParts is what the finished turns spent and the running ones
+// reserved.
+func spendParts(ctx context.Context, q querier, spec string, from, to time.Time) (spent, reserved float64, err error) {
+	open := `SELECT COALESCE(SUM(t.reserved_usd), 0) FROM turns t JOIN runs r ON r.id = t.run_id
+		WHERE t.finished = 0 AND t.reserved_usd > 0 AND t.started_at < ? AND r.status NOT IN (?, ?, ?, ?)`
+	final := []any{RunDone, RunFailed, RunCancelled, RunStopped}
+	if spec == CapScopeAll {
+		if err := q.QueryRowContext(ctx, `SELECT COALESCE(SUM(cost_usd), 0) FROM turns WHERE finished_at >= ? AND finished_at < ?`,
+			nanos(from), nanos(to)).Scan(&spent); err != nil {
+			return 0, 0, err
+		}
+		err := q.QueryRowContext(ctx, open, append([]any{nanos(to)}, final...)...).Scan(&reserved)
+		return spent, reserved, err
+	}
+	if err := q.QueryRowContext(ctx, `SELECT COALESCE(SUM(t.cost_usd), 0) FROM turns t JOIN runs r ON r.id = t.run_id
+		WHERE t.finished_at >= ? AND t.finished_at < ? AND r.spec = ?`, nanos(from), nanos(to), spec).Scan(&spent); err != nil {
+		return 0, 0, err
+	}
+	err = q.QueryRowContext(ctx, open+` AND r.spec = ?`, append(append([]any{nanos(to)}, final...), spec)...).Scan(&reserved)
+	return spent, reserved, err
+}
+
+// CapLimit is one spend cap a turn starts under (Turn.Caps): what the
+// runs of Scope (CapScopeAll, or a spec's name) may spend in [From, To),
+// raises included.
+type CapLimit struct {
+	Scope    string
+	From, To time.Time
+	Limit    float64
+}
+
+// ErrCapReached: BeginTurn found a spend cap of the turn reached (spent,
+// or reserved by turns still running), and began no turn.
+var ErrCapReached = errors.New("a spend cap is reached")
+
+// reserve is what a turn under caps may spend, read in BeginTurn's
+// transaction (writers are serialised there: on SQLite by the database's
+// write lock, on PostgreSQL by the store's writers' lock), so that two
+// turns starting at once never both get what is left: the lesser of
+// budget (0: none) and what is left of the tightest cap.
+func reserve(ctx context.Context, q querier, caps []CapLimit, budget float64) (float64, error) {
+	left := math.Inf(1)
+	for _, c := range caps {
+		spent, err := spend(ctx, q, c.Scope, c.From, c.To)
+		if err != nil {
+			return 0, err
+		}
+		l := c.Limit - spent
+		if l <= 1e-9 {
+			return 0, fmt.Errorf("%s has spent or reserved $%.4f of its $%.4f from %s: %w",
+				scopeName(c.Scope), spent, c.Limit, c.From.Format(time.RFC3339), ErrCapReached)
+		}
+		left = min(left, l)
+	}
+	if budget > 0 {
+		left = min(left, budget)
+	}
+	if math.IsInf(left, 1) {
+		return 0, nil
+	}
+	return left, nil
 }
 
 // SpecSpend is what the turns of each spec's runs that finished in

@@ -46,6 +46,16 @@ type Turn struct {
 	// name the transcript TranscriptDir/<seq>-<kind>.ndjson (not stored).
 	TranscriptDir string
 	StartedAt     time.Time
+	// Caps, when set, are the spend caps the turn starts under: BeginTurn
+	// reserves what it may spend of them (ReservedUSD), or begins nothing
+	// (ErrCapReached) when one is reached. BudgetUSD is the turn's own
+	// budget (what is left of the run's max_cost_usd; 0: none), the most
+	// it reserves. Neither is stored.
+	Caps      []CapLimit
+	BudgetUSD float64
+	// ReservedUSD is what the turn reserved of its caps until it finishes
+	// (0: none); its recorded cost then replaces it (spend.go).
+	ReservedUSD float64
 
 	Finished   bool
 	FinishedAt time.Time
@@ -69,7 +79,7 @@ type TurnResult struct {
 }
 
 const turnColumns = `run_id, seq, kind, prompt, set_id, session_id, resume, transcript_path, finished, status, category, error,
-	cost_usd, input_tokens, output_tokens, num_turns, question_error, started_at, finished_at`
+	cost_usd, input_tokens, output_tokens, num_turns, question_error, started_at, finished_at, reserved_usd`
 
 func scanTurn(row interface{ Scan(...any) error }) (Turn, error) {
 	var t Turn
@@ -77,7 +87,7 @@ func scanTurn(row interface{ Scan(...any) error }) (Turn, error) {
 	var started, fin int64
 	err := row.Scan(&t.RunID, &t.Seq, &t.Kind, &t.Prompt, &t.SetID, &t.SessionID, &resume, &t.TranscriptPath, &finished,
 		&t.Result.Status, &t.Result.Category, &t.Result.Error, &t.Result.CostUSD, &t.Result.InputTokens, &t.Result.OutputTokens,
-		&t.Result.NumTurns, &t.Result.QuestionError, &started, &fin)
+		&t.Result.NumTurns, &t.Result.QuestionError, &started, &fin, &t.ReservedUSD)
 	if err != nil {
 		return Turn{}, err
 	}
@@ -97,7 +107,9 @@ func boolInt(b bool) int {
 // For a TurnAnswer it claims t.SetID in the same transaction (answered →
 // resuming), so that the answer is handed to the model by exactly one turn;
 // a set that is not answered, or already claimed, gives ErrNotClaimable and
-// records nothing. The run becomes Running.
+// records nothing. A turn with Caps reserves its budget under them in the
+// same transaction (spend.go), or records nothing and gives ErrCapReached.
+// The run becomes Running.
 func (s *Store) BeginTurn(ctx context.Context, t Turn) (Turn, error) {
 	now := s.now().UTC()
 	err := s.tx(ctx, func(tx *txn) error {
@@ -122,12 +134,19 @@ func (s *Store) BeginTurn(ctx context.Context, t Turn) (Turn, error) {
 				return err
 			}
 		}
+		if len(t.Caps) > 0 {
+			r, err := reserve(ctx, tx, t.Caps, t.BudgetUSD)
+			if err != nil {
+				return err
+			}
+			t.ReservedUSD = r
+		}
 		t.StartedAt = now
 		if t.TranscriptPath == "" && t.TranscriptDir != "" {
 			t.TranscriptPath = filepath.Join(t.TranscriptDir, fmt.Sprintf("%03d-%s.ndjson", t.Seq, t.Kind))
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO turns (run_id, seq, kind, prompt, set_id, session_id, resume, transcript_path, started_at)
-			VALUES (?,?,?,?,?,?,?,?,?)`, t.RunID, t.Seq, t.Kind, t.Prompt, t.SetID, t.SessionID, boolInt(t.Resume), t.TranscriptPath, nanos(now))
+		_, err := tx.ExecContext(ctx, `INSERT INTO turns (run_id, seq, kind, prompt, set_id, session_id, resume, transcript_path, started_at, reserved_usd)
+			VALUES (?,?,?,?,?,?,?,?,?,?)`, t.RunID, t.Seq, t.Kind, t.Prompt, t.SetID, t.SessionID, boolInt(t.Resume), t.TranscriptPath, nanos(now), t.ReservedUSD)
 		if err != nil {
 			return err
 		}
@@ -157,7 +176,7 @@ func (s *Store) FinishTurn(ctx context.Context, runID string, seq int, r TurnRes
 			return fmt.Errorf("turn %d is already finished", seq)
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE turns SET finished = 1, status = ?, category = ?, error = ?, cost_usd = ?,
-			input_tokens = ?, output_tokens = ?, num_turns = ?, question_error = ?, finished_at = ?,
+			input_tokens = ?, output_tokens = ?, num_turns = ?, question_error = ?, finished_at = ?, reserved_usd = 0,
 			session_id = CASE WHEN ? <> '' THEN ? ELSE session_id END
 			WHERE run_id = ? AND seq = ?`,
 			string(r.Status), string(r.Category), r.Error, r.CostUSD, r.InputTokens, r.OutputTokens, r.NumTurns, r.QuestionError, nanos(now),
@@ -226,7 +245,7 @@ func (s *Store) AbandonTurn(ctx context.Context, runID string, seq int) error {
 			return fmt.Errorf("turn %d is already finished", seq)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE turns SET finished = 1, status = ?, category = ?,
-			error = 'the orchestrator stopped before this turn''s prompt reached the session', finished_at = ?
+			error = 'the orchestrator stopped before this turn''s prompt reached the session', finished_at = ?, reserved_usd = 0
 			WHERE run_id = ? AND seq = ?`, string(executor.StatusIncomplete), string(CategoryNotDelivered), nanos(now), runID, seq); err != nil {
 			return err
 		}
