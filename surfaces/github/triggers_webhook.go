@@ -65,4 +65,3 @@ func (c *Client) triggerIssuesEvent(w http.ResponseWriter, delivery string, payl
 		t.labeled(c.ctx, t.of(repo).name, ev.Issue, ev.Label.GetName(), ev.Sender)
 	}()
 }
-
