@@ -13,12 +13,13 @@ import (
 )
 
 // TestTwoProcessesAtACapThatFitsOneTurn: with the real CLI, two
-// `orchestrator run` processes of a spec whose daily cap fits one turn's
-// budget: the first one's turn reserves the whole cap as it begins (its
+// `orchestrator run` processes of a spec whose daily cap is one turn's
+// cost: the first one's turn reserves the whole cap as it begins (its
 // agent then runs a command that waits until the test lets it go, so the
 // two runs surely overlap); the second, started meanwhile, starts no agent
-// and asks the spend cap question (exit 3, its terminal has no input).
-// Without the reservation it would have been given the same budget.
+// and waits for it. The first spends the cap; the second then asks the
+// spend cap question (exit 3, its terminal has no input). Without the
+// reservation it would have been given the same budget.
 func TestTwoProcessesAtACapThatFitsOneTurn(t *testing.T) {
 	t.Parallel()
 	release := filepath.Join(t.TempDir(), "release")
@@ -30,8 +31,8 @@ func TestTwoProcessesAtACapThatFitsOneTurn(t *testing.T) {
 			"command": fmt.Sprintf("while [ ! -e %q ]; do sleep 0.05; done", release), "description": "wait to be let go"}}}
 	}})
 	spec := filepath.Join(e.dir, "work", "nightly.md")
-	// Two calls of the fake cost $0.0016: one turn fits the day's $0.002.
-	if err := os.WriteFile(spec, []byte("---\nname: nightly\nsurfaces: [terminal]\nallowed_tools: [Bash]\nmax_cost_usd_per_day: 0.002\n---\nDo the nightly work\n"), 0o600); err != nil {
+	// Two calls of the fake cost $0.0016: one turn spends the day's cap.
+	if err := os.WriteFile(spec, []byte("---\nname: nightly\nsurfaces: [terminal]\nallowed_tools: [Bash]\nmax_cost_usd_per_day: 0.0016\n---\nDo the nightly work\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -50,18 +51,26 @@ func TestTwoProcessesAtACapThatFitsOneTurn(t *testing.T) {
 		firstRun = runs[0]
 		return err == nil && len(turns) == 1 && turns[0].ReservedUSD > 0
 	})
-	if turns, _ := st.Turns(ctx, firstRun.ID); turns[0].ReservedUSD != 0.002 {
-		t.Fatalf("the first turn reserved $%v, want the whole cap, $0.002", turns[0].ReservedUSD)
+	if turns, _ := st.Turns(ctx, firstRun.ID); turns[0].ReservedUSD != 0.0016 {
+		t.Fatalf("the first turn reserved $%v, want the whole cap, $0.0016", turns[0].ReservedUSD)
 	}
-	code, out, _ := e.run("", "run", spec)
-	if code != exitWaiting || !strings.Contains(out, "the spec nightly has spent $0.0020 of its $0.0020 today: continue?") {
-		t.Fatalf("second run exit %d, want %d (waiting on the cap question):\n%s", code, exitWaiting, out)
+	second := e.child("", "", "run", spec)
+	if err := second.Start(); err != nil {
+		t.Fatal(err)
 	}
+	secondOut := second.Stdout.(*lockedBuffer)
+	waitFor(t, "the second run to wait for the first one's reservation", func() bool {
+		return strings.Contains(secondOut.String(), "is reserved by turns still running; waiting for them to finish")
+	})
 	if os.WriteFile(release, nil, 0o600) != nil {
 		t.Fatal("cannot let the first run go")
 	}
 	if err := first.Wait(); err != nil {
 		t.Fatalf("first run: %v", err)
+	}
+	err := second.Wait()
+	if code := second.ProcessState.ExitCode(); code != exitWaiting || !strings.Contains(secondOut.String(), "the spec nightly has spent $0.0016 of its $0.0016 today: continue?") {
+		t.Fatalf("second run exit %d (%v), want %d (waiting on the cap question):\n%s", code, err, exitWaiting, secondOut.String())
 	}
 	runs, err := st.ListRuns(ctx, store.RunFilter{Spec: "nightly"})
 	if err != nil || len(runs) != 2 {

@@ -173,7 +173,8 @@ func (r *Runner) checkCaps(ctx context.Context, d *drive, run store.Run) ([]CapS
 	if r.cfg.Caps.DayUSD <= 0 && r.cfg.Caps.MonthUSD <= 0 && d.Policy.MaxCostUSDPerDay <= 0 {
 		return nil, nil
 	}
-	for range 8 { // each round raises a cap, or returns
+	busySince := time.Time{}
+	for round := 0; round < 8; { // each round raises a cap, or returns
 		states, err := r.CapStates(ctx, run.Spec, d.Policy.MaxCostUSDPerDay)
 		if err != nil {
 			return nil, err
@@ -188,6 +189,24 @@ func (r *Runner) checkCaps(ctx context.Context, d *drive, run store.Run) ([]CapS
 		if reached == nil {
 			return states, nil
 		}
+		// What is left is reserved by turns still running, not spent:
+		// wait for them (their cost replaces their reservation), up to
+		// capBusyWait; the run asks once the money is spent.
+		if busy, err := r.capBusy(ctx, *reached); err != nil {
+			return nil, err
+		} else if busy && (busySince.IsZero() || time.Since(busySince) < capBusyWait) {
+			if busySince.IsZero() {
+				busySince = time.Now()
+				r.log.Info("spend cap: what is left is reserved by turns still running; the run waits for them",
+					"run", run.ID, "cap", capName(*reached), "limit", reached.Limit())
+				r.emit(Event{Kind: EventRetry, RunID: run.ID, Text: fmt.Sprintf("what is left of %s is reserved by turns still running; waiting for them to finish", capName(*reached))})
+			}
+			if err := r.cfg.Sleep(ctx, capBusyPoll); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		round++
 		id := capSetID(run.ID, *reached)
 		rec, err := r.cfg.Store.QuestionSet(ctx, id)
 		switch {
@@ -235,6 +254,25 @@ func (r *Runner) checkCaps(ctx context.Context, d *drive, run store.Run) ([]CapS
 		}
 	}
 	return nil, fmt.Errorf("run %s: the spend caps are still reached after raising them", run.ID)
+}
+
+// capBusyPoll is how often a run whose cap is reserved by turns still
+// running looks again; capBusyWait is how long it waits for them before it
+// asks (a turn whose process died holds its reservation until its run is
+// recovered or cancelled).
+const (
+	capBusyPoll = 2 * time.Second
+	capBusyWait = 30 * time.Minute
+)
+
+// capBusy reports whether c is reached only by the reservations of turns
+// still running: what was spent is under its limit.
+func (r *Runner) capBusy(ctx context.Context, c CapState) (bool, error) {
+	res, err := r.cfg.Store.Reserved(ctx, c.Scope, c.Start, c.End)
+	if err != nil {
+		return false, err
+	}
+	return res > 0 && c.Limit()-(c.Spent-res) > 1e-9, nil
 }
 
 // capTurn fills in the caps t begins under (store.BeginTurn reserves

@@ -40,10 +40,11 @@ func (a *gateAgent) Start(ctx context.Context, req executor.Request) (*executor.
 
 // TestTwoRunsAtOnceUnderACapThatFitsOne: a run's turn under a cap that
 // fits one turn reserves it as it begins; a second run starting while the
-// first one's agent runs finds the cap reached by that reservation: it
-// starts no agent and asks its cap question (it would otherwise have been
-// given the same budget, and both could spend it). The first run ends done
-// within its budget; Stop ends the second.
+// first one's agent runs finds what is left reserved (it would otherwise
+// have been given the same budget, and both could spend it): it starts no
+// agent and waits for the first. The first run ends done within its
+// budget, having spent the cap: the second asks its cap question then,
+// about money spent, and Stop ends it.
 func TestTwoRunsAtOnceUnderACapThatFitsOne(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -61,16 +62,24 @@ func TestTwoRunsAtOnceUnderACapThatFitsOne(t *testing.T) {
 		t.Fatalf("first run's turns %+v, %v; want one that reserved the cap's $0.0008", turns, err)
 	}
 	second, secondEnded := h.drive(t)
-	rec := h.capQuestion(t, second)
-	if q := rec.Set.Questions[0].Text; q != "all runs have spent $0.0008 of their $0.0008 today (limits.cost_usd_per_day): continue?" {
-		t.Fatalf("cap question %q", q)
+	select {
+	case <-h.waited:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the second run never waited for the first one's reservation")
 	}
-	if c := rec.Set.Context; !strings.Contains(c, "Of that, $0.0008 is reserved by turns still running") {
-		t.Fatalf("cap question's context %q does not say what is reserved", c)
+	if sets, err := h.st.OpenSets(ctx, second); err != nil || len(sets) != 0 {
+		t.Fatalf("second run's open sets %+v, %v while the first one's turn runs; want none (it waits)", sets, err)
 	}
 	close(g.gate)
 	if run := <-firstEnded; run.Status != store.RunDone || run.FinalText != "Done." {
 		t.Fatalf("first run %s %q %q; want done", run.Status, run.FinalText, run.Error)
+	}
+	rec := h.capQuestion(t, second)
+	if q := rec.Set.Questions[0].Text; q != "all runs have spent $0.0008 of their $0.0008 today (limits.cost_usd_per_day): continue?" {
+		t.Fatalf("cap question %q", q)
+	}
+	if c := rec.Set.Context; strings.Contains(c, "reserved") {
+		t.Fatalf("cap question's context %q speaks of reservations; the money was spent", c)
 	}
 	h.person.answers <- []questions.Answer{{QuestionID: rec.Set.Questions[0].ID, Labels: []string{"Stop"}}}
 	if run := <-secondEnded; run.Status != store.RunStopped {

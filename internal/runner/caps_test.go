@@ -42,11 +42,15 @@ func (a *budgetAgent) started() []float64 {
 // capHarness is a runner with spend caps over the real CLI and the fake
 // API, its turns' budgets recorded, its one surface a person.
 type capHarness struct {
-	st     *store.Store
-	r      *runner.Runner
-	agent  *budgetAgent
-	person *person
-	fake   *fakeapi.Server
+	// waited is closed when a run first waits for turns still running
+	// that reserved what was left of a cap (its log line).
+	waited     chan struct{}
+	waitedOnce sync.Once
+	st         *store.Store
+	r          *runner.Runner
+	agent      *budgetAgent
+	person     *person
+	fake       *fakeapi.Server
 	// pol is the runs' policy; set it before driving.
 	pol runner.Policy
 }
@@ -65,14 +69,14 @@ func newCapHarness(t *testing.T, caps runner.Caps, rs ...fakeapi.Rule) *capHarne
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &capHarness{st: st, agent: &budgetAgent{Agent: ex}, person: newPerson("test"), fake: f}
+	h := &capHarness{st: st, agent: &budgetAgent{Agent: ex}, person: newPerson("test"), fake: f, waited: make(chan struct{})}
 	h.r, err = runner.New(runner.Config{
 		Store: st,
 		Resolve: func(store.Run) (runner.Resolved, error) {
 			return runner.Resolved{Agent: h.agent, Surfaces: []surfaces.Surface{h.person}, Policy: h.pol}, nil
 		},
 		Caps:   caps,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+		Logger: slog.New(slog.NewTextHandler(waitWriter{testWriter{t}, h}, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -261,4 +265,18 @@ func TestPeriodOfInTimezone(t *testing.T) {
 	if start, _ := runner.PeriodOf("day", at, time.UTC); !start.Equal(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)) {
 		t.Errorf("UTC day starts %s", start)
 	}
+}
+
+// waitWriter logs for a test and closes its harness's waited at the line
+// of a run that waits for turns holding what was left of a cap.
+type waitWriter struct {
+	testWriter
+	h *capHarness
+}
+
+func (w waitWriter) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), "reserved by turns still running; the run waits") {
+		w.h.waitedOnce.Do(func() { close(w.h.waited) })
+	}
+	return w.testWriter.Write(p)
 }

@@ -64,7 +64,8 @@ func (r *Runner) runTurn(ctx context.Context, d *drive, run store.Run, t store.T
 	t, err = r.cfg.Store.BeginTurn(ctx, t) // claims the set of an answer turn
 	if errors.Is(err, store.ErrCapReached) {
 		// Another turn, begun meanwhile, reserved what was left: the
-		// loop's next step finds the cap reached, and asks.
+		// loop's next step waits for it (checkCaps), then asks if the
+		// money was spent.
 		r.log.Info("spend cap reserved by another turn begun meanwhile", "run", run.ID, "err", err)
 		return nil
 	} else if err != nil {
