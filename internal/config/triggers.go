@@ -19,7 +19,9 @@ type Triggers struct {
 // channel, by someone allowed to answer there (allow_users, allow_groups):
 // "@orchestrator run SPEC [text]" runs that spec of specs.dir, any other
 // text runs Spec with it. The run lives in the mention's thread. Events
-// come through Socket Mode (surfaces.slack.app_token).
+// come through Socket Mode (surfaces.slack.app_token) or, with
+// surfaces.slack.signing_secret, to serve's Events API endpoint
+// (/webhooks/slack/events).
 type SlackTriggers struct {
 	Enabled bool `yaml:"enabled"`
 	// Mention starts a message that starts a run (after the bot's
@@ -227,8 +229,8 @@ func (c *Config) validateSlackTriggers(add func(key, format string, args ...any)
 	if !t.Enabled {
 		return
 	}
-	if sl := c.Surfaces.Slack; !sl.Enabled || sl.AppToken == "" {
-		add("triggers.slack.enabled", "needs surfaces.slack enabled with an app_token: mentions come through Socket Mode, and the run asks in the channel")
+	if sl := c.Surfaces.Slack; !sl.Enabled || (strings.TrimSpace(sl.AppToken) == "" && strings.TrimSpace(sl.SigningSecret) == "") {
+		add("triggers.slack.enabled", "needs surfaces.slack enabled with an app_token or a signing_secret: mentions come through Socket Mode or to serve's /webhooks/slack/events, and the run asks in the channel")
 	}
 	if strings.ContainsAny(t.Mention, " \t\r\n") {
 		add("triggers.slack.mention", "want one word such as !orchestrator, or empty for the bot's mention, got %q", t.Mention)

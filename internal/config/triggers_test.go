@@ -61,7 +61,7 @@ func TestValidate_SlackTriggers(t *testing.T) {
 	}
 	got := fmt.Sprint(Errors(cfg.Validate()))
 	for _, w := range []string{
-		`t.yaml:3: triggers.slack.enabled: needs surfaces.slack enabled with an app_token`,
+		`t.yaml:3: triggers.slack.enabled: needs surfaces.slack enabled with an app_token or a signing_secret`,
 		`t.yaml:4: triggers.slack.mention: want one word`,
 		`t.yaml:5: triggers.slack.spec: want the name of a spec`,
 		`t.yaml:6: triggers.slack.max_runs_per_hour: must be at least 1, got 0`,
@@ -81,6 +81,16 @@ func TestValidate_SlackTriggers(t *testing.T) {
 	}
 	if s := cfg.Triggers.Slack; s.Mention != "" || s.Spec != "slack" || s.MaxRunsPerHour != 10 {
 		t.Errorf("defaults: %+v", s)
+	}
+
+	// Without Socket Mode, mentions come over the Events API (HTTP).
+	overHTTP := strings.Replace(ok, "app_token: xapp-1", "signing_secret: 8f742231b10e8888abcd99yyyzzz85a5", 1)
+	cfg, err = ParseEnv(strings.NewReader(overHTTP), "t.yaml", env("HOME", "/h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("signing_secret without app_token: %v", err)
 	}
 }
 

@@ -23,19 +23,8 @@ func (s *Surface) Handler() http.Handler {
 			http.Error(w, "interactivity over HTTP is off (no signing secret)", http.StatusNotFound)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxInteractionBody+1))
-		if err != nil || len(body) > maxInteractionBody {
-			http.Error(w, "cannot read the request", http.StatusBadRequest)
-			return
-		}
-		v, err := slack.NewSecretsVerifier(r.Header, s.cfg.SigningSecret)
-		if err == nil {
-			v.Write(body)
-			err = v.Ensure()
-		}
-		if err != nil {
-			s.log.Warn("refused an interactivity request with a bad signature", "err", err)
-			http.Error(w, "bad signature", http.StatusUnauthorized)
+		body, ok := s.signedBody(w, r, "an interactivity request")
+		if !ok {
 			return
 		}
 		form, err := url.ParseQuery(string(body))
@@ -50,4 +39,27 @@ func (s *Surface) Handler() http.Handler {
 		w.WriteHeader(http.StatusOK) // empty: a modal closes, a click is acknowledged
 		go s.onInteraction(cb)
 	})
+}
+
+// signedBody reads r's body and checks its signature (X-Slack-Signature,
+// v0 HMAC-SHA256 of "v0:timestamp:body" with the signing secret, the
+// timestamp within five minutes). When it is not ok, it has answered w
+// already: 400 for a body it cannot read, 401 for a bad signature.
+func (s *Surface) signedBody(w http.ResponseWriter, r *http.Request, what string) ([]byte, bool) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxInteractionBody+1))
+	if err != nil || len(body) > maxInteractionBody {
+		http.Error(w, "cannot read the request", http.StatusBadRequest)
+		return nil, false
+	}
+	v, err := slack.NewSecretsVerifier(r.Header, s.cfg.SigningSecret)
+	if err == nil {
+		v.Write(body)
+		err = v.Ensure()
+	}
+	if err != nil {
+		s.log.Warn("refused "+what+" with a bad signature", "err", err)
+		http.Error(w, "bad signature", http.StatusUnauthorized)
+		return nil, false
+	}
+	return body, true
 }

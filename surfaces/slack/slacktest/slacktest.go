@@ -85,6 +85,10 @@ type Server struct {
 	srv      *httptest.Server
 	botToken string
 	appToken string
+	// signingSecret signs the requests of UseHTTP (http.go).
+	signingSecret string
+	done          chan struct{} // closed by Close
+	closeOnce     sync.Once
 
 	mu         sync.Mutex
 	changed    chan struct{} // closed and replaced on every change
@@ -106,6 +110,8 @@ type Server struct {
 	acks       map[string]chan json.RawMessage
 	opens      int
 	refuseOpen bool
+	http       *httpTarget // set by UseHTTP: Send goes over HTTP
+	deliveries []Delivery
 }
 
 // failure is what the next calls of a method answer (Fail).
@@ -130,21 +136,23 @@ type conn struct {
 // NewServer starts a fake Slack, closed when the test ends.
 func NewServer(t testing.TB) *Server {
 	s := &Server{
-		t:          t,
-		botToken:   "xoxb-1111111111-2222222222-FakeBotTokenForTests0",
-		appToken:   "xapp-1-A0FAKE0001-3333333333-fakeapptokenfortests0000000000000000",
-		changed:    make(chan struct{}),
-		nextTS:     1700000000,
-		triggers:   map[string]trigger{},
-		groups:     map[string][]string{},
-		members:    map[string]bool{ChannelID: true},
-		calls:      map[string]int{},
-		limited:    map[string]int{},
-		retryAfter: map[string]int{},
-		failing:    map[string]failure{},
-		holds:      map[string]chan struct{}{},
-		conns:      map[int]*conn{},
-		acks:       map[string]chan json.RawMessage{},
+		t:             t,
+		botToken:      "xoxb-1111111111-2222222222-FakeBotTokenForTests0",
+		appToken:      "xapp-1-A0FAKE0001-3333333333-fakeapptokenfortests0000000000000000",
+		signingSecret: "f4k3516n1n65ecre7f0r7e575000000a",
+		done:          make(chan struct{}),
+		changed:       make(chan struct{}),
+		nextTS:        1700000000,
+		triggers:      map[string]trigger{},
+		groups:        map[string][]string{},
+		members:       map[string]bool{ChannelID: true},
+		calls:         map[string]int{},
+		limited:       map[string]int{},
+		retryAfter:    map[string]int{},
+		failing:       map[string]failure{},
+		holds:         map[string]chan struct{}{},
+		conns:         map[int]*conn{},
+		acks:          map[string]chan json.RawMessage{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/", s.api)
@@ -157,6 +165,7 @@ func NewServer(t testing.TB) *Server {
 
 // Close drops every connection and stops the server.
 func (s *Server) Close() {
+	s.closeOnce.Do(func() { close(s.done) })
 	s.Drop()
 	s.srv.CloseClientConnections()
 	s.srv.Close()
@@ -845,8 +854,15 @@ var ErrNoAck = errors.New("slacktest: the envelope was not acknowledged within 3
 // Send delivers an envelope of type typ ("interactive", "events_api") with
 // payload on one open connection (the newest) and waits AckTimeout for its
 // acknowledgement. It returns the acknowledgement's payload.
+//
+// After UseHTTP, it POSTs instead, as Slack does to an app without Socket
+// Mode (http.go).
 func (s *Server) Send(typ string, payload any, acceptsResponse bool) (json.RawMessage, error) {
 	s.mu.Lock()
+	if h := s.http; h != nil {
+		s.mu.Unlock()
+		return s.sendHTTP(h, typ, payload)
+	}
 	var c *conn
 	for _, x := range s.conns {
 		if c == nil || x.id > c.id {
