@@ -64,7 +64,11 @@ func (m *Main) doctorSlack(ctx context.Context, d *doctor) {
 		return
 	}
 	if sc.AppToken == "" {
-		d.ok(what, "the bot %s can post in the channel %s; clicks come over HTTP (signing_secret) to /webhooks/slack", me.User, sc.Channel)
+		events := ""
+		if m.Config.Triggers.Slack.Enabled {
+			events = ", mentions (triggers.slack: the app_mention event under Event Subscriptions) to /webhooks/slack/events"
+		}
+		d.ok(what, "the bot %s can post in the channel %s; clicks come over HTTP (signing_secret) to /webhooks/slack%s", me.User, sc.Channel, events)
 		return
 	}
 	if _, _, err := slackOpenConnection(ctx, api); err != nil {

@@ -64,7 +64,7 @@ func slackRetry(ctx context.Context, t *testing.T, act func() error) {
 // dirs (the store, transcripts, logs, the work tree).
 func noSlackToken(t *testing.T, sl *slacktest.Server, dirs []string, texts ...string) {
 	t.Helper()
-	for _, tok := range []string{sl.BotToken(), sl.AppToken()} {
+	for _, tok := range []string{sl.BotToken(), sl.AppToken(), sl.SigningSecret()} {
 		for i, s := range texts {
 			if strings.Contains(s, tok) {
 				t.Errorf("output %d holds a Slack token", i)

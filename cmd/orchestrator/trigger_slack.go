@@ -38,7 +38,8 @@ type slackTriggers struct {
 var _ slack.MentionHandler = (*slackTriggers)(nil)
 
 // startSlackTriggers makes the Slack surface start runs from mentions when
-// triggers.slack is enabled, and connects it to Socket Mode.
+// triggers.slack is enabled, and connects it to Socket Mode (app_token) or
+// mounts its Events API endpoint on serve (signing_secret).
 func (m *Main) startSlackTriggers(ctx context.Context, st *store.Store, r *runner.Runner, ss *surfaceSet) error {
 	tc := m.Config.Triggers.Slack
 	if !tc.Enabled {
@@ -60,6 +61,11 @@ func (m *Main) startSlackTriggers(ctx context.Context, st *store.Store, r *runne
 			"spec", tc.Spec, "dir", m.Config.Specs.Dir, "known", strings.Join(known, ", "))
 	}
 	sl.HandleMentions(h)
+	if sc := m.Config.Surfaces.Slack; sc.SigningSecret != "" && m.handlers != nil {
+		// The Events API over HTTP (Event Subscriptions' Request URL):
+		// mentions of an app without Socket Mode come there.
+		m.handlers["POST /webhooks/slack/events"] = sl.EventsHandler()
+	}
 	go func() {
 		if err := sl.Open(ctx); err != nil && ctx.Err() == nil {
 			m.Logger.Error("slack: cannot connect to Socket Mode: mentions start no run", "err", err)
