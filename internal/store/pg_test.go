@@ -62,6 +62,7 @@ var pgTests = []struct {
 	fn   func(*testing.T)
 }{
 	{"TestRunLifecycle", TestRunLifecycle},
+	{"TestInbox", TestInbox},
 	{"TestRunRequestOnce", TestRunRequestOnce},
 	{"TestSpendByFinishTime", TestSpendByFinishTime},
 	{"TestCapQuestionHoldsAnsweredRun", TestCapQuestionHoldsAnsweredRun},
