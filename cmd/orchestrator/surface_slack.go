@@ -43,6 +43,7 @@ func buildSlack(m *Main, block config.SurfaceConfig, st *store.Store) (surfaces.
 			return rec.Set, runOffers{st: st, runID: rec.Set.RunID}, rec.State == store.SetPending, nil
 		}
 		cfg.RunThread = slackRunThread(st, sc.Channel) // trigger_slack.go
+		cfg.Inbox = slackInbox{st.InboxFor("slack")}   // trigger_slack.go
 	}
 	transport := http.DefaultTransport
 	if m.metrics != nil {

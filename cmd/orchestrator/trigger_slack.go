@@ -189,3 +189,17 @@ func parseSlackMention(m slack.Mention, mention string) (spec, text string, ok b
 	}
 	return github.ParseMention(body, mention)
 }
+
+// slackInbox is the Slack surface's EventInbox: the store's inbox, where a
+// mention taken over HTTP waits from its 200 until its run is made.
+type slackInbox struct{ store.Inbox }
+
+// Kept implements slack.EventInbox.
+func (i slackInbox) Kept(ctx context.Context) ([]slack.KeptEvent, error) {
+	kept, err := i.Inbox.Kept(ctx)
+	out := make([]slack.KeptEvent, len(kept))
+	for j, k := range kept {
+		out[j] = slack.KeptEvent{Key: k.Key, Body: k.Body}
+	}
+	return out, err
+}

@@ -58,7 +58,8 @@ func postSlackEvent(t *testing.T, url, secret string, payload any, header map[st
 // "@orchestrator run login …" POSTed there, then retried by Slack
 // (X-Slack-Retry-Num), starts one run in her thread; its question is
 // answered by one click, which comes over HTTP too; a forged mention (a
-// bad signature) is refused 401 and starts nothing.
+// bad signature) is refused 401 and starts nothing. A mention kept in the
+// store's inbox by a serve that crashed after its 200 is taken on start.
 func TestSlackMentionOverHTTPStartsRun(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, standardRules(0)...)
@@ -71,14 +72,27 @@ func TestSlackMentionOverHTTPStartsRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.writeConfig(slackHTTPConfig(sl) + fmt.Sprintf("specs:\n  dir: %q\nserve:\n  listen: 127.0.0.1:0\ntriggers:\n  slack:\n    enabled: true\n", specDir))
-	srv := startServe(t, e)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	mention := "<@" + slacktest.BotUserID + ">"
+	// A mention acknowledged by a serve that crashed before its work ran:
+	// kept in the store's inbox, it is taken when serve starts again.
+	crashed := sl.PostAsUser(slackAlice, "", mention+" run nosuch before the crash")
+	body, _ := json.Marshal(slacktest.AppMention("Ev0CRASHED", slackAlice, crashed, ""))
+	inbox := e.store().InboxFor("slack")
+	if err := inbox.Keep(ctx, "Ev0CRASHED", body); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServe(t, e)
+	if _, err := sl.WaitMessage(ctx, func(m slacktest.Message) bool {
+		return m.ThreadTS == crashed.TS && strings.Contains(m.Text, "no spec named `nosuch`")
+	}); err != nil {
+		t.Fatalf("the mention kept from before the crash was not taken: %v", err)
+	}
 	events := srv.base + "/webhooks/slack/events"
 	if err := sl.UseHTTP(ctx, events, srv.base+"/webhooks/slack", slacktest.WithRetryDelays(0, 0, 0)); err != nil {
 		t.Fatal(err)
 	}
-	mention := "<@" + slacktest.BotUserID + ">"
 
 	top := sl.PostAsUser(slackAlice, "", mention+" run login add a login page")
 	ev := slacktest.AppMention("Ev0HTTPALICE", slackAlice, top, "")
@@ -134,6 +148,9 @@ func TestSlackMentionOverHTTPStartsRun(t *testing.T) {
 	}
 	if started != 1 {
 		t.Errorf("%d replies saying a run started, want 1", started)
+	}
+	if kept, err := inbox.Kept(ctx); err != nil || len(kept) != 0 {
+		t.Errorf("the inbox still keeps %+v (%v), want every event dropped once its work ran", kept, err)
 	}
 	if sl.Opens() != 0 {
 		t.Errorf("a Socket Mode connection was opened without an app token")

@@ -1,8 +1,10 @@
 package slack
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/slack-go/slack/slackevents"
 )
@@ -65,7 +67,102 @@ func (s *Surface) EventsHandler() http.Handler {
 		if n := r.Header.Get("X-Slack-Retry-Num"); n != "" {
 			s.log.Debug("Slack retries an event", "retry", n, "reason", r.Header.Get("X-Slack-Retry-Reason"))
 		}
+		id := keepable(ev)
+		s.mu.Lock()
+		h := s.mentions
+		s.mu.Unlock()
+		if id == "" || h == nil || s.cfg.Inbox == nil {
+			w.WriteHeader(http.StatusOK)
+			go s.onEventsAPI(ev) // mention.go
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), keepTimeout)
+		err = s.cfg.Inbox.Keep(ctx, id, body)
+		cancel()
+		if err != nil {
+			// Not kept: a 500 makes Slack send it again (X-Slack-Retry-Num).
+			s.log.Error("keep a mention before acknowledging it: Slack will retry it", "event", id, "err", s.redact(err))
+			http.Error(w, "cannot keep the event just now", http.StatusInternalServerError)
+			return
+		}
 		w.WriteHeader(http.StatusOK)
-		go s.onEventsAPI(ev) // mention.go
+		go s.workKept(id, ev)
 	})
+}
+
+// keepTimeout bounds keeping an event before Slack is answered (it waits
+// three seconds).
+const keepTimeout = 2 * time.Second
+
+// keepable is the event_id of an app_mention event_callback; "" for any
+// other event.
+func keepable(ev slackevents.EventsAPIEvent) string {
+	if ev.Type != slackevents.CallbackEvent || ev.InnerEvent.Type != string(slackevents.AppMention) {
+		return ""
+	}
+	if cb, ok := ev.Data.(*slackevents.EventsAPICallbackEvent); ok {
+		return cb.EventID
+	}
+	return ""
+}
+
+// workKept does the work of a kept event, then drops it from the inbox,
+// unless the surface closed meanwhile (the work may be cut short): then
+// it is done again on the next start.
+func (s *Surface) workKept(id string, ev slackevents.EventsAPIEvent) {
+	s.onEventsAPI(ev) // mention.go
+	if s.ctx.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, keepTimeout)
+	defer cancel()
+	if err := s.cfg.Inbox.Drop(ctx, id); err != nil {
+		s.log.Warn("drop a mention whose work ran from the inbox (it is looked at again on the next start, and starts nothing more)", "event", id, "err", s.redact(err))
+	}
+}
+
+// replayKept hands the mentions kept in the inbox (acknowledged, their
+// work cut by a crash or a shutdown) to the handler again: each starts
+// its run once (the handler is keyed by the event), then is dropped.
+func (s *Surface) replayKept() {
+	ctx, cancel := context.WithTimeout(s.ctx, workTimeout)
+	kept, err := s.cfg.Inbox.Kept(ctx)
+	cancel()
+	if err != nil {
+		s.log.Error("list the mentions kept from before a restart", "err", s.redact(err))
+		return
+	}
+	for _, k := range kept {
+		if s.ctx.Err() != nil {
+			return
+		}
+		ev, err := slackevents.ParseEvent(json.RawMessage(k.Body), slackevents.OptionNoVerifyToken())
+		if err != nil || keepable(ev) != k.Key {
+			s.log.Warn("drop a kept event it cannot read", "event", k.Key, "err", err)
+			ctx, cancel := context.WithTimeout(s.ctx, keepTimeout)
+			s.cfg.Inbox.Drop(ctx, k.Key)
+			cancel()
+			continue
+		}
+		s.log.Info("taking a mention acknowledged before a restart", "event", k.Key)
+		s.workKept(k.Key, ev)
+	}
+}
+
+// EventInbox keeps events acknowledged before their work ran (Config.Inbox;
+// the orchestrator's store).
+type EventInbox interface {
+	// Keep keeps body under key; a key kept already changes nothing.
+	Keep(ctx context.Context, key string, body []byte) error
+	// Drop forgets key: its work ran.
+	Drop(ctx context.Context, key string) error
+	// Kept lists what is kept, oldest first.
+	Kept(ctx context.Context) ([]KeptEvent, error)
+}
+
+// KeptEvent is an event kept in an EventInbox: its event_id and the body
+// Slack sent.
+type KeptEvent struct {
+	Key  string
+	Body []byte
 }

@@ -3,8 +3,11 @@ package slack
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -236,4 +239,99 @@ func challengeOf(t *testing.T, r *http.Request) string {
 	}
 	s = s[i+len(`"challenge":"`):]
 	return s[:strings.Index(s, `"`)]
+}
+
+// memInbox is an EventInbox in memory; fail makes Keep fail that many
+// times.
+type memInbox struct {
+	mu   sync.Mutex
+	kept []KeptEvent
+	fail int
+}
+
+func (m *memInbox) Keep(_ context.Context, key string, body []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fail > 0 {
+		m.fail--
+		return errors.New("the store is away")
+	}
+	for _, k := range m.kept {
+		if k.Key == key {
+			return nil
+		}
+	}
+	m.kept = append(m.kept, KeptEvent{Key: key, Body: body})
+	return nil
+}
+
+func (m *memInbox) Drop(_ context.Context, key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.kept = slices.DeleteFunc(m.kept, func(k KeptEvent) bool { return k.Key == key })
+	return nil
+}
+
+func (m *memInbox) Kept(context.Context) ([]KeptEvent, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.kept), nil
+}
+
+func (m *memInbox) len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.kept)
+}
+
+// TestEventsAPIInbox: a mention is kept before Slack gets its 200 and
+// dropped once its work ran; one that cannot be kept gets a 500, so Slack
+// retries it (http_error) and it starts its run then; one kept from
+// before a restart is handed to the handler when it is set, once.
+func TestEventsAPIInbox(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv := slacktest.NewServer(t)
+	top := srv.PostAsUser(alice, "", "<@"+slacktest.BotUserID+"> run fix-bug")
+	old := srv.PostAsUser(alice, "", "<@"+slacktest.BotUserID+"> run before-the-crash")
+	body, _ := json.Marshal(slacktest.AppMention("Ev0KEPT01", alice, old, ""))
+	inbox := &memInbox{kept: []KeptEvent{{Key: "Ev0KEPT01", Body: body}}, fail: 1}
+	s := newSurface(t, srv, &MemoryRefs{}, func(c *Config) { c.AppToken, c.SigningSecret, c.Inbox = "", srv.SigningSecret(), inbox })
+	h := &mentions{}
+	s.HandleMentions(h)
+	if err := until(ctx, func() bool { n, _ := h.counts(); return n == 1 && inbox.len() == 0 }); err != nil {
+		t.Fatalf("the kept mention was not taken on start: %v", err)
+	}
+	httpApp(ctx, t, srv, s, slacktest.WithRetryDelays(0, 0, 0))
+	if _, err := srv.Send("events_api", slacktest.AppMention("Ev0FAILS01", alice, top, ""), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := until(ctx, func() bool { n, _ := h.counts(); return n == 2 && inbox.len() == 0 }); err != nil {
+		t.Fatal(err)
+	}
+	d := srv.Deliveries()
+	if len(d) != 2 || d[0].Status != http.StatusInternalServerError || d[1].RetryNum != 1 || d[1].Reason != "http_error" || d[1].Status != http.StatusOK {
+		t.Errorf("deliveries = %+v, want a 500 (not kept), then retry 1 answered 200", d)
+	}
+	h.mu.Lock()
+	started := append([]Mention(nil), h.started...)
+	h.mu.Unlock()
+	if started[0].EventID != "Ev0KEPT01" || started[1].EventID != "Ev0FAILS01" {
+		t.Errorf("started = %+v, want the kept mention, then the retried one", started)
+	}
+}
+
+// until looks at cond every 10ms until it holds or ctx ends (what it
+// watches tells nobody of its changes).
+func until(ctx context.Context, cond func() bool) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
 }

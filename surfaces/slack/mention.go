@@ -51,11 +51,15 @@ type MentionHandler interface {
 // HandleMentions makes the surface hand the app_mention events of its
 // channel to h: by an allowed person (allow_users, allow_groups) to Start,
 // by anyone else to Refuse (told once, by an ephemeral message); bots are
-// ignored. Events come through Socket Mode only.
+// ignored. Events come through Socket Mode, or over HTTP (EventsHandler);
+// the mentions an Inbox kept from before a restart are handed to h again.
 func (s *Surface) HandleMentions(h MentionHandler) {
 	s.mu.Lock()
 	s.mentions = h
 	s.mu.Unlock()
+	if s.cfg.Inbox != nil && h != nil {
+		go s.replayKept() // events.go
+	}
 }
 
 // onEventsAPI handles an Events API envelope, acknowledged already.

@@ -81,6 +81,12 @@ type Config struct {
 	// it does not. Such a run is asked, and its end said, in that thread
 	// even without ThreadPerRun. Nil: no run says so.
 	RunThread func(ctx context.Context, runID string) (thread string, err error)
+	// Inbox keeps the Events API mentions (EventsHandler) from before
+	// Slack is answered until their work ran, so that a crash or a
+	// shutdown after the 200 does not lose them: HandleMentions hands
+	// what is left to the handler again. Nil keeps nothing (as Socket
+	// Mode, whose envelopes are acknowledged before their work).
+	Inbox EventInbox
 	// HTTPClient makes the Web API calls; nil means one with a 20s
 	// timeout.
 	HTTPClient *http.Client
