@@ -5,7 +5,10 @@
 // Socket Mode WebSocket that says hello, pings, delivers events_api and
 // interactive envelopes, waits three seconds for their acknowledgement by
 // envelope_id, sends disconnect envelopes and drops connections, as Slack
-// documents them. It listens on 127.0.0.1 only.
+// documents them. For an app without Socket Mode (UseHTTP, http.go) it
+// POSTs instead, signed: events to the Events API Request URL (verified
+// first with url_verification; retried as Slack retries) and interactions
+// to the Interactivity Request URL. It listens on 127.0.0.1 only.
 //
 // It is strict where Slack is: a bot token (xoxb-) for the Web API, an app
 // token (xapp-) for apps.connections.open only, a channel the bot is a
