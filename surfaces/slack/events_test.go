@@ -335,3 +335,31 @@ func until(ctx context.Context, cond func() bool) error {
 	}
 	return nil
 }
+
+// BenchmarkEventsHandler is the time to answer Slack for a signed
+// app_mention (verify, parse, keep in an inbox, 200): Slack wants it
+// within three seconds.
+func BenchmarkEventsHandler(b *testing.B) {
+	srv := slacktest.NewServer(b)
+	s, err := New(Config{BotToken: srv.BotToken(), SigningSecret: srv.SigningSecret(), ChannelID: slacktest.ChannelID, APIURL: srv.APIURL(), Inbox: &memInbox{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	s.HandleMentions(&mentions{})
+	h := s.EventsHandler()
+	m := slacktest.Message{Channel: "C0ELSEWHERE", TS: "1700000000.000100", Text: "<@" + slacktest.BotUserID + "> run x"}
+	b.ResetTimer()
+	for i := range b.N {
+		body, _ := json.Marshal(slacktest.AppMention("Ev"+strconv.Itoa(i), alice, m, ""))
+		ts := strconv.FormatInt(time.Now().Unix(), 10)
+		req := httptest.NewRequest(http.MethodPost, "/webhooks/slack/events", bytes.NewReader(body))
+		req.Header.Set("X-Slack-Request-Timestamp", ts)
+		req.Header.Set("X-Slack-Signature", slacktest.Sign(srv.SigningSecret(), ts, body))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatalf("status %d", rec.Code)
+		}
+	}
+}
