@@ -244,9 +244,10 @@ func challengeOf(t *testing.T, r *http.Request) string {
 // memInbox is an EventInbox in memory; fail makes Keep fail that many
 // times.
 type memInbox struct {
-	mu   sync.Mutex
-	kept []KeptEvent
-	fail int
+	mu     sync.Mutex
+	kept   []KeptEvent
+	fail   int
+	bodies []string // every body kept
 }
 
 func (m *memInbox) Keep(_ context.Context, key string, body []byte) error {
@@ -262,6 +263,7 @@ func (m *memInbox) Keep(_ context.Context, key string, body []byte) error {
 		}
 	}
 	m.kept = append(m.kept, KeptEvent{Key: key, Body: body})
+	m.bodies = append(m.bodies, string(body))
 	return nil
 }
 
@@ -318,6 +320,11 @@ func TestEventsAPIInbox(t *testing.T) {
 	h.mu.Unlock()
 	if started[0].EventID != "Ev0KEPT01" || started[1].EventID != "Ev0FAILS01" {
 		t.Errorf("started = %+v, want the kept mention, then the retried one", started)
+	}
+	inbox.mu.Lock()
+	defer inbox.mu.Unlock()
+	if len(inbox.bodies) != 1 || strings.Contains(inbox.bodies[0], "fake-verification-token") || !strings.Contains(inbox.bodies[0], `"event_id":"Ev0FAILS01"`) {
+		t.Errorf("kept bodies = %q, want the event without its verification token", inbox.bodies)
 	}
 }
 
