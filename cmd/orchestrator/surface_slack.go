@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/orchestrator-dev/orchestrator/internal/config"
+	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces"
@@ -43,6 +44,7 @@ func buildSlack(m *Main, block config.SurfaceConfig, st *store.Store) (surfaces.
 			return rec.Set, runOffers{st: st, runID: rec.Set.RunID}, rec.State == store.SetPending, nil
 		}
 		cfg.RunThread = slackRunThread(st, sc.Channel) // trigger_slack.go
+		cfg.Offers = runner.RememberOffers{Store: st}  // a "remember" click after a restart or on another instance
 	}
 	transport := http.DefaultTransport
 	if m.metrics != nil {
