@@ -22,7 +22,7 @@ const (
 	rememberLabel  = "Remember for this spec (7 days)"
 	msgRememberAsk = "Your answer was taken. Remember it for this spec for 7 days? " +
 		"The spec's later runs that ask the same will be answered by it, not asked."
-	msgRememberGone  = "This offer to remember the answer is no longer open (it was taken, or the orchestrator restarted). Use `orchestrator answer --remember` or the web inbox."
+	msgRememberGone  = "This offer to remember the answer is no longer open (it was taken already). Use `orchestrator answer --remember` or the web inbox."
 	msgRememberOld   = "This offer to remember the answer has expired (offers stay open for 24 hours). Use `orchestrator answer --remember` or the web inbox."
 	msgRememberOnly  = "Only the person who answered may remember this answer."
 	msgRememberNot   = "Your answer was not remembered: "
