@@ -43,7 +43,8 @@ func answerAndOffer(ctx context.Context, t *testing.T, srv *discordtest.Server, 
 
 // TestRememberOfferSurvivesRestart: bob answers through a surface that
 // keeps its offers in the store, which then stops; his click on the offer
-// reaches two new processes (a restart and another instance of the
+// is refused by a process where he may no longer answer, then reaches two
+// new processes (a restart and another instance of the
 // cluster) and makes exactly one spec rule, his; a second click is told the
 // offer was taken; the spec's next run is answered by the rule, not asked.
 // An offer past its expiry is refused with a clear ephemeral reply.
@@ -61,13 +62,28 @@ func TestRememberOfferSurvivesRestart(t *testing.T) {
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// A process where bob may no longer answer refuses his click.
+	refusing := newSurface(t, srv, refs, withOffers, func(c *Config) { c.AllowRoles = nil })
+	if err := refusing.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, ok := interact(ctx, t, srv, "click remember", func() (string, error) { return srv.ClickFollowup(bob, f.MessageID, rememberLabel) })
+	if !ok || !r.Ephemeral || r.Data == nil || r.Data.Content != msgNotAllowed {
+		t.Fatalf("response of a process where bob may not answer = %+v, want %q", r, msgNotAllowed)
+	}
+	if err := refusing.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rules := st.Rules(t); len(rules) != 0 {
+		t.Fatalf("rules = %+v after a refused click, want none", rules)
+	}
 	for range 2 {
 		s := newSurface(t, srv, refs, withOffers)
 		if err := s.Open(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r, ok := interact(ctx, t, srv, "click remember", func() (string, error) { return srv.ClickFollowup(bob, f.MessageID, rememberLabel) })
+	r, ok = interact(ctx, t, srv, "click remember", func() (string, error) { return srv.ClickFollowup(bob, f.MessageID, rememberLabel) })
 	if !ok || !r.Ephemeral || r.Data == nil || !strings.Contains(r.Data.Content, "kept as rule") && r.Data.Content != msgRememberGone {
 		t.Fatalf("response = %+v, want the rule (or, from the instance that lost, that it was taken)", r)
 	}

@@ -41,7 +41,8 @@ func answerAndOffer(ctx context.Context, t *testing.T, srv *slacktest.Server, s 
 
 // TestRememberOfferSurvivesRestart: bob answers through a surface that
 // keeps its offers in the store, which then stops; his click on the offer
-// reaches a new process (a restart) and makes exactly one spec rule, his;
+// is refused by a process where he may no longer answer, then reaches a
+// new process (a restart) and makes exactly one spec rule, his;
 // his second click, reaching another instance, is told the offer was
 // taken; the spec's next run is answered by the rule, not asked. An offer
 // past its expiry is refused with a clear ephemeral reply.
@@ -59,6 +60,19 @@ func TestRememberOfferSurvivesRestart(t *testing.T) {
 	offer := answerAndOffer(ctx, t, srv, first, st, set, bob)
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
+	}
+	// A process where bob may no longer answer refuses his click.
+	refusing := newSurface(t, srv, refs, withOffers, func(c *Config) { c.AllowGroups = nil })
+	if err := refusing.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clickEphemeral(ctx, t, srv, bob, offer.TS, rememberLabel)
+	waitEphemeral(ctx, t, srv, bob, func(e slacktest.Ephemeral) bool { return e.Text == msgNotAllowed })
+	if err := refusing.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rules := st.Rules(t); len(rules) != 0 {
+		t.Fatalf("rules = %+v after a refused click, want none", rules)
 	}
 	restarted := newSurface(t, srv, refs, withOffers)
 	if err := restarted.Open(ctx); err != nil {
