@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/orchestrator-dev/orchestrator/internal/config"
+	"github.com/orchestrator-dev/orchestrator/internal/runner"
 	"github.com/orchestrator-dev/orchestrator/internal/store"
 	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces"
@@ -44,6 +45,7 @@ func buildSlack(m *Main, block config.SurfaceConfig, st *store.Store) (surfaces.
 		}
 		cfg.RunThread = slackRunThread(st, sc.Channel) // trigger_slack.go
 		cfg.Inbox = slackInbox{st.InboxFor("slack")}   // trigger_slack.go
+		cfg.Offers = runner.RememberOffers{Store: st}  // a "remember" click after a restart or on another instance
 	}
 	transport := http.DefaultTransport
 	if m.metrics != nil {

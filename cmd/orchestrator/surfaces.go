@@ -272,6 +272,9 @@ func buildDiscord(m *Main, block config.SurfaceConfig, st *store.Store) (surface
 			}
 			return rec.Set, runOffers{st: st, runID: rec.Set.RunID}, rec.State == store.SetPending, nil
 		},
+		// A "remember" click after a restart or on another instance finds
+		// its offer in the store, and takes it once.
+		Offers: runner.RememberOffers{Store: st},
 	}
 	if m.metrics != nil {
 		cfg.HTTPClient = &http.Client{Transport: m.metrics.InstrumentTransport("discord", http.DefaultTransport)}

@@ -111,6 +111,12 @@ func (a *storeAnswers) Remember(ctx context.Context, req surfaces.RememberReques
 // RememberOnSurface keeps the answer to a set of run runID (any run's when
 // runID is empty) as a spec rule, for a surface (surfaces.Rememberer).
 func RememberOnSurface(ctx context.Context, st *store.Store, runID string, req surfaces.RememberRequest) (surfaces.Remembered, error) {
+	return rememberOnSurface(ctx, st, runID, req, nil)
+}
+
+// rememberOnSurface is RememberOnSurface, taking the offer to remember
+// offer in the rule's transaction when it is not nil.
+func rememberOnSurface(ctx context.Context, st *store.Store, runID string, req surfaces.RememberRequest, offer *store.OfferRef) (surfaces.Remembered, error) {
 	scope, life, err := store.ParseRemember(req.Remember)
 	if err != nil {
 		return surfaces.Remembered{}, err
@@ -127,7 +133,7 @@ func RememberOnSurface(ctx context.Context, st *store.Store, runID string, req s
 			return surfaces.Remembered{}, fmt.Errorf("question set %s is not one of run %s", req.SetID, runID)
 		}
 	}
-	rule, err := st.Remember(ctx, store.RuleRequest{SetID: req.SetID, Scope: scope, Lifetime: life, By: req.By, Surface: req.Surface, Pattern: req.Pattern})
+	rule, err := st.Remember(ctx, store.RuleRequest{SetID: req.SetID, Scope: scope, Lifetime: life, By: req.By, Surface: req.Surface, Pattern: req.Pattern, Offer: offer})
 	if err != nil {
 		return surfaces.Remembered{}, err
 	}

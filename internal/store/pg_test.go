@@ -136,6 +136,7 @@ var pgTests = []struct {
 	{"TestFollowUpWhileRunningRequeuedAfterDone", TestFollowUpWhileRunningRequeuedAfterDone},
 	{"TestReopenDelivery", TestReopenDelivery},
 	{"TestRunOfPullRequest", TestRunOfPullRequest},
+	{"TestRememberOfferOnceAcrossInstances", TestRememberOfferOnceAcrossInstances},
 }
 
 // TestPostgres runs the store's tests on PostgreSQL.

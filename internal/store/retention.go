@@ -28,7 +28,7 @@ import (
 // TestPurgeCoversEveryRunTable checks that this is every such table.
 var runTables = []string{"turns", "tool_calls", "run_rules", "run_policies", "run_leases", "sessions",
 	"git_guards", "turn_tool_calls", "deliveries", "schedule_ticks", "run_requests", "follow_ups", "rule_uses",
-	"surface_refs"}
+	"surface_refs", "remember_offers"}
 
 // setTables are the tables with a set_id column that refers to
 // question_sets.

@@ -67,6 +67,7 @@ func retentionRun(t *testing.T, s *Store, id string, at time.Time, status RunSta
 		{`INSERT INTO cap_raises (set_id, scope, period, period_start, amount, created_at) VALUES (?, 'nightly', 'day', ?, 1, ?)`, []any{set.ID, n, n}},
 		{`INSERT INTO group_answers (group_id, set_id, answered_by, surface, at) VALUES (?, ?, 'alice', 'cli', ?)`, []any{"g-" + id, set.ID, n}},
 		{`INSERT INTO follow_ups (id, run_id, event_key, body, at, created_at) VALUES (?, ?, ?, 'more', ?, ?)`, []any{"fu-" + id, id, "k-" + id, n, n}},
+		{`INSERT INTO remember_offers (surface, offer_key, run_id, set_id, user_id, made_by, remember, expires_at) VALUES ('slack', ?, ?, ?, 'U1', 'alice', 'spec:7d', ?)`, []any{set.ID, id, set.ID, n}},
 	} {
 		if _, err := s.db.ExecContext(ctx, q.sql, q.args...); err != nil {
 			t.Fatalf("%s: %v", q.sql, err)

@@ -123,6 +123,11 @@ type RuleRequest struct {
 	// Pattern is an approval rule's tool rule ("Bash(go test:*)"); ""
 	// remembers the very call. It must allow the set's call.
 	Pattern string
+	// Offer, if set, is the offer to remember this request takes
+	// (remember_offers.go): it is marked taken in the rule's transaction,
+	// which fails with ErrOfferTaken or ErrOfferExpired when it is not
+	// open.
+	Offer *OfferRef
 }
 
 // ParseRemember reads a --remember value, "scope[:lifetime]" (spec:7d,
@@ -290,6 +295,11 @@ func (s *Store) Remember(ctx context.Context, req RuleRequest) (Rule, error) {
 	now := s.now().UTC()
 	var out Rule
 	err = s.tx(ctx, func(tx *txn) error {
+		if req.Offer != nil {
+			if err := takeRememberOffer(ctx, tx, *req.Offer, id, now); err != nil {
+				return err
+			}
+		}
 		rec, rows, err := loadSetRows(ctx, tx, req.SetID)
 		if err != nil {
 			return err

@@ -50,6 +50,11 @@ type Config struct {
 	// acknowledgement). Nil answers such clicks that the question is
 	// closed.
 	Lookup func(ctx context.Context, setID string) (set questions.Set, answers surfaces.Answers, pending bool, err error)
+	// Offers, if set, keeps the offers to remember an answer (the
+	// "Remember for this spec" button) durably, so that a click after a
+	// restart or on another instance still takes its offer, once
+	// (remember_kept.go). Nil holds them in memory.
+	Offers surfaces.RememberOffers
 	// HTTPClient is used for REST calls; nil means a client with a 20s
 	// timeout. It is not modified: the surface wraps its transport.
 	HTTPClient *http.Client

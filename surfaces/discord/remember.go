@@ -22,7 +22,8 @@ const (
 	rememberLabel  = "Remember for this spec (7 days)"
 	msgRememberAsk = "Your answer was taken. Remember it for this spec for 7 days? " +
 		"The spec's later runs that ask the same will be answered by it, not asked."
-	msgRememberGone  = "This offer to remember the answer is no longer open (it was taken, or the orchestrator restarted). Use `orchestrator answer --remember` or the web inbox."
+	msgRememberGone  = "This offer to remember the answer is no longer open (it was taken already). Use `orchestrator answer --remember` or the web inbox."
+	msgRememberOld   = "This offer to remember the answer has expired (offers stay open for 24 hours). Use `orchestrator answer --remember` or the web inbox."
 	msgRememberOnly  = "Only the person who answered may remember this answer."
 	msgRememberNot   = "Your answer was not remembered: "
 	msgRememberRetry = "Your answer could not be remembered just now; please try again."
@@ -60,16 +61,9 @@ func (s *Surface) offerRemember(ctx context.Context, in *discordgo.Interaction, 
 		return
 	}
 	key := rememberKey(set.ID, c.id)
-	s.mu.Lock()
-	if _, ok := s.remembers[key]; !ok {
-		s.rememberOrder = append(s.rememberOrder, key)
-		if len(s.rememberOrder) > maxRemembers {
-			delete(s.remembers, s.rememberOrder[0])
-			s.rememberOrder = s.rememberOrder[1:]
-		}
+	if !s.keepOffer(ctx, set, key, c) {
+		s.rememberInMemory(key, &rememberOffer{setID: set.ID, userID: c.id, by: c.by(), rm: rm})
 	}
-	s.remembers[key] = &rememberOffer{setID: set.ID, userID: c.id, by: c.by(), rm: rm}
-	s.mu.Unlock()
 	data := &discordgo.InteractionResponseData{
 		Content:         msgRememberAsk,
 		Flags:           discordgo.MessageFlagsEphemeral,
@@ -88,18 +82,19 @@ func (s *Surface) offerRemember(ctx context.Context, in *discordgo.Interaction, 
 func (s *Surface) rememberClicked(in *discordgo.Interaction, c clicker, key string) {
 	s.mu.Lock()
 	o := s.remembers[key]
-	switch {
-	case o == nil:
-	case o.userID != c.id:
-		s.mu.Unlock()
-		s.respond(in, ephemeral(msgRememberOnly))
-		return
-	default:
+	if o != nil && o.userID == c.id {
 		delete(s.remembers, key) // taken once; put back if the store failed
 	}
 	s.mu.Unlock()
-	if o == nil {
+	switch {
+	case o == nil && s.cfg.Offers != nil:
+		s.rememberKept(in, c, key) // remember_kept.go
+		return
+	case o == nil:
 		s.respond(in, ephemeral(msgRememberGone))
+		return
+	case o.userID != c.id:
+		s.respond(in, ephemeral(msgRememberOnly))
 		return
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, offerTimeout)

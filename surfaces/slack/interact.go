@@ -345,7 +345,7 @@ func (s *Surface) decided(ctx context.Context, w where, st *setState, idx int, a
 	if d.Closed {
 		s.finish(st)
 	}
-	s.offerRemember(ctx, w, set.ID, answers, d) // remember.go
+	s.offerRemember(ctx, w, set.RunID, set.ID, answers, d) // remember.go
 }
 
 func (s *Surface) tooLate(d surfaces.Decision) string {

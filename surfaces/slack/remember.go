@@ -22,7 +22,8 @@ const (
 	rememberLabel  = "Remember for this spec (7 days)"
 	msgRememberAsk = "Your answer was taken. Remember it for this spec for 7 days? " +
 		"The spec's later runs that ask the same will be answered by it, not asked."
-	msgRememberGone  = "This offer to remember the answer is no longer open (it was taken, or the orchestrator restarted). Use `orchestrator answer --remember` or the web inbox."
+	msgRememberGone  = "This offer to remember the answer is no longer open (it was taken already). Use `orchestrator answer --remember` or the web inbox."
+	msgRememberOld   = "This offer to remember the answer has expired (offers stay open for 24 hours). Use `orchestrator answer --remember` or the web inbox."
 	msgRememberOnly  = "Only the person who answered may remember this answer."
 	msgRememberNot   = "Your answer was not remembered: "
 	msgRememberRetry = "Your answer could not be remembered just now; please try again."
@@ -38,26 +39,17 @@ type rememberOffer struct {
 	rm   surfaces.Rememberer
 }
 
-// offerRemember offers w's person, whose answer to set setID closed it
+// offerRemember offers w's person, whose answer to set setID (of run
+// runID) closed it
 // with their answers only (final), to remember it, when answers can.
-func (s *Surface) offerRemember(ctx context.Context, w where, setID string, answers surfaces.Answers, d surfaces.Decision) {
+func (s *Surface) offerRemember(ctx context.Context, w where, runID, setID string, answers surfaces.Answers, d surfaces.Decision) {
 	rm, ok := answers.(surfaces.Rememberer)
 	if !ok || !d.Taken || !d.Closed || d.Final == nil || d.Final.By != w.by() {
 		return
 	}
-	s.mu.Lock()
-	if s.remembers == nil {
-		s.remembers = map[string]*rememberOffer{}
+	if !s.keepOffer(ctx, w, runID, setID) {
+		s.rememberInMemory(setID, &rememberOffer{user: w.user, by: w.by(), rm: rm})
 	}
-	if _, ok := s.remembers[setID]; !ok {
-		s.rememberOrder = append(s.rememberOrder, setID)
-		if len(s.rememberOrder) > maxRemembers {
-			delete(s.remembers, s.rememberOrder[0])
-			s.rememberOrder = s.rememberOrder[1:]
-		}
-	}
-	s.remembers[setID] = &rememberOffer{user: w.user, by: w.by(), rm: rm}
-	s.mu.Unlock()
 	blocks := []slack.Block{
 		slack.NewSectionBlock(slack.NewTextBlockObject(slack.PlainTextType, msgRememberAsk, false, false), nil, nil),
 		slack.NewActionBlock(rememberPrefix+setID, slack.NewButtonBlockElement(actRemember, "spec", slack.NewTextBlockObject(slack.PlainTextType, rememberLabel, false, false))),
@@ -78,20 +70,24 @@ func (s *Surface) offerRemember(ctx context.Context, w where, setID string, answ
 // onRemember takes the offer of set setID, clicked by w's person: the
 // answer is kept as a spec rule, and they are told the rule or why not.
 func (s *Surface) onRemember(ctx context.Context, w where, setID string) {
+	if !s.mayRemember(ctx, w) {
+		return
+	}
 	s.mu.Lock()
 	o := s.remembers[setID]
-	switch {
-	case o == nil:
-	case o.user != w.user:
-		s.mu.Unlock()
-		s.tell(ctx, w, msgRememberOnly)
-		return
-	default:
+	if o != nil && o.user == w.user {
 		delete(s.remembers, setID) // taken once; put back if the store failed
 	}
 	s.mu.Unlock()
-	if o == nil {
+	switch {
+	case o == nil && s.cfg.Offers != nil:
+		s.rememberKept(ctx, w, setID) // remember_kept.go
+		return
+	case o == nil:
 		s.tell(ctx, w, msgRememberGone)
+		return
+	case o.user != w.user:
+		s.tell(ctx, w, msgRememberOnly)
 		return
 	}
 	r, err := o.rm.Remember(ctx, surfaces.RememberRequest{SetID: setID, By: o.by, Surface: name, Remember: rememberValue})

@@ -76,6 +76,11 @@ type Config struct {
 	// answers, and whether it is still pending. Nil answers such clicks
 	// that the question is closed.
 	Lookup func(ctx context.Context, setID string) (set questions.Set, answers surfaces.Answers, pending bool, err error)
+	// Offers, if set, keeps the offers to remember an answer (the
+	// "Remember for this spec" button) durably, so that a click after a
+	// restart or on another instance still takes its offer, once
+	// (remember_kept.go). Nil holds them in memory.
+	Offers surfaces.RememberOffers
 	// RunThread finds the thread a run lives in when the run says so
 	// itself (started by a mention in a thread: HandleMentions); "" when
 	// it does not. Such a run is asked, and its end said, in that thread
