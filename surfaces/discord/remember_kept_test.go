@@ -9,11 +9,11 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/internal/stored"
 	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces"
 	"github.com/orchestrator-dev/orchestrator/surfaces/discord/discordtest"
 	"github.com/orchestrator-dev/orchestrator/surfaces/surfacetest"
-	"github.com/orchestrator-dev/orchestrator/surfaces/surfacetest/stored"
 )
 
 // expiredOffers keeps every offer already expired.

@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/orchestrator-dev/orchestrator/internal/store"
+	"github.com/orchestrator-dev/orchestrator/internal/stored"
 	"github.com/orchestrator-dev/orchestrator/questions"
 	"github.com/orchestrator-dev/orchestrator/surfaces"
 	"github.com/orchestrator-dev/orchestrator/surfaces/slack/slacktest"
 	"github.com/orchestrator-dev/orchestrator/surfaces/surfacetest"
-	"github.com/orchestrator-dev/orchestrator/surfaces/surfacetest/stored"
 )
 
 // expiredOffers keeps every offer already expired.
