@@ -412,7 +412,7 @@ func sinceLastCost(raw jraw, total float64) float64 {
 	var m map[string]struct {
 		CostUSD *float64 `json:"costUSD"`
 	}
-	if json.Unmarshal(raw, &m) != nil || len(m) == 0 {
+	if json.Unmarshal(raw, &m, decodeOptions) != nil || len(m) == 0 {
 		return total
 	}
 	sum := 0.0
