@@ -68,11 +68,13 @@ func TestClusterFollowUpOnAnotherInstance(t *testing.T) {
 		t.Fatalf("the run's first instance not found, or not pushed: %+v", dl)
 	}
 	c.kill(first)
-	gitCmd(t, checkout, "worktree", "prune")
-	gitCmd(t, checkout, "branch", "--quiet", "-D", dl.Branch)
+	// Its machine is gone: its state with the run's worktree (still
+	// there when it was killed before removing it), then the branch.
 	if err := os.RemoveAll(first.state); err != nil {
 		t.Fatal(err)
 	}
+	gitCmd(t, checkout, "worktree", "prune")
+	gitCmd(t, checkout, "branch", "--quiet", "-D", dl.Branch)
 
 	c.command("followup", "--queue", "--key", "review-1", runID, "please also add a test")
 	c.command("followup", "--queue", "--key", "review-1", runID, "please also add a test") // the same feedback again

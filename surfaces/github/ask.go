@@ -146,6 +146,8 @@ func (s *Surface) watch(ctx context.Context, set questions.Set, answers surfaces
 			p.remove(stale)
 		}
 	}
+	posted := s.c.startPosting(set.ID)
+	defer posted()
 	a, comments, since, err := s.post(ctx, p, set)
 	if err != nil {
 		unlock()
@@ -164,6 +166,10 @@ func (s *Surface) watch(ctx context.Context, set questions.Set, answers surfaces
 	if watched {
 		p.watch(key, w)
 	}
+	// A group answer waiting for this post goes on now (it may hold the
+	// poller's processing, which seed below takes): a watched set is known
+	// (waiterFor), an asked one is not yet.
+	posted()
 	unlock()
 	drop()
 	// The state learns of the set before its waiter takes

@@ -55,10 +55,11 @@ type Client struct {
 	closeGrace time.Duration
 
 	mu         sync.Mutex
-	pollers    map[string]*poller  // by lower-case "owner/name"
-	locks      map[string]*keyLock // held or waited for; removed when free
-	runIssues  map[string]int      // repo + run ID → issue (a cache, bounded)
-	asked      map[string]*asked   // repo + set ID → where it was asked (a cache, bounded)
+	pollers    map[string]*poller       // by lower-case "owner/name"
+	posting    map[string]chan struct{} // by set ID: a set's post in flight, closed when its waiter is known (group.go)
+	locks      map[string]*keyLock      // held or waited for; removed when free
+	runIssues  map[string]int           // repo + run ID → issue (a cache, bounded)
+	asked      map[string]*asked        // repo + set ID → where it was asked (a cache, bounded)
 	perms      map[string]permEntry
 	deliveries deliveries
 	progress   map[string]*progressState // repo + run ID → its status comment
@@ -126,6 +127,7 @@ func newClient(cfg ClientConfig) *Client {
 		now:        cfg.now,
 		sleep:      cfg.sleep,
 		pollers:    make(map[string]*poller),
+		posting:    make(map[string]chan struct{}),
 		locks:      make(map[string]*keyLock),
 		backoff:    cfg.backoff,
 		ledger:     cfg.Ledger,

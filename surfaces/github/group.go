@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	gh "github.com/google/go-github/v60/github"
 
@@ -89,6 +91,9 @@ func (p *poller) offerAll(ctx context.Context, issue int, st *issueState, c *gh.
 	where := map[string]*waiter{}
 	for _, g := range group {
 		gp, gw := p.c.waiterFor(g.SetID)
+		if gw == nil && p.c.waitPosted(ctx, g.SetID) {
+			gp, gw = p.c.waiterFor(g.SetID)
+		}
 		if gw == nil {
 			left = append(left, fmt.Sprintf("%s (not asked on GitHub here)", g.Name()))
 			continue
@@ -183,4 +188,48 @@ func (s *Surface) withGroup(ctx context.Context, set questions.Set, answers surf
 		s.c.log.Warn("github: find the runs the same question waits in", "set", set.ID, "err", err)
 	}
 	return g
+}
+
+// startPosting marks set setID's post in flight until the returned
+// function is called (any number of times): a group answer meanwhile waits
+// for it (waitPosted) rather than take the set as not asked here.
+func (c *Client) startPosting(setID string) (done func()) {
+	ch := make(chan struct{})
+	c.mu.Lock()
+	c.posting[setID] = ch
+	c.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			if c.posting[setID] == ch {
+				delete(c.posting, setID)
+			}
+			c.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+// postingWait bounds how long a group answer waits for a post in flight.
+const postingWait = 30 * time.Second
+
+// waitPosted waits for the post of set setID in flight here, if any, to
+// be made (a watched set's waiter is then known) or to fail, for at most
+// postingWait; it reports whether there was one.
+func (c *Client) waitPosted(ctx context.Context, setID string) bool {
+	c.mu.Lock()
+	ch := c.posting[setID]
+	c.mu.Unlock()
+	if ch == nil {
+		return false
+	}
+	t := time.NewTimer(postingWait)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return true
 }
